@@ -1,0 +1,235 @@
+"""Wire protocol v1: msgpack frames between agents (DEALER) and the daemon (ROUTER).
+
+Every frame is a msgpack map {v, type, node, boot, seq, ts, body}; `decode` validates all of it and
+raises WireError(field, reason, code) naming the first thing that is wrong. Sample bodies are
+columnar (packed float64), so decoding them is one numpy call, not a Python loop per value.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from causewatch.errors import WireError
+
+VERSION = 1
+MAX_FRAME_BYTES = 8 * 1024 * 1024
+MAX_NAME = 256
+AGENT_TYPES = ("hello", "samples", "bbv", "task", "region", "probe_result", "heartbeat")
+DAEMON_TYPES = ("ack", "nack", "run_probe")
+_SEQ_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Frame:
+    type: str
+    node: str
+    boot: str
+    seq: int
+    ts: float
+    body: dict
+    v: int = VERSION
+
+
+# ---- field kinds: each checks one value and returns it (possibly converted) or raises WireError ----
+
+def _name(field, value):
+    if not isinstance(value, str):
+        raise WireError(field, f"expected a string, got {type(value).__name__}", "type")
+    if not 0 < len(value) <= MAX_NAME:
+        raise WireError(field, f"length {len(value)} outside 1..{MAX_NAME}", "name")
+    if not value.isprintable():
+        raise WireError(field, "contains control characters", "name")
+    return value
+
+
+def _text(field, value):
+    if not isinstance(value, str):
+        raise WireError(field, f"expected a string, got {type(value).__name__}", "type")
+    return value
+
+
+def _int(field, value):
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise WireError(field, f"expected an integer, got {type(value).__name__}", "type")
+    return value
+
+
+def _float(field, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise WireError(field, f"expected a number, got {type(value).__name__}", "type")
+    if not math.isfinite(value):
+        raise WireError(field, f"{value} is not finite (send null for a missing value)", "nonfinite")
+    return float(value)
+
+
+def _scalar(field, value):
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, int):
+        return value
+    return _float(field, value)
+
+
+def _opt_float(field, value):
+    return None if value is None else _float(field, value)
+
+
+def _map_of(kind):
+    def check(field, value):
+        if not isinstance(value, dict):
+            raise WireError(field, f"expected a map, got {type(value).__name__}", "type")
+        return {_name(f"{field} key", k): kind(f"{field}.{k}", v) for k, v in value.items()}
+    return check
+
+
+def _list_of(kind):
+    def check(field, value):
+        if not isinstance(value, (list, tuple)):
+            raise WireError(field, f"expected a list, got {type(value).__name__}", "type")
+        return [kind(f"{field}[{i}]", v) for i, v in enumerate(value)]
+    return check
+
+
+def _bytes(field, value):
+    if not isinstance(value, bytes):
+        raise WireError(field, f"expected packed bytes, got {type(value).__name__}", "type")
+    return value
+
+
+def _sparse(field, value):
+    """A sparse vector {keys: [name], counts: [int >= 0]}, the key table and the counts aligned."""
+    body = _check_body(field, value, {"keys": (_list_of(_name), True), "counts": (_list_of(_int), True)})
+    if len(body["keys"]) != len(body["counts"]):
+        raise WireError(f"{field}.counts", f"{len(body['counts'])} counts for {len(body['keys'])} keys", "shape")
+    if any(c < 0 for c in body["counts"]):
+        raise WireError(f"{field}.counts", "counts must be >= 0", "range")
+    return body
+
+
+_EXTRA = (_map_of(_scalar), False)
+SCHEMAS: dict[str, dict[str, tuple]] = {
+    "hello": {"hostname": (_name, True), "agent_version": (_name, True), "cpu_model": (_text, False),
+              "cores": (_int, False), "memory_bytes": (_int, False),
+              "counters": (_map_of(_text), False), "extra": _EXTRA},
+    "samples": {"scope": (_name, True), "t": (_bytes, True), "names": (_list_of(_name), True),
+                "values": (_bytes, True), "nulls": (_bytes, False)},
+    "bbv": {"target": (_name, True), "kind": (_name, True), "start": (_float, True), "end": (_float, True),
+            "vector": (_sparse, True), "pid": (_int, False), "lost": (_int, False)},
+    "task": {"app": (_name, True), "task_id": (_name, True), "start": (_float, True),
+             "duration": (_float, True), "cpu_seconds": (_opt_float, False),
+             "params": (_map_of(_scalar), False), "counters": (_map_of(_opt_float), False),
+             "bbv": (_sparse, False), "extra": _EXTRA},
+    "region": {"app": (_name, True), "region": (_name, True), "start": (_float, True),
+               "duration": (_float, True), "calls": (_int, False), "cpu_seconds": (_opt_float, False),
+               "counters": (_map_of(_opt_float), False), "bbv": (_sparse, False), "extra": _EXTRA},
+    "probe_result": {"app": (_name, True), "kit": (_name, True), "predicted_seconds": (_float, True),
+                     "lo": (_float, True), "hi": (_float, True), "ratio": (_float, True),
+                     "probe_seconds": (_float, True), "phases": (_list_of(_map_of(_scalar)), False),
+                     "extra": _EXTRA},
+    "heartbeat": {},
+    "ack": {"seq": (_int, True), "boot": (_name, True)},
+    "nack": {"seq": (_int, False), "boot": (_text, False), "field": (_text, True), "reason": (_text, True)},
+    "run_probe": {"app": (_name, True), "kit": (_name, True), "manifest": (_map_of(lambda f, v: v), False)},
+}
+
+
+def _check_body(field: str, body: Any, schema: dict) -> dict:
+    if not isinstance(body, dict):
+        raise WireError(field, f"expected a map, got {type(body).__name__}", "type")
+    for key in body:
+        if key not in schema:
+            raise WireError(f"{field}.{key}", f"unknown field (known: {', '.join(schema) or 'none'})", "field")
+    out = {}
+    for key, (kind, required) in schema.items():
+        if key in body:
+            out[key] = kind(f"{field}.{key}", body[key])
+        elif required:
+            raise WireError(f"{field}.{key}", "missing", "missing")
+    return out
+
+
+def _check_samples(body: dict) -> None:
+    t, names = body["t"], body["names"]
+    if len(t) % 8 or len(body["values"]) % 8:
+        raise WireError("body.t" if len(t) % 8 else "body.values", "length is not a multiple of 8 (float64)", "shape")
+    n_t, n_m = len(t) // 8, len(names)
+    if len(body["values"]) != 8 * n_t * n_m:
+        raise WireError("body.values", f"{len(body['values']) // 8} values for {n_t} timestamps x {n_m} names", "shape")
+    if len(set(names)) != n_m:
+        raise WireError("body.names", "duplicate metric name", "name")
+    ts = np.frombuffer(t, "<f8")
+    if not np.isfinite(ts).all():
+        raise WireError("body.t", "timestamps must be finite", "nonfinite")
+    values = np.frombuffer(body["values"], "<f8")
+    bad = ~np.isfinite(values)
+    if "nulls" in body:
+        if len(body["nulls"]) != n_t * n_m:
+            raise WireError("body.nulls", f"{len(body['nulls'])} flags for {n_t * n_m} values", "shape")
+        bad &= np.frombuffer(body["nulls"], np.uint8) == 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise WireError(f"body.values[{i // n_m}][{names[i % n_m]}]",
+                        f"{values[i]} is not finite and not flagged null", "nonfinite")
+
+
+def decode(data: bytes, max_bytes: int = MAX_FRAME_BYTES, types=AGENT_TYPES) -> Frame:
+    """Parse and validate one frame; raise WireError naming the first field that is wrong."""
+    if len(data) > max_bytes:
+        raise WireError("frame", f"{len(data)} bytes exceeds the cap of {max_bytes}", "oversize")
+    try:
+        msg = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception as e:  # msgpack raises several unrelated types for garbage
+        raise WireError("frame", f"not a msgpack map ({type(e).__name__}: {e})", "decode") from None
+    if not isinstance(msg, dict):
+        raise WireError("frame", f"expected a msgpack map, got {type(msg).__name__}", "decode")
+    if msg.get("v") != VERSION:
+        raise WireError("v", f"protocol version {msg.get('v')!r} is not supported (expected {VERSION})", "version")
+    kind = msg.get("type")
+    if kind not in types:
+        raise WireError("type", f"unknown message type {kind!r} (expected one of {', '.join(types)})", "type")
+    env = _check_body("frame", {k: v for k, v in msg.items() if k != "v"},
+                      {"type": (_text, True), "node": (_name, True), "boot": (_name, True),
+                       "seq": (_int, True), "ts": (_float, True), "body": (lambda f, v: v, True)})
+    if not 0 < env["seq"] <= _SEQ_MAX:
+        raise WireError("seq", f"{env['seq']} outside 1..2^63-1", "range")
+    body = _check_body("body", env["body"], SCHEMAS[kind])
+    if kind == "samples":
+        _check_samples(body)
+    return Frame(kind, env["node"], env["boot"], env["seq"], env["ts"], body)
+
+
+def encode(kind: str, node: str, boot: str, seq: int, body: dict, ts: float | None = None) -> bytes:
+    """Pack one frame; the sender and the daemon both build frames only through here."""
+    return msgpack.packb({"v": VERSION, "type": kind, "node": node, "boot": boot, "seq": seq,
+                          "ts": time.time() if ts is None else ts, "body": body}, use_bin_type=True)
+
+
+def samples_body(t, names, values, scope: str = "node") -> dict:
+    """Columnar samples: len(t) timestamps x len(names) metrics; NaN in `values` is sent as null."""
+    values = np.ascontiguousarray(values, "<f8").reshape(len(t), len(names))
+    body = {"scope": scope, "t": np.ascontiguousarray(t, "<f8").tobytes(), "names": list(names),
+            "values": values.tobytes()}
+    nulls = np.isnan(values)
+    if nulls.any():
+        body["nulls"] = nulls.astype(np.uint8).tobytes()
+    return body
+
+
+def samples_arrays(body: dict) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray | None]:
+    """(timestamps, names, values T x M, null mask or None) of a validated samples body, without copies."""
+    t = np.frombuffer(body["t"], "<f8")
+    values = np.frombuffer(body["values"], "<f8").reshape(len(t), len(body["names"]))
+    nulls = body.get("nulls")
+    mask = np.frombuffer(nulls, np.uint8).reshape(values.shape).astype(bool) if nulls else None
+    return t, body["names"], values, mask
+
+
+def sparse(counts: dict[str, int]) -> dict:
+    """A {key: count} mapping as the wire's sparse vector."""
+    return {"keys": list(counts), "counts": [int(c) for c in counts.values()]}

@@ -1,0 +1,1 @@
+"""causewatch.daemon: ingest (ROUTER), DuckDB store, analysis scheduler, Prometheus exporter, HTTP API."""

@@ -1,0 +1,1 @@
+"""causewatch.probe: software probe kits — build, run, predict and rank nodes."""

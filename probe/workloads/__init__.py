@@ -1,0 +1,1 @@
+"""Phased master-worker workloads for tests, benchmarks and the demo."""
