@@ -75,7 +75,7 @@ def load(cls, path: str | Path | None = None, section: str | None = None, **over
         except tomllib.TOMLDecodeError as e:
             raise ConfigError("config", f"not valid TOML ({e})", str(path)) from e
         if section:
-            raw = raw.get(section, {})
+            raw = raw.get(section, raw)
     raw.update({k.replace("-", "_"): v for k, v in overrides.items() if v is not None})
     return _check(cls, raw, where)
 

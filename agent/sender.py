@@ -1,0 +1,237 @@
+"""The agent's sender: a DEALER socket that delivers spooled frames to the daemon.
+
+Delivery promise: at-least-once send, exactly-once store. Every frame is spooled on disk before
+`send` returns and stays there until the daemon acks it — which the daemon does only after the
+commit (ack-after-commit) — and the daemon drops resends by (node, boot, seq). At most `window`
+frames are in flight (credit-based flow control); after a reconnect, or when the oldest frame
+has waited `resend_after` seconds, every unacked frame is sent again, oldest first. Reconnects
+back off up to 10 s (ZMQ reconnect_ivl_max) and ZMQ heartbeats detect a dead daemon.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+import uuid
+from typing import Callable
+
+import zmq
+import zmq.auth
+from prometheus_client import CollectorRegistry, Counter
+from zmq.utils.monitor import recv_monitor_message
+
+from causewatch import wire
+from causewatch.agent.spool import Spool
+from causewatch.config import AgentConfig
+from causewatch.errors import ConfigError, WireError
+
+log = logging.getLogger("causewatch.agent.sender")
+_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+
+
+class Sender:
+    def __init__(self, cfg: AgentConfig, on_command: Callable[[wire.Frame], None] | None = None,
+                 registry: CollectorRegistry | None = None, resend_after: float = 10.0):
+        self.cfg = cfg
+        self.on_command = on_command or (lambda frame: None)
+        self.resend_after = resend_after
+        self.boot = uuid.uuid4().hex[:16]
+        self.spool = Spool(cfg.spool, cfg.spool_max_bytes)
+        registry = registry or CollectorRegistry()
+        self.dropped = Counter("causewatch_agent_spool_dropped_frames", "Frames dropped unsent because the "
+                               "spool was full", registry=registry)
+        self.nacked = Counter("causewatch_agent_frames_nacked", "Frames the daemon refused", registry=registry)
+        self.resent = Counter("causewatch_agent_frames_resent", "Frames sent again after a reconnect or timeout",
+                              registry=registry)
+        self._lock = threading.Lock()
+        self._seq = 0
+        # (boot, seq) -> frame bytes, oldest first: frames of an earlier run of this agent come first.
+        self._pending: collections.OrderedDict = collections.OrderedDict(
+            ((b, s), d) for b, s, d in self.spool.pending())
+        self._unsent = collections.deque(self._pending)
+        self._in_flight: dict[tuple[str, int], float] = {}
+        self._acked = threading.Condition(self._lock)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._stop = threading.Event()
+        self.connected = threading.Event()
+        self.auth_failed = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sender", daemon=True)
+        if self._pending:
+            log.info("spool holds %d unacked frames from an earlier run; they go first", len(self._pending))
+
+    # ---- caller side (any thread) ----
+    def start(self) -> "Sender":
+        self._sock = self._socket()
+        self._thread.start()
+        return self
+
+    def send(self, kind: str, body: dict) -> int:
+        """Spool one frame and queue it; return its seq. Durable when this returns."""
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+            data = wire.encode(kind, self.cfg.node, self.boot, seq, body)
+            for key in self.spool.put(self.boot, seq, data):
+                self._forget(key)
+                self.dropped.inc()
+                log.warning("spool full (%d bytes): dropped unsent frame %s/%d", self.cfg.spool_max_bytes, *key)
+            self._pending[(self.boot, seq)] = data
+            self._unsent.append((self.boot, seq))
+        self._wake()
+        return seq
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every spooled frame is acked (or refused); False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._acked:
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._acked.wait(min(left, 0.1))
+        return True
+
+    @property
+    def unacked(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def close(self) -> None:
+        """Stop sending; what is not acked stays in the spool for the next run."""
+        self._stop.set()
+        self._wake()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.spool.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except BlockingIOError:
+            pass  # a wake-up is already pending
+
+    def _forget(self, key) -> None:
+        """Drop a frame from the queues; a key is either unsent or in flight, never both."""
+        self._pending.pop(key, None)
+        if self._in_flight.pop(key, None) is None:
+            try:
+                self._unsent.remove(key)
+            except ValueError:
+                pass
+
+    # ---- sender thread: the only user of the socket ----
+    def _socket(self) -> zmq.Socket:
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)        # queue nothing on a pipe that is not connected
+        sock.setsockopt(zmq.RECONNECT_IVL, 100)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 10_000)
+        sock.setsockopt(zmq.HEARTBEAT_IVL, 2000)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 6000)
+        sock.setsockopt(zmq.HEARTBEAT_TTL, 6000)
+        sock.setsockopt(zmq.IDENTITY, f"{self.cfg.node}/{self.boot}".encode())
+        if self.cfg.server_key or self.cfg.client_key:
+            if not (self.cfg.server_key and self.cfg.client_key):
+                raise ConfigError("server_key" if not self.cfg.server_key else "client_key",
+                                  "CURVE needs both the daemon's public key and this agent's secret key")
+            sock.curve_serverkey = zmq.auth.load_certificate(self.cfg.server_key)[0]
+            sock.curve_publickey, sock.curve_secretkey = zmq.auth.load_certificate(self.cfg.client_key)
+        self._monitor = sock.get_monitor_socket(_EVENTS)
+        sock.connect(self.cfg.daemon)
+        return sock
+
+    def _loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        while not self._stop.is_set():
+            for sock, _ in poller.poll(200):
+                if sock is self._sock:
+                    self._receive()
+                elif sock is self._monitor:
+                    self._on_event(recv_monitor_message(self._monitor))
+                else:
+                    os.read(self._wake_r, 4096)
+            self._resend_if_stale()
+            self._send_window()
+        self._sock.disable_monitor()
+        self._monitor.close(linger=0)
+        self._sock.close(linger=0)
+
+    def _on_event(self, event: dict) -> None:
+        if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self.connected.set()
+            self.auth_failed.clear()
+            self._requeue("connected")
+        elif event["event"] == zmq.EVENT_DISCONNECTED:
+            self.connected.clear()
+        elif event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            self.auth_failed.set()
+            log.error("daemon %s refused this agent's CURVE key (is its public key in the daemon's "
+                      "authorized/ folder?)", self.cfg.daemon)
+
+    def _requeue(self, why: str) -> None:
+        """Send every unacked frame again, oldest first (the daemon stores each once)."""
+        with self._lock:
+            if self._in_flight:
+                self.resent.inc(len(self._in_flight))
+                log.info("%s: resending %d unacked frames", why, len(self._in_flight))
+            self._in_flight.clear()
+            self._unsent = collections.deque(self._pending)
+
+    def _resend_if_stale(self) -> None:
+        with self._lock:
+            oldest = min(self._in_flight.values(), default=None)
+        if oldest is not None and time.monotonic() - oldest > self.resend_after:
+            self._requeue(f"no ack for {self.resend_after:.0f} s")
+
+    def _send_window(self) -> None:
+        while True:
+            with self._lock:
+                if len(self._in_flight) >= self.cfg.window or not self._unsent:
+                    return
+                key = self._unsent[0]
+                data = self._pending[key]
+            try:
+                self._sock.send(data, zmq.NOBLOCK)
+            except zmq.Again:
+                return  # not connected: IMMEDIATE keeps it here until the handshake
+            with self._lock:
+                if self._unsent and self._unsent[0] == key:
+                    self._unsent.popleft()
+                    self._in_flight[key] = time.monotonic()
+
+    def _receive(self) -> None:
+        data = self._sock.recv()
+        try:
+            frame = wire.decode(data, types=wire.DAEMON_TYPES)
+        except WireError as e:
+            log.error("unreadable frame from daemon: %s", e)
+            return
+        if frame.type == "ack":
+            self._settle((frame.body["boot"], frame.body["seq"]))
+        elif frame.type == "nack":
+            self._on_nack(frame.body)
+        else:
+            self.on_command(frame)
+
+    def _on_nack(self, body: dict) -> None:
+        self.nacked.inc()
+        log.error("daemon refused frame %s/%s: %s: %s", body.get("boot", "?"), body.get("seq", "?"),
+                  body["field"], body["reason"])
+        if "seq" in body:
+            self._settle((body["boot"], body["seq"]))  # a refused frame is never retried
+
+    def _settle(self, key) -> None:
+        with self._acked:
+            if key in self._pending:
+                self._forget(key)
+                self.spool.remove(*key)
+                self._acked.notify_all()

@@ -1,0 +1,33 @@
+"""`causewatch daemon`: run the ingest daemon on a DuckDB file."""
+
+from causewatch import config
+from causewatch.config import DaemonConfig
+
+HELP = "run the daemon: ZeroMQ ingest into DuckDB, analysis jobs, Prometheus /metrics and HTTP /api"
+EPILOG = """examples:
+  causewatch daemon --db /var/lib/causewatch/cw.duckdb
+  causewatch daemon --config /etc/causewatch/daemon.toml
+  causewatch daemon --bind tcp://0.0.0.0:5555 --keys /etc/causewatch/keys   # CURVE, allow-list
+  causewatch keys /etc/causewatch/keys --name server                          # make the server pair
+"""
+
+
+def add_arguments(p):
+    p.add_argument("--config", help="TOML file (table [daemon] or top level)")
+    p.add_argument("--db", help="DuckDB file (default causewatch.duckdb)")
+    p.add_argument("--bind", help="ZeroMQ endpoint to bind (default tcp://127.0.0.1:5555)")
+    p.add_argument("--keys", help="folder with server.key_secret and authorized/ agent public keys (CURVE)")
+    p.add_argument("--insecure", action="store_true", default=None,
+                   help="allow a non-loopback bind without CURVE keys")
+    p.add_argument("--http", help="host:port for /metrics and /api ('' to turn off; default 127.0.0.1:9464)")
+
+
+def load_config(args) -> DaemonConfig:
+    return config.load(DaemonConfig, args.config, "daemon", db=args.db, bind=args.bind, keys=args.keys,
+                       insecure=args.insecure, http=args.http)
+
+
+def run(args) -> int:
+    from causewatch.daemon.server import Daemon
+    Daemon(load_config(args)).serve()
+    return 0

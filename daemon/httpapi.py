@@ -1,0 +1,86 @@
+"""The daemon's HTTP side: Prometheus /metrics from the latest-state cache and JSON under /api/.
+
+Each /api route is a function (query params, read cursor) -> JSON-able; an InputError becomes a
+400 with its message. Readers use their own DuckDB cursor, never the writer's connection.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from causewatch.errors import CausewatchError
+
+log = logging.getLogger("causewatch.daemon.http")
+
+TABLES = ("nodes", "samples", "bbv", "tasks", "regions", "models", "edges", "anomalies", "scores",
+          "probe_kits", "probe_results", "ingest_log")
+
+
+def stats(params: dict, con) -> dict:
+    """Row counts per table and per sample metric."""
+    counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+    per_metric = dict(con.execute("SELECT metric, count(*) FROM samples GROUP BY metric ORDER BY metric").fetchall())
+    return {"tables": counts, "samples_per_metric": per_metric}
+
+
+def nodes(params: dict, con) -> list[dict]:
+    cur = con.execute("SELECT * EXCLUDE (counters, extra) FROM nodes ORDER BY node")
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+
+ROUTES: dict[str, Callable] = {"/api/stats": stats, "/api/nodes": nodes}
+
+
+class HttpApi:
+    def __init__(self, address: str, metrics, cursor: Callable, routes: dict[str, Callable] | None = None):
+        host, _, port = address.rpartition(":")
+        self.routes = dict(ROUTES, **(routes or {}))
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                url = urllib.parse.urlsplit(self.path)
+                if url.path == "/metrics":
+                    return self._reply(200, metrics.exposition(), "text/plain; version=0.0.4")
+                route = api.routes.get(url.path)
+                if route is None:
+                    return self._json(404, {"error": f"no route {url.path} (known: /metrics, "
+                                                     f"{', '.join(sorted(api.routes))})"})
+                params = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+                try:
+                    self._json(200, route(params, cursor()))
+                except CausewatchError as e:
+                    self._json(400, {"error": str(e)})
+                except Exception as e:
+                    log.exception("GET %s failed", self.path)
+                    self._json(500, {"error": f"{type(e).__name__}: {e}"})
+
+            def _json(self, code, obj):
+                self._reply(code, json.dumps(obj, default=str).encode(), "application/json")
+
+            def _reply(self, code, data: bytes, ctype: str):
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, fmt, *args):
+                log.debug(fmt, *args)
+
+        self.server = ThreadingHTTPServer((host or "127.0.0.1", int(port)), Handler)
+        self.address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

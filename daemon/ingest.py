@@ -1,0 +1,236 @@
+"""Daemon ingest: a ROUTER socket in front of one DuckDB writer thread.
+
+Pattern: ack-after-commit. The IO thread decodes and validates each frame (nack at once when it
+is refused); the writer thread commits batches in one transaction each and only then queues the
+acks, which the IO thread sends. Agents resend what was not acked and the store drops what it
+already has, so every acknowledged frame is in DuckDB exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from pathlib import Path
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+from causewatch import wire
+from causewatch.config import DaemonConfig, is_loopback
+from causewatch.errors import ConfigError, WireError
+from causewatch.daemon.metrics import LatestState
+from causewatch.daemon.store import Store
+
+log = logging.getLogger("causewatch.daemon.ingest")
+_STOP = object()
+
+
+class Ingest:
+    """ROUTER IO thread + writer thread. `call(fn)` runs fn(con) on the writer thread in one transaction."""
+
+    def __init__(self, cfg: DaemonConfig, store: Store, metrics: LatestState, on_hello=None):
+        self.cfg, self.store, self.metrics = cfg, store, metrics
+        self.on_hello = on_hello or (lambda node, body: None)
+        self.boot = uuid.uuid4().hex[:16]
+        self.routes: dict[str, bytes] = {}          # node -> ROUTER identity of its latest connection
+        self._work: queue.Queue = queue.Queue(maxsize=4096)
+        self._ctx = zmq.Context.instance()
+        self._outbox = f"inproc://causewatch-outbox-{id(self)}"
+        self._seq = 0
+        self._seq_lock = threading.Lock()
+        self._running = threading.Event()
+        self._auth: ThreadAuthenticator | None = None
+        self.endpoint: str | None = None
+        self._threads: list[threading.Thread] = []
+
+    # ---- lifecycle ----
+    def start(self) -> str:
+        """Bind, start both threads; return the bound endpoint (with the real port for tcp://*:0)."""
+        self._router = self._ctx.socket(zmq.ROUTER)
+        self._router.setsockopt(zmq.LINGER, 0)
+        self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a reconnecting agent takes over its identity
+        self._router.setsockopt(zmq.HEARTBEAT_IVL, 2000)
+        self._router.setsockopt(zmq.HEARTBEAT_TIMEOUT, 6000)
+        self._router.setsockopt(zmq.MAXMSGSIZE, self.cfg.max_frame_bytes + 1024)
+        self._secure()
+        self._router.bind(self.cfg.bind)
+        self.endpoint = self._router.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self._pull = self._ctx.socket(zmq.PULL)
+        self._pull.setsockopt(zmq.RCVHWM, 0)  # acks must never block the writer (it would stall the IO thread)
+        self._pull.bind(self._outbox)
+        self._running.set()
+        for target, name in ((self._io_loop, "ingest-io"), (self._writer_loop, "ingest-writer")):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self.endpoint
+
+    def _secure(self) -> None:
+        cfg = self.cfg
+        if not cfg.keys:
+            if not is_loopback(cfg.bind) and not cfg.insecure:
+                raise ConfigError("bind", f"{cfg.bind} is not loopback and no CURVE keys are configured "
+                                          "(give --keys DIR, or --insecure to accept unauthenticated agents)")
+            log.warning("no CURVE keys configured: %s", "accepting anyone (insecure)" if cfg.insecure
+                        else "binding loopback only")
+            return
+        keys = Path(cfg.keys)
+        secret, allowed = keys / "server.key_secret", keys / "authorized"
+        if not secret.is_file():
+            raise ConfigError("keys", f"{secret} is missing (make it with: causewatch keys {keys} --name server)")
+        if not allowed.is_dir():
+            raise ConfigError("keys", f"{allowed}/ is missing: put the public keys of allowed agents there")
+        self._auth = ThreadAuthenticator(self._ctx)
+        self._auth.start()
+        self._auth.configure_curve(domain="*", location=str(allowed))
+        public, private = zmq.auth.load_certificate(str(secret))
+        self._router.curve_secretkey, self._router.curve_publickey = private, public
+        self._router.curve_server = True
+        log.info("CURVE on: %d authorized agent keys in %s", len(list(allowed.glob("*.key"))), allowed)
+
+    def stop(self) -> None:
+        """Stop taking frames, commit what is queued, send its acks, close."""
+        if not self._running.is_set():
+            return
+        self._work.put(_STOP)
+        self._threads[1].join()
+        self._running.clear()
+        self._threads[0].join()
+        if self._auth:
+            self._auth.stop()
+
+    # ---- IO thread: the only user of the ROUTER socket ----
+    def _io_loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._router, zmq.POLLIN)
+        poller.register(self._pull, zmq.POLLIN)
+        while self._running.is_set():
+            for sock, _ in poller.poll(100):
+                if sock is self._router:
+                    self._receive()
+                else:
+                    self._router.send_multipart(self._pull.recv_multipart(), zmq.NOBLOCK)
+        self._drain_outbox()
+        self._router.close(linger=0)
+        self._pull.close(linger=0)
+
+    def _drain_outbox(self) -> None:
+        while self._pull.poll(0):
+            try:
+                self._router.send_multipart(self._pull.recv_multipart(), zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
+
+    def _receive(self) -> None:
+        parts = self._router.recv_multipart(zmq.NOBLOCK, copy=True)
+        identity, data = parts[0], parts[-1]
+        try:
+            if len(parts) != 2:
+                raise WireError("frame", f"expected one message part, got {len(parts) - 1}", "decode")
+            frame = wire.decode(data, self.cfg.max_frame_bytes)
+        except WireError as e:
+            self._refuse(identity, None, e.field, e.reason, e.code)
+            return
+        self.metrics.frames_received.labels(frame.type).inc()
+        self.routes[frame.node] = identity
+        self._work.put((identity, frame))
+
+    def _refuse(self, identity: bytes, frame: wire.Frame | None, field: str, reason: str, code: str) -> None:
+        self.metrics.frames_refused.labels(code).inc()
+        log.warning("refused frame %s: %s: %s", f"{frame.node}/{frame.boot}/{frame.seq}" if frame else "?",
+                    field, reason)
+        body = {"field": field, "reason": reason}
+        if frame:
+            body.update(seq=frame.seq, boot=frame.boot)
+        self._router.send_multipart([identity, self._daemon_frame("nack", body)], zmq.NOBLOCK)
+
+    def _daemon_frame(self, kind: str, body: dict) -> bytes:
+        with self._seq_lock:
+            self._seq += 1
+            return wire.encode(kind, "daemon", self.boot, self._seq, body)
+
+    def send(self, node: str, kind: str, body: dict) -> bool:
+        """Queue a daemon->agent frame to `node`'s latest connection; False if it never connected."""
+        identity = self.routes.get(node)
+        if identity is None:
+            return False
+        push = self._ctx.socket(zmq.PUSH)
+        try:
+            push.connect(self._outbox)
+            push.send_multipart([identity, self._daemon_frame(kind, body)])
+        finally:
+            push.close(linger=1000)
+        return True
+
+    # ---- writer thread: the only user of the DuckDB connection for writes ----
+    def call(self, fn, timeout: float | None = None):
+        """Run fn(con) on the writer thread in one transaction; return its result (or raise its error)."""
+        future: Future = Future()
+        self._work.put((fn, future))
+        return future.result(timeout)
+
+    def _writer_loop(self) -> None:
+        push = self._ctx.socket(zmq.PUSH)
+        push.setsockopt(zmq.SNDHWM, 0)
+        push.connect(self._outbox)
+        stopping = False
+        while not stopping:
+            items = [self._work.get()]
+            while len(items) < self.cfg.batch_max_frames:
+                try:
+                    items.append(self._work.get_nowait())
+                except queue.Empty:
+                    break
+            stopping = any(i is _STOP for i in items)
+            frames = [i for i in items if i is not _STOP and isinstance(i[1], wire.Frame)]
+            calls = [i for i in items if i is not _STOP and isinstance(i[1], Future)]
+            if frames:
+                self._commit(frames, push)
+            for fn, future in calls:
+                self._run_call(fn, future)
+        push.close(linger=5000)
+
+    def _run_call(self, fn, future: Future) -> None:
+        try:
+            future.set_result(self.store.run(fn))
+        except Exception as e:  # the job sees its own error; the writer goes on
+            future.set_exception(e)
+
+    def _commit(self, items: list[tuple[bytes, wire.Frame]], push) -> None:
+        t0 = time.perf_counter()
+        try:
+            verdicts = self.store.commit_frames([f for _, f in items])
+        except Exception as e:
+            self.metrics.store_errors.inc()
+            if len(items) > 1:  # find the frame that cannot be stored; store the rest
+                log.error("batch of %d frames failed to commit (%s); committing one by one", len(items), e)
+                for item in items:
+                    self._commit([item], push)
+                return
+            ident, frame = items[0]
+            log.error("frame %s/%s/%s cannot be stored: %s", frame.node, frame.boot, frame.seq, e)
+            self.metrics.frames_refused.labels("store").inc()
+            push.send_multipart([ident, self._daemon_frame(
+                "nack", {"seq": frame.seq, "boot": frame.boot, "field": "frame", "reason": f"store error: {e}"})])
+            return
+        self.metrics.commit_seconds.inc(time.perf_counter() - t0)
+        identity_of = {id(f): ident for ident, f in items}
+        for f in verdicts.stored:
+            self.metrics.frames_stored.labels(f.type).inc()
+            if f.type == "samples":
+                self.metrics.values_stored.inc(len(f.body["values"]) // 8)
+        self.metrics.frames_duplicate.inc(len(verdicts.duplicate))
+        for f in verdicts.stored + verdicts.duplicate:
+            push.send_multipart([identity_of[id(f)], self._daemon_frame("ack", {"seq": f.seq, "boot": f.boot})])
+        for f, reason in verdicts.refused:
+            self.metrics.frames_refused.labels("seq").inc()
+            push.send_multipart([identity_of[id(f)], self._daemon_frame(
+                "nack", {"seq": f.seq, "boot": f.boot, "field": "seq", "reason": reason})])
+        for f in verdicts.stored:
+            if f.type == "hello":
+                self.on_hello(f.node, f.body)

@@ -1,0 +1,73 @@
+"""The causewatch daemon: store, ingest, scheduler and HTTP wired together.
+
+`Daemon(cfg).start()` returns once it is serving; `stop()` commits and acks what it has taken,
+then closes the DuckDB file. `serve()` runs until SIGTERM/SIGINT (systemd: READY=1 on start).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+
+from causewatch.config import DaemonConfig
+from causewatch.daemon.httpapi import HttpApi
+from causewatch.daemon.ingest import Ingest
+from causewatch.daemon.metrics import LatestState
+from causewatch.daemon.scheduler import JobContext, Scheduler
+from causewatch.daemon.store import Store
+
+log = logging.getLogger("causewatch.daemon")
+
+
+def sd_notify(state: str) -> None:
+    """Tell systemd (Type=notify) about our state; a no-op outside systemd."""
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path:
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.connect("\0" + path[1:] if path.startswith("@") else path)
+        s.sendall(state.encode())
+
+
+class Daemon:
+    def __init__(self, cfg: DaemonConfig, jobs: list | None = None, routes: dict | None = None):
+        self.cfg = cfg
+        self.metrics = LatestState()
+        self.store = Store(cfg.db)
+        self.ingest = Ingest(cfg, self.store, self.metrics)
+        ctx = JobContext(read=self.store.cursor, write=self.ingest.call, send=self.ingest.send,
+                         metrics=self.metrics)
+        self.scheduler = Scheduler(ctx, jobs)
+        self.ingest.on_hello = self.scheduler.hello
+        self.http = HttpApi(cfg.http, self.metrics, self.store.cursor, routes) if cfg.http else None
+        self.endpoint: str | None = None
+
+    def start(self) -> "Daemon":
+        self.endpoint = self.ingest.start()
+        self.scheduler.start()
+        if self.http:
+            self.http.start()
+        log.info("serving %s (db %s, http %s)", self.endpoint, self.cfg.db, self.http and self.http.address)
+        return self
+
+    def stop(self) -> None:
+        if self.http:
+            self.http.stop()
+        self.scheduler.stop()
+        self.ingest.stop()
+        self.store.close()
+
+    def serve(self) -> None:
+        done = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: done.set())
+        self.start()
+        sd_notify("READY=1")
+        print(f"causewatch daemon: {self.endpoint}  db={self.cfg.db}  "
+              f"http={self.http.address if self.http else 'off'}", flush=True)
+        done.wait()
+        sd_notify("STOPPING=1")
+        self.stop()

@@ -1,0 +1,220 @@
+"""The DuckDB store: versioned schema migrations and the batch writer used by the ingest thread.
+
+One Store owns one DuckDB file; only the daemon's writer thread calls `commit_frames` and `run`.
+Readers in the same process take `cursor()`s. Exactly-once: (node, boot, seq) is in ingest_log
+once, in the same transaction as the frame's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from causewatch import wire
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (1, """
+    CREATE TABLE nodes (node VARCHAR PRIMARY KEY, hostname VARCHAR, cpu_model VARCHAR, cores INTEGER,
+        memory_bytes BIGINT, agent_version VARCHAR, counters JSON, extra JSON, boot VARCHAR,
+        first_seen DOUBLE, last_seen DOUBLE);
+    CREATE TABLE ingest_log (node VARCHAR, boot VARCHAR, seq BIGINT, type VARCHAR, ts DOUBLE,
+        received DOUBLE, PRIMARY KEY (node, boot, seq));
+    CREATE TABLE samples (node VARCHAR, ts DOUBLE, scope VARCHAR, metric VARCHAR, value DOUBLE);
+    CREATE TABLE bbv (node VARCHAR, boot VARCHAR, seq BIGINT, target VARCHAR, kind VARCHAR,
+        t_start DOUBLE, t_end DOUBLE, key VARCHAR, count BIGINT);
+    CREATE TABLE tasks (node VARCHAR, boot VARCHAR, seq BIGINT, app VARCHAR, task_id VARCHAR,
+        t_start DOUBLE, duration DOUBLE, cpu_seconds DOUBLE, params JSON, counters JSON, bbv JSON, extra JSON);
+    CREATE TABLE regions (node VARCHAR, boot VARCHAR, seq BIGINT, app VARCHAR, region VARCHAR,
+        t_start DOUBLE, duration DOUBLE, calls BIGINT, cpu_seconds DOUBLE, counters JSON, bbv JSON, extra JSON);
+    CREATE TABLE models (model_id BIGINT PRIMARY KEY, scope VARCHAR, window_start DOUBLE, window_end DOUBLE,
+        n_rows BIGINT, learned_at DOUBLE, graph JSON);
+    CREATE TABLE edges (model_id BIGINT, src VARCHAR, dst VARCHAR, strength DOUBLE, directed BOOLEAN);
+    CREATE TABLE anomalies (ts DOUBLE, scope VARCHAR, model_id BIGINT, variable VARCHAR, score DOUBLE, detail JSON);
+    CREATE TABLE scores (ts DOUBLE, node VARCHAR, app VARCHAR, region VARCHAR, source VARCHAR, metric VARCHAR,
+        value DOUBLE, term VARCHAR, degree DOUBLE, severity DOUBLE);
+    CREATE TABLE probe_kits (app VARCHAR, kit VARCHAR, path VARCHAR, manifest JSON, registered DOUBLE,
+        PRIMARY KEY (app, kit));
+    CREATE TABLE probe_results (node VARCHAR, boot VARCHAR, seq BIGINT, ts DOUBLE, app VARCHAR, kit VARCHAR,
+        predicted_seconds DOUBLE, lo DOUBLE, hi DOUBLE, ratio DOUBLE, probe_seconds DOUBLE, phases JSON);
+    """),
+]
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    """Bring the schema up to the newest migration; return the version now in force."""
+    con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied DOUBLE)")
+    current = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+    for version, sql in MIGRATIONS:
+        if version > current:
+            con.begin()
+            con.execute(sql)
+            con.execute("INSERT INTO schema_version VALUES (?, ?)", [version, time.time()])
+            con.commit()
+            current = version
+    return current
+
+
+def _json(value) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
+def _strings(value: str, n: int) -> pa.DictionaryArray:
+    """A constant string column without n Python strings."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
+
+
+def _samples_table(frames: list[wire.Frame]) -> pa.Table:
+    parts = []
+    for f in frames:
+        t, names, values, mask = wire.samples_arrays(f.body)
+        n_t, n_m = values.shape
+        n = n_t * n_m
+        parts.append(pa.table({
+            "node": _strings(f.node, n),
+            "ts": np.repeat(t, n_m),
+            "scope": _strings(f.body["scope"], n),
+            "metric": pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(n_m, dtype=np.int32), n_t)),
+                                                     pa.array(names)),
+            "value": pa.array(values.ravel(), mask=None if mask is None else mask.ravel()),
+        }))
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
+def _bbv_rows(f: wire.Frame) -> list[tuple]:
+    b, vec = f.body, f.body["vector"]
+    return [(f.node, f.boot, f.seq, b["target"], b["kind"], b["start"], b["end"], k, c)
+            for k, c in zip(vec["keys"], vec["counts"])]
+
+
+def _task_row(f: wire.Frame) -> tuple:
+    b = f.body
+    return (f.node, f.boot, f.seq, b["app"], b["task_id"], b["start"], b["duration"], b.get("cpu_seconds"),
+            _json(b.get("params")), _json(b.get("counters")), _json(b.get("bbv")), _json(b.get("extra")))
+
+
+def _region_row(f: wire.Frame) -> tuple:
+    b = f.body
+    return (f.node, f.boot, f.seq, b["app"], b["region"], b["start"], b["duration"], b.get("calls"),
+            b.get("cpu_seconds"), _json(b.get("counters")), _json(b.get("bbv")), _json(b.get("extra")))
+
+
+def _probe_row(f: wire.Frame) -> tuple:
+    b = f.body
+    return (f.node, f.boot, f.seq, f.ts, b["app"], b["kit"], b["predicted_seconds"], b["lo"], b["hi"],
+            b["ratio"], b["probe_seconds"], _json(b.get("phases")))
+
+
+@dataclass
+class Verdicts:
+    """What a batch commit decided per frame: stored, duplicate (already stored) or refused."""
+    stored: list[wire.Frame] = field(default_factory=list)
+    duplicate: list[wire.Frame] = field(default_factory=list)
+    refused: list[tuple[wire.Frame, str]] = field(default_factory=list)
+
+
+class Store:
+    """Owns one DuckDB file: migrations at open, exactly-once batch commits, reader cursors."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.con = duckdb.connect(path)
+        self.version = migrate(self.con)
+        # Highest stored seq per (node, boot): a frame above it is new, at or below it a resend.
+        self._high = {(n, b): s for n, b, s in self.con.execute(
+            "SELECT node, boot, max(seq) FROM ingest_log GROUP BY ALL").fetchall()}
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        return self.con.cursor()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def _classify(self, frames: list[wire.Frame]) -> Verdicts:
+        verdicts, high = Verdicts(), dict(self._high)
+        for f in frames:
+            key = (f.node, f.boot)
+            if f.seq > high.get(key, 0):
+                high[key] = f.seq
+                verdicts.stored.append(f)
+            elif self._logged(f) or any(s.seq == f.seq and (s.node, s.boot) == key for s in verdicts.stored):
+                verdicts.duplicate.append(f)
+            else:
+                verdicts.refused.append((f, f"seq {f.seq} went backwards (highest stored is {high[key]})"))
+        return verdicts
+
+    def _logged(self, f: wire.Frame) -> bool:
+        return self.con.execute("SELECT count(*) FROM ingest_log WHERE node=? AND boot=? AND seq=?",
+                                [f.node, f.boot, f.seq]).fetchone()[0] > 0
+
+    def commit_frames(self, frames: list[wire.Frame]) -> Verdicts:
+        """Store the new frames of a batch in one transaction; resends are recognised, not stored twice."""
+        verdicts = self._classify(frames)
+        if not verdicts.stored:
+            return verdicts
+        self.con.begin()
+        try:
+            self._insert(verdicts.stored)
+            self.con.commit()
+        except BaseException:
+            self.con.rollback()
+            raise
+        for f in verdicts.stored:
+            self._high[(f.node, f.boot)] = max(self._high.get((f.node, f.boot), 0), f.seq)
+        return verdicts
+
+    def _insert(self, frames: list[wire.Frame]) -> None:
+        now = time.time()
+        log = pa.table({"node": [f.node for f in frames], "boot": [f.boot for f in frames],
+                        "seq": pa.array([f.seq for f in frames], pa.int64()),
+                        "type": [f.type for f in frames], "ts": [f.ts for f in frames],
+                        "received": pa.array(np.full(len(frames), now))})
+        self.con.execute("INSERT INTO ingest_log SELECT * FROM log")
+        by_type: dict[str, list[wire.Frame]] = {}
+        for f in frames:
+            by_type.setdefault(f.type, []).append(f)
+        if "samples" in by_type:
+            batch = _samples_table(by_type["samples"])
+            self.con.execute("INSERT INTO samples SELECT * FROM batch")
+        rows = {
+            "bbv": [r for f in by_type.get("bbv", []) for r in _bbv_rows(f)],
+            "tasks": [_task_row(f) for f in by_type.get("task", [])],
+            "regions": [_region_row(f) for f in by_type.get("region", [])],
+            "probe_results": [_probe_row(f) for f in by_type.get("probe_result", [])],
+        }
+        for table, values in rows.items():
+            if values:
+                self._insert_rows(table, values)
+        for f in by_type.get("hello", []):
+            self._upsert_node(f)
+
+    def _insert_rows(self, table: str, rows: list[tuple]) -> None:
+        columns = [c[0] for c in self.con.execute(f"DESCRIBE {table}").fetchall()]
+        batch = pa.table(dict(zip(columns, map(list, zip(*rows)))))  # noqa: F841 (read by DuckDB)
+        self.con.execute(f"INSERT INTO {table} SELECT * FROM batch")
+
+    def _upsert_node(self, f: wire.Frame) -> None:
+        b = f.body
+        self.con.execute(
+            """INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+               ON CONFLICT (node) DO UPDATE SET hostname=excluded.hostname, cpu_model=excluded.cpu_model,
+                 cores=excluded.cores, memory_bytes=excluded.memory_bytes, agent_version=excluded.agent_version,
+                 counters=excluded.counters, extra=excluded.extra, boot=excluded.boot,
+                 last_seen=excluded.last_seen""",
+            [f.node, b["hostname"], b.get("cpu_model"), b.get("cores"), b.get("memory_bytes"),
+             b["agent_version"], _json(b.get("counters")), _json(b.get("extra")), f.boot, f.ts, f.ts])
+
+    def run(self, fn):
+        """Run fn(con) in one transaction (analysis jobs write through here, on the writer thread)."""
+        self.con.begin()
+        try:
+            result = fn(self.con)
+            self.con.commit()
+            return result
+        except BaseException:
+            self.con.rollback()
+            raise
