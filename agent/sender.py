@@ -40,7 +40,7 @@ class Sender:
         self.resend_after = resend_after
         self.boot = uuid.uuid4().hex[:16]
         self.spool = Spool(cfg.spool, cfg.spool_max_bytes)
-        registry = registry or CollectorRegistry()
+        self.registry = registry = registry or CollectorRegistry()
         self.dropped = Counter("causewatch_agent_spool_dropped_frames", "Frames dropped unsent because the "
                                "spool was full", registry=registry)
         self.nacked = Counter("causewatch_agent_frames_nacked", "Frames the daemon refused", registry=registry)
@@ -99,6 +99,11 @@ class Sender:
     def unacked(self) -> int:
         with self._lock:
             return len(self._pending)
+
+    def unacked_keys(self) -> list[tuple[str, int]]:
+        """(boot, seq) of every frame not yet acked, oldest first."""
+        with self._lock:
+            return list(self._pending)
 
     def close(self) -> None:
         """Stop sending; what is not acked stays in the spool for the next run."""

@@ -13,6 +13,8 @@ class WireError(CausewatchError):
 
     def __init__(self, field: str, reason: str, code: str = "invalid"):
         self.field, self.reason, self.code = field, reason, code
+        self.boot: str | None = None  # set when the envelope was readable, so the sender can settle the frame
+        self.seq: int | None = None
         super().__init__(f"{field}: {reason}")
 
 

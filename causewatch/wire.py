@@ -198,9 +198,13 @@ def decode(data: bytes, max_bytes: int = MAX_FRAME_BYTES, types=AGENT_TYPES) -> 
                        "seq": (_int, True), "ts": (_float, True), "body": (lambda f, v: v, True)})
     if not 0 < env["seq"] <= _SEQ_MAX:
         raise WireError("seq", f"{env['seq']} outside 1..2^63-1", "range")
-    body = _check_body("body", env["body"], SCHEMAS[kind])
-    if kind == "samples":
-        _check_samples(body)
+    try:
+        body = _check_body("body", env["body"], SCHEMAS[kind])
+        if kind == "samples":
+            _check_samples(body)
+    except WireError as e:
+        e.boot, e.seq = env["boot"], env["seq"]
+        raise
     return Frame(kind, env["node"], env["boot"], env["seq"], env["ts"], body)
 
 

@@ -56,7 +56,8 @@ class Ingest:
         self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a reconnecting agent takes over its identity
         self._router.setsockopt(zmq.HEARTBEAT_IVL, 2000)
         self._router.setsockopt(zmq.HEARTBEAT_TIMEOUT, 6000)
-        self._router.setsockopt(zmq.MAXMSGSIZE, self.cfg.max_frame_bytes + 1024)
+        # Frames over the cap get a nack; only absurd ones (4x) make ZMQ drop the connection unread.
+        self._router.setsockopt(zmq.MAXMSGSIZE, 4 * self.cfg.max_frame_bytes)
         self._secure()
         self._router.bind(self.cfg.bind)
         self.endpoint = self._router.getsockopt(zmq.LAST_ENDPOINT).decode()
@@ -134,19 +135,18 @@ class Ingest:
                 raise WireError("frame", f"expected one message part, got {len(parts) - 1}", "decode")
             frame = wire.decode(data, self.cfg.max_frame_bytes)
         except WireError as e:
-            self._refuse(identity, None, e.field, e.reason, e.code)
+            self._refuse(identity, e)
             return
         self.metrics.frames_received.labels(frame.type).inc()
         self.routes[frame.node] = identity
         self._work.put((identity, frame))
 
-    def _refuse(self, identity: bytes, frame: wire.Frame | None, field: str, reason: str, code: str) -> None:
-        self.metrics.frames_refused.labels(code).inc()
-        log.warning("refused frame %s: %s: %s", f"{frame.node}/{frame.boot}/{frame.seq}" if frame else "?",
-                    field, reason)
-        body = {"field": field, "reason": reason}
-        if frame:
-            body.update(seq=frame.seq, boot=frame.boot)
+    def _refuse(self, identity: bytes, e: WireError) -> None:
+        self.metrics.frames_refused.labels(e.code).inc()
+        log.warning("refused frame %s/%s from %r: %s", e.boot or "?", e.seq or "?", identity, e)
+        body = {"field": e.field, "reason": e.reason}
+        if e.seq is not None:
+            body.update(seq=e.seq, boot=e.boot)
         self._router.send_multipart([identity, self._daemon_frame("nack", body)], zmq.NOBLOCK)
 
     def _daemon_frame(self, kind: str, body: dict) -> bytes:

@@ -1,0 +1,65 @@
+"""The DuckDB store: migrations once, exactly-once commits, resends recognised, backwards seq refused."""
+
+import duckdb
+import numpy as np
+
+from causewatch import wire
+from causewatch.daemon.store import MIGRATIONS, Store
+
+
+def frames(seqs, node="n1", boot="b1"):
+    return [wire.decode(wire.encode("samples", node, boot, s, wire.samples_body([float(s)], ["m"], [[s * 1.0]])))
+            for s in seqs]
+
+
+def test_migrations_apply_once(tmp_path):
+    db = str(tmp_path / "s.duckdb")
+    Store(db).close()
+    store = Store(db)
+    assert store.version == MIGRATIONS[-1][0]
+    assert store.cursor().execute("SELECT count(*) FROM schema_version").fetchone()[0] == len(MIGRATIONS)
+    store.close()
+
+
+def test_resend_is_stored_once_and_backwards_refused(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"))
+    first = store.commit_frames(frames([1, 2, 3, 5]))
+    assert [f.seq for f in first.stored] == [1, 2, 3, 5]
+    again = store.commit_frames(frames([2, 3, 4, 6, 6]))
+    assert [f.seq for f in again.stored] == [6]
+    assert [f.seq for f in again.duplicate] == [2, 3, 6]
+    assert [(f.seq, "went backwards" in why) for f, why in again.refused] == [(4, True)]
+    rows = store.cursor().execute("SELECT ts FROM samples ORDER BY rowid").fetchall()
+    assert [r[0] for r in rows] == [1.0, 2.0, 3.0, 5.0, 6.0]
+    store.close()
+
+
+def test_high_water_marks_survive_reopen(tmp_path):
+    db = str(tmp_path / "s.duckdb")
+    store = Store(db)
+    store.commit_frames(frames([1, 2]))
+    store.close()
+    store = Store(db)
+    v = store.commit_frames(frames([2, 3]))
+    assert ([f.seq for f in v.duplicate], [f.seq for f in v.stored]) == ([2], [3])
+    store.close()
+
+
+def test_null_values_are_stored_as_null(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"))
+    body = wire.samples_body([1.0, 2.0], ["a", "b"], np.array([[1.0, np.nan], [np.nan, 4.0]]))
+    store.commit_frames([wire.decode(wire.encode("samples", "n", "b", 1, body))])
+    rows = store.cursor().execute("SELECT ts, metric, value FROM samples ORDER BY ts, metric").fetchall()
+    assert rows == [(1.0, "a", 1.0), (1.0, "b", None), (2.0, "a", None), (2.0, "b", 4.0)]
+    store.close()
+
+
+def test_failed_transaction_leaves_nothing(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"))
+    try:
+        store.run(lambda con: (con.execute("INSERT INTO anomalies (ts, scope) VALUES (1, 's')"),
+                               con.execute("SELECT * FROM no_such_table")))
+    except duckdb.Error:
+        pass
+    assert store.cursor().execute("SELECT count(*) FROM anomalies").fetchone()[0] == 0
+    store.close()

@@ -1,0 +1,149 @@
+"""Real agents' senders and raw sockets against a real daemon on loopback, stored in a real DuckDB file."""
+
+import math
+import urllib.request
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import agent_config, query, samples
+
+from causewatch import wire
+from causewatch.agent.sender import Sender
+
+
+class RawAgent:
+    """A bare DEALER socket: sends whatever bytes it is given and returns the daemon's reply."""
+
+    def __init__(self, endpoint):
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(endpoint)
+
+    def ask(self, data: bytes, timeout_ms=5000) -> wire.Frame:
+        self.sock.send(data)
+        assert self.sock.poll(timeout_ms), "daemon did not answer"
+        return wire.decode(self.sock.recv(), types=wire.DAEMON_TYPES)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_three_agents_every_frame_stored_once_in_order(daemon, tmp_path):
+    n = 120
+    senders = [Sender(agent_config(tmp_path, daemon.endpoint, f"node-{k}", window=8)).start() for k in range(3)]
+    for i in range(n):
+        for s in senders:
+            s.send("samples", samples(i))
+    assert all(s.flush(60) for s in senders)
+    for s in senders:
+        s.close()
+    daemon.stop()
+    db = daemon.cfg.db
+    for k in range(3):
+        seqs = [r[0] for r in query(db, "SELECT seq FROM ingest_log WHERE node=? ORDER BY rowid", [f"node-{k}"])]
+        assert seqs == list(range(1, n + 1))
+        ts = [r[0] for r in query(db, "SELECT ts FROM samples WHERE node=? AND metric='cpu' ORDER BY rowid",
+                                  [f"node-{k}"])]
+        assert ts == list(map(float, range(5 * n)))
+    assert query(db, "SELECT count(*) FROM samples")[0][0] == 3 * n * 5 * 3
+
+
+def metric(daemon, line_start):
+    text = urllib.request.urlopen(f"http://{daemon.http.address}/metrics").read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(line_start))
+
+
+def env(**kw):
+    msg = {"v": 1, "type": "samples", "node": "bad", "boot": "b", "seq": 1, "ts": 1.0, "body": samples(0)}
+    msg.update(kw)
+    return msgpack.packb(msg, use_bin_type=True)
+
+
+BAD = [
+    (b"\x93\x01garbage", "frame", "decode"),
+    (env(seq="one"), "frame.seq", "type"),
+    (env(body={**samples(0), "values": np.full(15, math.nan).tobytes()}), "body.values[0][cpu]", "nonfinite"),
+    (b"\x80" + b"\x00" * (70 * 1024), "frame", "oversize"),
+    (env(type="gossip"), "type", "type"),
+    (env(v=9), "v", "version"),
+]
+
+
+def test_malformed_frames_get_nacks_are_counted_and_others_still_served(tmp_path):
+    from causewatch.config import DaemonConfig
+    from causewatch.daemon.server import Daemon
+    d = Daemon(DaemonConfig(db=str(tmp_path / "m.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0",
+                            max_frame_bytes=64 * 1024), jobs=[]).start()
+    try:
+        good = Sender(agent_config(tmp_path, d.endpoint, "good")).start()
+        raw = RawAgent(d.endpoint)
+        for data, field, code in BAD:
+            reply = raw.ask(data)
+            assert reply.type == "nack" and reply.body["field"] == field, reply.body
+            good.send("samples", samples(1))
+        assert raw.ask(env(seq=5)).type == "ack"
+        back = raw.ask(env(seq=3))
+        assert back.type == "nack" and back.body["field"] == "seq" and "backwards" in back.body["reason"]
+        assert raw.ask(env(seq=5)).type == "ack"  # a resend of a stored frame is acked again, not stored
+        assert good.flush(20)
+        for code in ("decode", "type", "nonfinite", "oversize", "version", "seq"):
+            assert metric(d, f'causewatch_frames_refused_total{{reason="{code}"}}') >= 1, code
+        raw.close()
+        good.close()
+    finally:
+        d.stop()
+    assert query(d.cfg.db, "SELECT node, count(*) FROM ingest_log GROUP BY node ORDER BY node") == [
+        ("bad", 1), ("good", len(BAD))]
+
+
+packable_ints = st.integers(-2**63, 2**64 - 1)
+envelopes = st.fixed_dictionaries({}, optional={
+    "v": st.one_of(st.just(1), packable_ints, st.text(max_size=3)),
+    "type": st.sampled_from(wire.AGENT_TYPES + ("ack", "x")),
+    "node": st.text(max_size=10), "boot": st.text(max_size=10),
+    "seq": st.one_of(st.integers(-5, 2**64 - 1), st.floats()), "ts": st.floats(),
+    "body": st.dictionaries(st.text(max_size=8), st.one_of(st.none(), packable_ints, st.floats(), st.text(),
+                                                           st.binary(max_size=32)), max_size=5)})
+random_frames = st.one_of(st.binary(max_size=200), envelopes.map(lambda m: msgpack.packb(m, use_bin_type=True)))
+
+
+def test_random_frames_never_break_the_daemon(daemon, tmp_path):
+    raw = RawAgent(daemon.endpoint)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(random_frames)
+    def throw(data):
+        reply = raw.ask(data)
+        assert reply.type in ("ack", "nack")
+        if reply.type == "nack":
+            assert reply.body["field"] and reply.body["reason"]
+
+    throw()
+    good = Sender(agent_config(tmp_path, daemon.endpoint, "after")).start()
+    good.send("samples", samples(0))
+    assert good.flush(10)
+    good.close()
+    raw.close()
+
+
+@pytest.mark.parametrize("kind, body, table", [
+    ("task", {"app": "lu", "task_id": "7", "start": 1.0, "duration": 2.5, "params": {"n": 40, "dtype": "int"},
+              "counters": {"task-clock": 2.4, "cycles": None}}, "tasks"),
+    ("region", {"app": "lu", "region": "solve", "start": 1.0, "duration": 0.5, "calls": 3}, "regions"),
+    ("bbv", {"target": "pid:1", "kind": "native", "start": 0.0, "end": 0.1,
+             "vector": wire.sparse({"libc:memcpy": 4, "a.out:main": 9})}, "bbv"),
+    ("probe_result", {"app": "lu", "kit": "k", "predicted_seconds": 3.0, "lo": 2.8, "hi": 3.2, "ratio": 1.1,
+                      "probe_seconds": 0.2}, "probe_results"),
+    ("hello", {"hostname": "h1", "agent_version": "0.1.0", "cores": 2, "counters": {"cycles": "ENOENT"}}, "nodes"),
+])
+def test_each_record_type_lands_in_its_table(daemon, tmp_path, kind, body, table):
+    s = Sender(agent_config(tmp_path, daemon.endpoint)).start()
+    s.send(kind, body)
+    assert s.flush(10)
+    s.close()
+    daemon.stop()
+    assert query(daemon.cfg.db, f"SELECT count(*) FROM {table}")[0][0] >= 1

@@ -1,0 +1,87 @@
+"""Helpers for tests: free ports, a daemon child process, reading DuckDB files, running the CLI.
+
+Import as `from support import ...` (tests/ is on pytest's pythonpath).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from causewatch import wire
+from causewatch.config import AgentConfig
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DaemonProcess:
+    """`causewatch daemon` as a child process on a fixed port, so it can be killed and restarted."""
+
+    def __init__(self, db: Path, port: int | None = None, extra: list[str] | None = None):
+        self.db, self.port = db, port or free_port()
+        self.endpoint = f"tcp://127.0.0.1:{self.port}"
+        self.extra = extra or []
+        self.proc: subprocess.Popen | None = None
+        self.http: str | None = None
+
+    def start(self) -> "DaemonProcess":
+        self.http = f"127.0.0.1:{free_port()}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "causewatch.cli", "daemon", "--db", str(self.db), "--bind", self.endpoint,
+             "--http", self.http, *self.extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("causewatch daemon:"):
+            self.proc.kill()
+            raise RuntimeError(f"daemon did not start: {line}{self.proc.stderr.read()}")
+        return self
+
+    def kill(self, sig=signal.SIGKILL) -> None:
+        self.proc.send_signal(sig)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.kill(signal.SIGTERM)
+
+
+def agent_config(tmp_path: Path, endpoint: str, node: str = "node-1", **kw) -> AgentConfig:
+    return AgentConfig(daemon=endpoint, node=node, spool=str(tmp_path / f"spool-{node}"), **kw)
+
+
+def query(db: Path | str, sql: str, params=None) -> list[tuple]:
+    """Read a DuckDB file that no daemon holds open."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def wait_for(predicate, timeout: float = 10.0, every: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    return predicate()
+
+
+def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    """Run `causewatch ARGS` as a child process; capture text output."""
+    env = dict(os.environ, **kw.pop("env", {}))
+    return subprocess.run([sys.executable, "-m", "causewatch.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, **kw)
+
+
+def samples(i: int, n_t: int = 5, names=("cpu", "mem", "io")) -> dict:
+    """Frame i of a test stream: timestamps i*n_t .. i*n_t+n_t-1, every value i."""
+    return wire.samples_body(np.arange(n_t) + i * n_t, list(names), np.full((n_t, len(names)), float(i)))
