@@ -68,7 +68,7 @@ def _strings(value: str, n: int) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
 
 
-def _samples_table(frames: list[wire.Frame]) -> pa.Table:
+def samples_table(frames: list[wire.Frame]) -> pa.Table:
     parts = []
     for f in frames:
         t, names, values, mask = wire.samples_arrays(f.body)
@@ -178,7 +178,7 @@ class Store:
         for f in frames:
             by_type.setdefault(f.type, []).append(f)
         if "samples" in by_type:
-            batch = _samples_table(by_type["samples"])
+            batch = samples_table(by_type["samples"])
             self.con.execute("INSERT INTO samples SELECT * FROM batch")
         rows = {
             "bbv": [r for f in by_type.get("bbv", []) for r in _bbv_rows(f)],
