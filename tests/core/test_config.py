@@ -1,0 +1,40 @@
+"""Configuration: TOML read once, wrong keys and types named with their file."""
+
+import pytest
+
+from causewatch import config
+from causewatch.config import AgentConfig, DaemonConfig, is_loopback
+from causewatch.errors import ConfigError
+
+
+def test_file_then_flags(tmp_path):
+    f = tmp_path / "d.toml"
+    f.write_text('[daemon]\ndb = "/x.duckdb"\nbatch_max_frames = 64\n')
+    cfg = config.load(DaemonConfig, f, "daemon", db="/y.duckdb", bind=None)
+    assert (cfg.db, cfg.batch_max_frames, cfg.bind) == ("/y.duckdb", 64, config.DEFAULT_ENDPOINT)
+
+
+@pytest.mark.parametrize("text, key, words", [
+    ('[agent]\nwindow = "ten"\n', "window", "expected int, got str"),
+    ('[agent]\nwindoe = 3\n', "windoe", "unknown setting"),
+    ('[agent]\nwindow = true\n', "window", "expected int, got bool"),
+    ('[agent\n', "config", "not valid TOML"),
+])
+def test_bad_settings_are_named(tmp_path, text, key, words):
+    f = tmp_path / "a.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        config.load(AgentConfig, f, "agent")
+    assert e.value.key == key and words in str(e.value) and str(f) in str(e.value)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        config.load(AgentConfig, tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize("endpoint, local", [
+    ("tcp://127.0.0.1:5555", True), ("tcp://[::1]:5555", True), ("tcp://localhost:1", True),
+    ("ipc:///tmp/x", True), ("tcp://0.0.0.0:5555", False), ("tcp://*:5555", False), ("tcp://10.1.2.3:9", False)])
+def test_loopback_detection(endpoint, local):
+    assert is_loopback(endpoint) is local
