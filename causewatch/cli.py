@@ -15,10 +15,28 @@ from causewatch import __version__, commands
 from causewatch.errors import CausewatchError
 
 
+class _Unavailable:
+    """Stands in for a command whose module cannot be imported, so the other commands still work."""
+
+    def __init__(self, error: ImportError):
+        self.HELP = f"unavailable: {error}"
+        self.error = error
+
+    def add_arguments(self, parser):
+        parser.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def run(self, args):
+        raise CausewatchError(f"this command cannot load: {self.error}")
+
+
 def _command_modules():
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
-            yield info.name.replace("_", "-"), importlib.import_module(f"{commands.__name__}.{info.name}")
+            try:
+                module = importlib.import_module(f"{commands.__name__}.{info.name}")
+            except ImportError as e:
+                module = _Unavailable(e)
+            yield info.name.replace("_", "-"), module
 
 
 def build_parser() -> argparse.ArgumentParser:
