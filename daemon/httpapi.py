@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-from causewatch.errors import CausewatchError
+from causewatch.errors import CausewatchError, InputError
 
 log = logging.getLogger("causewatch.daemon.http")
 
@@ -34,7 +35,41 @@ def nodes(params: dict, con) -> list[dict]:
     return [dict(zip(cols, row)) for row in cur.fetchall()]
 
 
-ROUTES: dict[str, Callable] = {"/api/stats": stats, "/api/nodes": nodes}
+def _number(params: dict, key: str, kind=float, default=None):
+    try:
+        return default if key not in params else kind(params[key])
+    except ValueError:
+        raise InputError(f"{key}: expected a {kind.__name__}, got {params[key]!r}") from None
+
+
+def query(params: dict, con) -> list[dict]:
+    """PERFQL over the live store: /api/query?q=(cpi is high)&min_degree=0.3&top=10&last=3600."""
+    from causewatch.analytics import perfql
+    from causewatch.commands.query import records
+    if not params.get("q"):
+        raise InputError("q: give a PERFQL statement, e.g. /api/query?q=(cpi is high)")
+    last = _number(params, "last")
+    try:
+        found = perfql.run(con, params["q"], min_degree=_number(params, "min_degree", default=0.0),
+                           top=_number(params, "top", int), since=None if last is None else time.time() - last)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    return records(found)
+
+
+def bottlenecks(params: dict, con) -> list[dict]:
+    """Fuzzy bottleneck search over the live store: /api/bottlenecks?top=20&last=600."""
+    from causewatch.analytics import perfql
+    from causewatch.analytics.regions import region_summaries
+    from causewatch.commands.bottlenecks import summarise
+    from causewatch.commands.query import records
+    last = _number(params, "last")
+    found = perfql.find_bottlenecks(region_summaries(con, None if last is None else time.time() - last))
+    return records(summarise(found).head(_number(params, "top", int)))
+
+
+ROUTES: dict[str, Callable] = {"/api/stats": stats, "/api/nodes": nodes, "/api/query": query,
+                               "/api/bottlenecks": bottlenecks}
 
 
 class HttpApi:

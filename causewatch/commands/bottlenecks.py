@@ -1,0 +1,70 @@
+"""`causewatch bottlenecks`: fuzzy bottleneck search over the region summaries of a DuckDB store.
+
+Each metric with a bottleneck term set is checked against its threshold; bottlenecks get degrees in
+the severity terms and regions near the threshold a degree in the negligible band (paper Fig. 5).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from causewatch.analytics import perfql
+from causewatch.analytics.fuzzy import format_degrees
+from causewatch.analytics.regions import KEYS, region_summaries
+from causewatch.commands.query import add_store_arguments, open_store, print_table, records, since, termsets
+from causewatch.errors import InputError
+
+HELP = "find bottleneck regions with fuzzy severity degrees (low/medium/high, negligible)"
+EPILOG = """examples:
+  causewatch bottlenecks
+  causewatch bottlenecks --db run.duckdb --metric l2_miss_ratio --metric time_share
+  causewatch bottlenecks --no-negligible --top 20 --json
+  causewatch bottlenecks --terms site_terms.toml --last 3600 --node node17
+
+output: per region and metric the value and e.g. "Medium (degree=0.502)/High (degree=0.495)/";
+severity = the degree of the most severe term times its level (k/K), used for ranking.
+"""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--metric", action="append", metavar="NAME",
+                        help="only this term set (repeatable; default: every one with a bottleneck section "
+                             "whose inputs the store has)")
+    parser.add_argument("--no-negligible", dest="negligible", action="store_false",
+                        help="leave out regions that are only near the threshold")
+    add_store_arguments(parser)
+
+
+def summarise(long: pd.DataFrame) -> pd.DataFrame:
+    """One row per (region, metric): value, severity and the degrees as text and as a dict."""
+    keys = [*KEYS, "metric"]
+    if not len(long):
+        return pd.DataFrame(columns=[*keys, "value", "severity", "bottleneck", "degrees"])
+    groups = long.groupby(keys, sort=False)
+    out = groups.agg(value=("value", "first"), severity=("severity", "max")).reset_index()
+    degrees = groups.apply(lambda g: dict(zip(g["term"], g["degree"].round(3))), include_groups=False)
+    out["degrees"] = degrees.to_numpy()
+    out["bottleneck"] = out["degrees"].map(lambda d: format_degrees(d, capitalize=True))
+    order = ["severity", "value", *keys]
+    return out.sort_values(order, ascending=[False, False] + [True] * len(keys), kind="stable").reset_index(drop=True)
+
+
+def run(args) -> int:
+    if args.top is not None and args.top < 1:
+        raise InputError(f"--top must be at least 1, got {args.top}")
+    con = open_store(args.db)
+    try:
+        frame = region_summaries(con, since(args), nodes=args.node)
+        found = perfql.find_bottlenecks(frame, termsets(args), args.metric, args.mode, args.negligible)
+    except ValueError as e:
+        raise InputError(f"bottlenecks: {e}") from None
+    finally:
+        con.close()
+    table = summarise(found).head(args.top)
+    if args.json:
+        print(json.dumps(records(table.round({"severity": 3})), indent=1))
+    else:
+        print_table(table.drop(columns="degrees").round({"severity": 3}))
+    return 0

@@ -1,0 +1,78 @@
+"""Region summaries from a real DuckDB store: instrumented regions and sampled BBV functions."""
+
+import json
+
+import duckdb
+import numpy as np
+import pytest
+
+from causewatch.analytics.regions import metric_name, region_summaries
+from causewatch.daemon.store import migrate
+
+
+@pytest.fixture
+def con(tmp_path):
+    con = duckdb.connect(str(tmp_path / "store.duckdb"))
+    migrate(con)
+    regions = [  # node, seq, app, region, t_start, duration, calls, cpu, counters, extra
+        ("n1", 1, "pic", "main", 100.0, 10.0, 1, 9.0, {"cache_misses": 20, "cache-references": 100, "cpi": 1.0}, None),
+        ("n1", 2, "pic", "solve", 101.0, 4.0, 2, 3.0, {"cache_misses": 10, "cache-references": 50, "cpi": 2.0},
+         {"parent": "main"}),
+        ("n1", 3, "pic", "solve", 106.0, 2.0, 1, 2.0, {"cache_misses": 5, "cache-references": 50, "cpi": 0.5},
+         {"parent": "main"}),
+        ("n2", 1, "pic", "main", 500.0, 5.0, 1, None, None, None),
+    ]
+    con.executemany("INSERT INTO regions VALUES (?, 'b', ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+                    [(n, s, a, r, t, d, c, cpu, json.dumps(k) if k else None, json.dumps(e) if e else None)
+                     for n, s, a, r, t, d, c, cpu, k, e in regions])
+    bbv = [  # two 2-second intervals of target pic on n1: f has 3/4 then 1/2 of the samples
+        ("n1", 10, 100.0, 102.0, "f", 3), ("n1", 10, 100.0, 102.0, "g", 1),
+        ("n1", 11, 102.0, 104.0, "f", 1), ("n1", 11, 102.0, 104.0, "g", 1),
+    ]
+    con.executemany("INSERT INTO bbv VALUES (?, 'b', ?, 'pic', 'native', ?, ?, ?, ?)", bbv)
+    yield con
+    con.close()
+
+
+def _row(frame, node, region, source):
+    sel = frame[(frame.node == node) & (frame.region == region) & (frame.source == source)]
+    assert len(sel) == 1
+    return sel.iloc[0]
+
+
+def test_instrumented_regions_are_summed_per_node_and_region(con):
+    f = region_summaries(con)
+    solve = _row(f, "n1", "solve", "region")
+    assert (solve.duration, solve.calls, solve.cpu_seconds) == (6.0, 3.0, 5.0)
+    assert solve.cache_misses == 15 and solve.cache_references == 100   # '-' becomes '_'
+    assert solve.cpi == pytest.approx((2.0 * 4 + 0.5 * 2) / 6)            # ratios: duration-weighted mean
+    assert solve.parent == "main"
+    assert solve.time_share == pytest.approx(6.0 / 10.0)                  # program n1/pic spans 100..110
+    assert _row(f, "n2", "main", "region").time_share == 1.0
+    assert np.isnan(_row(f, "n2", "main", "region").cpu_seconds)
+
+
+def test_bbv_share_of_samples_is_share_of_time(con):
+    f = region_summaries(con)
+    fn, gn = _row(f, "n1", "f", "bbv"), _row(f, "n1", "g", "bbv")
+    assert fn.duration == pytest.approx(0.75 * 2 + 0.5 * 2) and gn.duration == pytest.approx(0.25 * 2 + 0.5 * 2)
+    assert fn.time_share == pytest.approx(2.5 / 4) and fn.samples == 4
+    assert fn.app == "pic" and np.isnan(fn.cache_misses)
+
+
+def test_window_nodes_and_metric_selection(con):
+    f = region_summaries(con, since=101.0, until=200.0, nodes=["n1"], metrics={"cache_misses", "time_share"})
+    assert sorted(zip(f.region, f.source)) == [("f", "bbv"), ("g", "bbv"), ("solve", "region")]
+    assert "cpi" not in f.columns and "cache_misses" in f.columns
+    assert _row(f, "n1", "f", "bbv").duration == pytest.approx(1.0)     # only the interval from 102
+
+
+def test_empty_store(tmp_path):
+    con = duckdb.connect(str(tmp_path / "empty.duckdb"))
+    migrate(con)
+    f = region_summaries(con)
+    assert len(f) == 0 and {"node", "app", "region", "source", "duration", "time_share"} <= set(f.columns)
+
+
+def test_metric_name():
+    assert metric_name("cache-misses") == "cache_misses" and metric_name("L2_TCM") == "L2_TCM"
