@@ -27,6 +27,7 @@ class DaemonConfig:
     http: str = "127.0.0.1:9464"      # /metrics and /api/*; "" turns it off
     max_frame_bytes: int = 8 * 1024 * 1024
     batch_max_frames: int = 256       # frames the writer commits in one transaction at most
+    fuzzy_terms: str | None = None    # TOML term sets for bottleneck scoring (default: the shipped ones)
 
 
 @dataclasses.dataclass

@@ -25,6 +25,10 @@ class Job:
         self.window, self.mode, self.clock = window, mode, clock
         self.termsets = load_terms(terms)
 
+    @classmethod
+    def from_config(cls, cfg) -> "Job":
+        return cls(terms=cfg.fuzzy_terms)
+
     def run(self, ctx) -> None:
         now = self.clock()
         cur = ctx.read()

@@ -1,7 +1,7 @@
 """Analysis scheduler: runs the daemon's jobs (modules daemon/job_*.py) on their intervals.
 
 Each job module defines `class Job` with `name`, `interval` (s), `run(ctx)` and optionally
-`on_hello(ctx, node, body)`. Jobs read through `ctx.read()`, write through `ctx.write(fn)` (the
+`on_hello(ctx, node, body)` and a `from_config(cfg)` constructor (else `Job()`). Jobs read through `ctx.read()`, write through `ctx.write(fn)` (the
 writer thread, one transaction) and publish gauges through `ctx.metrics`. A job that raises is
 logged and counted; the daemon and the other jobs carry on.
 """
@@ -32,20 +32,26 @@ class JobContext:
     metrics: LatestState
 
 
-def discover_jobs() -> list:
+def discover_jobs(cfg=None) -> list:
+    """One instance of every daemon/job_*.py; a module that cannot load is logged and left out."""
     jobs = []
     for info in sorted(pkgutil.iter_modules(daemon_pkg.__path__), key=lambda i: i.name):
-        if info.name.startswith("job_"):
-            jobs.append(importlib.import_module(f"{daemon_pkg.__name__}.{info.name}").Job())
+        if not info.name.startswith("job_"):
+            continue
+        try:
+            job_class = importlib.import_module(f"{daemon_pkg.__name__}.{info.name}").Job
+            jobs.append(job_class.from_config(cfg) if cfg and hasattr(job_class, "from_config") else job_class())
+        except Exception:
+            log.exception("analysis job %s cannot load; the daemon runs without it", info.name)
     return jobs
 
 
 class Scheduler:
     """One thread: hello events first, then whichever jobs are due."""
 
-    def __init__(self, ctx: JobContext, jobs: list | None = None):
+    def __init__(self, ctx: JobContext, jobs: list):
         self.ctx = ctx
-        self.jobs = discover_jobs() if jobs is None else jobs
+        self.jobs = jobs
         self.runs: dict[str, int] = {job.name: 0 for job in self.jobs}
         self._hellos: queue.Queue = queue.Queue()
         self._stop = threading.Event()

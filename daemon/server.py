@@ -16,7 +16,7 @@ from causewatch.config import DaemonConfig
 from causewatch.daemon.httpapi import HttpApi
 from causewatch.daemon.ingest import Ingest
 from causewatch.daemon.metrics import LatestState
-from causewatch.daemon.scheduler import JobContext, Scheduler
+from causewatch.daemon.scheduler import JobContext, Scheduler, discover_jobs
 from causewatch.daemon.store import Store
 
 log = logging.getLogger("causewatch.daemon")
@@ -40,7 +40,7 @@ class Daemon:
         self.ingest = Ingest(cfg, self.store, self.metrics)
         ctx = JobContext(read=self.store.cursor, write=self.ingest.call, send=self.ingest.send,
                          metrics=self.metrics)
-        self.scheduler = Scheduler(ctx, jobs)
+        self.scheduler = Scheduler(ctx, discover_jobs(cfg) if jobs is None else jobs)
         self.ingest.on_hello = self.scheduler.hello
         self.http = HttpApi(cfg.http, self.metrics, self.store.cursor, routes) if cfg.http else None
         self.endpoint: str | None = None
