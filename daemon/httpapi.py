@@ -68,8 +68,14 @@ def bottlenecks(params: dict, con) -> list[dict]:
     return records(summarise(found).head(_number(params, "top", int)))
 
 
+def rank(params: dict, con) -> dict:
+    """Nodes ranked by predicted task time for an app: /api/rank?app=lu."""
+    from causewatch.probe.rank import api_rank
+    return api_rank(params, con)
+
+
 ROUTES: dict[str, Callable] = {"/api/stats": stats, "/api/nodes": nodes, "/api/query": query,
-                               "/api/bottlenecks": bottlenecks}
+                               "/api/bottlenecks": bottlenecks, "/api/rank": rank}
 
 
 class HttpApi:

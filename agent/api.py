@@ -1,0 +1,281 @@
+"""Task and region records from instrumented programs: `with task(app, params={...}):`, `with region(name):`.
+
+Each measures the calling thread (perf software/hardware counters, wall and CPU time, a Python-level
+phase vector sampled from sys._current_frames) and sends one record to the local agent's ipc socket,
+or, when no agent listens there, straight to the daemon through a Sender. Monitoring never raises
+into the program: a record that cannot be sent is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import functools
+import itertools
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+
+import msgpack
+import zmq
+
+from causewatch import config
+from causewatch.agent import perf
+from causewatch.config import AgentConfig
+
+log = logging.getLogger(__name__)
+MAX_KEY = 256
+
+
+class FrameSampler:
+    """One timer thread sampling the innermost Python frame of every thread inside a task or region.
+
+    A Python program's native IPs all land in the interpreter loop; its code objects are what tell
+    phases apart, so the vector keys are 'file.py:qualname'.
+    """
+
+    def __init__(self, interval: float = 0.005):
+        self.interval = interval
+        self._active: dict[int, list[Counter]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._keys: dict = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, tid: int) -> Counter:
+        counts: Counter = Counter()
+        with self._lock:
+            self._active.setdefault(tid, []).append(counts)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="causewatch-frames", daemon=True)
+                self._thread.start()
+        self._wake.set()
+        return counts
+
+    def unwatch(self, tid: int, counts: Counter) -> None:
+        with self._lock:
+            stack = self._active.get(tid, [])
+            if counts in stack:
+                stack.remove(counts)
+            if not stack:
+                self._active.pop(tid, None)
+
+    def _key(self, code) -> str:
+        key = self._keys.get(code)
+        if key is None:
+            key = f"{os.path.basename(code.co_filename)}:{getattr(code, 'co_qualname', code.co_name)}"
+            key = "".join(c if c.isprintable() else "?" for c in key)[:MAX_KEY]
+            self._keys[code] = key
+        return key
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                active = {tid: list(stack) for tid, stack in self._active.items()}
+            if not active:
+                self._wake.clear()
+                self._wake.wait()
+                continue
+            frames = sys._current_frames()
+            for tid, stack in active.items():
+                frame = frames.get(tid)
+                if frame is not None:
+                    key = self._key(frame.f_code)
+                    for counts in stack:
+                        counts[key] += 1
+            del frames
+            time.sleep(self.interval)
+
+
+class _ThreadCounters(threading.local):
+    """The calling thread's perf counters, opened on first use (their fds close with the thread)."""
+
+    collector: perf.CounterCollector | None = None
+
+    def get(self) -> perf.CounterCollector:
+        if self.collector is None:
+            self.collector = perf.thread_counters()
+        return self.collector
+
+
+class Transport:
+    """Where records go: the local agent's ipc socket (ZeroMQ PUSH) if one listens, else a Sender."""
+
+    def __init__(self, cfg: AgentConfig):
+        self.cfg = cfg
+        self._push = self._sender = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> None:
+        if listening(self.cfg.ipc):
+            self._push = zmq.Context.instance().socket(zmq.PUSH)
+            self._push.setsockopt(zmq.LINGER, 5000)          # deliver what is queued at exit
+            self._push.connect(self.cfg.ipc)
+        else:
+            from causewatch.agent.sender import Sender
+            spool = f"{self.cfg.spool}-{os.path.basename(sys.argv[0]) or 'python'}-{os.getpid()}"
+            self._sender = Sender(dataclasses.replace(self.cfg, spool=spool)).start()
+            log.info("no agent listens on %s: sending straight to %s", self.cfg.ipc, self.cfg.daemon)
+
+    def send(self, kind: str, body: dict) -> None:
+        with self._lock:
+            if self._push is None and self._sender is None:
+                self._open()
+            if self._push is not None:   # never block the program: a gone agent costs records, not time
+                try:
+                    self._push.send(msgpack.packb({"type": kind, "body": body}, use_bin_type=True), zmq.NOBLOCK)
+                except zmq.Again:
+                    log.warning("causewatch: the agent on %s takes no records; %s dropped", self.cfg.ipc, kind)
+            else:
+                self._sender.send(kind, body)
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Deliver what is queued (up to `timeout` s); True when nothing is left behind."""
+        with self._lock:
+            ok = True
+            if self._push is not None:
+                self._push.close(linger=int(timeout * 1000))
+            if self._sender is not None:
+                ok = self._sender.flush(timeout)
+                self._sender.close()
+            self._push = self._sender = None
+            return ok
+
+
+def listening(endpoint: str) -> bool:
+    """True when something accepts connections on an ipc:// endpoint's unix socket."""
+    if not endpoint.startswith("ipc://"):
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(endpoint[len("ipc://"):])
+            return True
+        except OSError:
+            return False
+
+
+_sampler = FrameSampler()
+_counters = _ThreadCounters()
+_transport: Transport | None = None
+_app = os.environ.get("CAUSEWATCH_APP") or os.path.splitext(os.path.basename(sys.argv[0] or "python"))[0] \
+    or "python"
+_ids = itertools.count(1)
+
+
+def configure(app: str | None = None, config_file: str | None = None, sample_interval: float | None = None,
+              **settings) -> AgentConfig:
+    """Set the default app name and where records go (AgentConfig settings: ipc, daemon, node, spool…).
+
+    Without a call, the config comes from $CAUSEWATCH_CONFIG (table [agent]) or the defaults.
+    """
+    global _transport, _app
+    if app:
+        _app = app
+    if sample_interval:
+        _sampler.interval = sample_interval
+    if _transport is not None:
+        _transport.close()
+    cfg = config.load(AgentConfig, config_file or os.environ.get("CAUSEWATCH_CONFIG"), "agent", **settings)
+    _transport = Transport(cfg)
+    return cfg
+
+
+def flush(timeout: float = 5.0) -> bool:
+    """Deliver every record sent so far; called at interpreter exit too."""
+    global _transport
+    if _transport is None:
+        return True
+    ok = _transport.close(timeout)
+    _transport = None
+    return ok
+
+
+atexit.register(flush)
+
+
+def _send(kind: str, body: dict) -> None:
+    global _transport
+    try:
+        if _transport is None:
+            configure()
+        _transport.send(kind, body)
+    except Exception as e:   # monitoring must never break the program it watches
+        log.warning("causewatch: %s record not sent: %s", kind, e)
+
+
+class _Measured:
+    """Shared by task and region: a context manager, and a decorator measuring each call."""
+
+    kind = ""
+
+    def __enter__(self):
+        self._tid = threading.get_ident()
+        self._c0 = _counters.get().collect()
+        self._vector = _sampler.watch(self._tid)
+        self._t0, self._cpu0 = time.time(), time.thread_time()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        duration, cpu = time.time() - self._t0, time.thread_time() - self._cpu0
+        _sampler.unwatch(self._tid, self._vector)
+        c1 = _counters.get().collect()
+        counters = {k: v - self._c0[k] for k, v in c1.items()
+                    if v is not None and self._c0.get(k) is not None and k not in perf.DERIVED}
+        counters.update(perf.derive(c1, self._c0))
+        body = {"app": self.app, "start": self._t0, "duration": duration, "cpu_seconds": cpu,
+                "counters": counters, **self._fields()}
+        if self._vector:
+            body["bbv"] = {"keys": list(self._vector), "counts": list(self._vector.values())}
+        extra = {"thread": threading.current_thread().name, "pid": os.getpid()}
+        if exc_type is not None:
+            extra["exception"] = exc_type.__name__
+        body["extra"] = extra
+        _send(self.kind, body)
+        return False
+
+    def _fields(self) -> dict:
+        raise NotImplementedError
+
+    def _fresh(self) -> "_Measured":
+        raise NotImplementedError
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def measured(*args, **kwargs):
+            with self._fresh():
+                return fn(*args, **kwargs)
+        return measured
+
+
+class task(_Measured):
+    """One master-worker task: `params` are its inputs (what the causal model learns from)."""
+
+    kind = "task"
+
+    def __init__(self, app: str | None = None, params: dict | None = None, task_id: str | None = None):
+        self.app, self.params, self.task_id = app or _app, dict(params or {}), task_id
+
+    def _fields(self) -> dict:
+        return {"task_id": self.task_id or f"{os.getpid()}-{next(_ids)}", "params": self.params}
+
+    def _fresh(self) -> "task":
+        return task(self.app, self.params)
+
+
+class region(_Measured):
+    """One call of a named code region (what the fuzzy bottleneck scores rank)."""
+
+    kind = "region"
+
+    def __init__(self, name: str, app: str | None = None):
+        self.name, self.app = name, app or _app
+
+    def _fields(self) -> dict:
+        return {"region": self.name, "calls": 1}
+
+    def _fresh(self) -> "region":
+        return region(self.name, self.app)

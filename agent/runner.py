@@ -1,0 +1,393 @@
+"""The agent's main loop: collectors on a fixed, non-drifting schedule, batched into wire frames.
+
+Target counters every `counters_interval`, psutil and system-wide counters every `psutil_interval`,
+the IP-sample rings drained every counters tick; one `samples` frame per (scope, rate) per
+`batch_seconds` (slow rows: at least 5 per frame). Task/region records from instrumented programs are
+relayed from the ipc socket; `run_probe` commands run in a thread; SIGTERM flushes and returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import msgpack
+import numpy as np
+import psutil
+import zmq
+
+from causewatch import __version__, wire
+from causewatch.agent import perf
+from causewatch.agent.api import listening
+from causewatch.agent.bbv import BBVCollector
+from causewatch.agent.system import NodeCollector, ProcessCollector
+from causewatch.config import AgentConfig
+from causewatch.errors import InputError, WireError
+
+log = logging.getLogger(__name__)
+CGROUP_ROOTS = ("/sys/fs/cgroup/perf_event", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+
+
+def sd_notify(state: str, env=os.environ) -> bool:
+    """Send `state` to systemd's NOTIFY_SOCKET (a unix datagram socket); False outside systemd."""
+    path = env.get("NOTIFY_SOCKET")
+    if not path:
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+        s.connect("\0" + path[1:] if path.startswith("@") else path)
+        s.sendall(state.encode())
+    return True
+
+
+@dataclass
+class Target:
+    """What the agent watches besides the node: a process (tree) or a cgroup."""
+    label: str
+    pid: int | None = None
+    cgroup: str | None = None
+    child: subprocess.Popen | None = None
+    _release: int | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Let a launched command exec, once its counters are open (they follow it across exec)."""
+        if self._release is not None:
+            os.write(self._release, b"go")
+            os.close(self._release)
+            self._release = None
+
+
+def launch(cmd: list[str]) -> Target:
+    """Start `cmd` held before exec, so the agent opens counters before its first instruction."""
+    if shutil.which(cmd[0]) is None:
+        raise InputError(f"cannot run {cmd[0]!r}: not found or not executable")
+    r, w = os.pipe()
+    # a trampoline waits on the pipe, then execs: Popen itself returns only after an exec
+    hold = f"import os, sys; os.read({r}, 2); os.execvp(sys.argv[1], sys.argv[1:])"
+    try:
+        child = subprocess.Popen([sys.executable, "-c", hold, *cmd], pass_fds=(r,))
+    finally:
+        os.close(r)
+    return Target(f"cmd:{os.path.basename(cmd[0])}", pid=child.pid, child=child, _release=w)
+
+
+def find_target(pid: int | None = None, match: str | None = None, cgroup: str | None = None) -> Target | None:
+    if pid is not None:
+        if not psutil.pid_exists(pid):
+            raise InputError(f"--pid {pid}: no such process")
+        return Target(f"pid:{pid}", pid=pid)
+    if match is not None:
+        me = os.getpid()
+        found = [p for p in psutil.process_iter(["name", "cmdline", "create_time"])
+                 if p.pid != me and (p.info["name"] == match or
+                                     os.path.basename((p.info["cmdline"] or [""])[0]) == match)]
+        if not found:
+            raise InputError(f"--match {match!r}: no process with that name or command")
+        oldest = min(found, key=lambda p: p.info["create_time"])
+        return Target(f"match:{match}", pid=oldest.pid)
+    if cgroup is not None:
+        candidates = [cgroup] if os.path.isabs(cgroup) else [os.path.join(r, cgroup) for r in CGROUP_ROOTS]
+        for path in candidates:
+            if os.path.isdir(path):
+                return Target(f"cgroup:{cgroup}", cgroup=path)
+        raise InputError(f"--cgroup {cgroup!r}: no such cgroup directory (looked in {', '.join(candidates)})")
+    return None
+
+
+class Batch:
+    """Rows of one (scope, rate) until the next flush; metrics missing in a row are sent as null."""
+
+    def __init__(self, scope: str):
+        self.scope = scope
+        self.t: list[float] = []
+        self.rows: list[dict] = []
+
+    def add(self, t: float, row: dict) -> None:
+        if row:
+            self.t.append(t)
+            self.rows.append(row)
+
+    def body(self) -> dict | None:
+        if not self.rows:
+            return None
+        names = sorted({k for row in self.rows for k in row})
+        col = {n: j for j, n in enumerate(names)}
+        values = np.full((len(self.rows), len(names)), np.nan)
+        for i, row in enumerate(self.rows):
+            for k, v in row.items():
+                if v is not None:
+                    values[i, col[k]] = v
+        t, self.t, self.rows = self.t, [], []
+        return wire.samples_body(t, names, values, self.scope)
+
+
+class Agent:
+    """One node's agent. `sender` is anything with send(kind, body) / flush(timeout) / close()."""
+
+    def __init__(self, cfg: AgentConfig, sender, target: Target | None = None, batch_seconds: float = 1.0,
+                 notify: Callable[[str], bool] = sd_notify, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic, proc: str = "/proc"):
+        self.cfg, self.sender, self.target = cfg, sender, target
+        self.batch_seconds, self.notify = batch_seconds, notify
+        self.clock, self.monotonic, self.proc = clock, monotonic, proc
+        self.node_counters = perf.CounterCollector("system", proc=proc)
+        self.node_system = NodeCollector()
+        self.target_counters = self.target_system = self.bbv = None
+        if target is not None:
+            if target.cgroup:
+                self.target_counters = perf.CounterCollector("cgroup", cgroup=target.cgroup, proc=proc)
+            else:
+                self.target_counters = perf.CounterCollector("process", pid=target.pid, proc=proc)
+                self.target_system = ProcessCollector(target.pid, clock=monotonic)
+            if cfg.bbv_frequency > 0:   # 0 turns IP sampling off
+                self.bbv = BBVCollector(target.label, pid=target.pid, cgroup=target.cgroup,
+                                        frequency=cfg.bbv_frequency, proc=proc, wall=clock, monotonic=monotonic)
+        self._batches: dict[tuple[str, str], Batch] = {}
+        self._relay: threading.Thread | None = None
+        self._stop = StopSignal()
+        self._relaying = threading.Event()
+        self.relayed = 0
+        self.refused = 0
+        self.hello: dict = {}
+
+    # ---- start ----
+    def open(self) -> dict:
+        """Open every collector (what fails is a reason, not an error); returns the hello body."""
+        counters = {f"node.{k}": v for k, v in self.node_counters.open().items()}
+        if self.target_counters is not None:
+            counters.update(self.target_counters.open())
+            counters["bbv"] = self.bbv.open() if self.bbv else "off (bbv_frequency = 0)"
+        self.hello = hello_body(counters, self.target, self.cfg, self.proc)
+        return self.hello
+
+    def start(self) -> None:
+        """Send hello, start relaying, then let a launched command run (so its first records find us)."""
+        self.sender.send("hello", self.hello or self.open())
+        self._relay = threading.Thread(target=self._relay_loop, name="causewatch-ipc", daemon=True)
+        self._relay.start()
+        self._relaying.wait(10)
+        if self.target is not None:
+            self.target.release()
+
+    # ---- schedule ----
+    def run(self, stop) -> int | None:
+        """Sample until `stop` (a StopSignal or threading.Event) is set or a launched command ends;
+        returns the command's exit code."""
+        tick, slow = self.cfg.counters_interval, self.cfg.psutil_interval
+        t0 = self.monotonic()
+        # slow rows go out in frames of at least 5 rows: fewer frames is most of the agent's cost at 1 Hz
+        slow_batch = max(self.batch_seconds, 5 * slow)
+        due = {"fast": t0, "slow": t0, "batch": t0 + self.batch_seconds, "slow_batch": t0 + slow_batch}
+        watchdog = _watchdog_period()
+        if watchdog:
+            due["watchdog"] = t0
+        self.notify("READY=1")
+        code = None
+        while not stop.is_set():
+            now = self.monotonic()
+            if now >= due["fast"]:
+                self.sample_fast()
+                due["fast"] = _next(due["fast"], tick, now)
+            if now >= due["slow"]:
+                self.sample_slow()
+                due["slow"] = _next(due["slow"], slow, now)
+            if now >= due["batch"]:
+                self.flush_batches("fast")
+                due["batch"] = _next(due["batch"], self.batch_seconds, now)
+            if now >= due["slow_batch"]:
+                self.flush_batches("slow")
+                due["slow_batch"] = _next(due["slow_batch"], slow_batch, now)
+            if watchdog and now >= due["watchdog"]:
+                self.notify("WATCHDOG=1")
+                due["watchdog"] = _next(due["watchdog"], watchdog, now)
+            if self.target and self.target.child and self.target.child.poll() is not None:
+                code = self.target.child.returncode
+                log.info("%s exited with %s", self.target.label, code)
+                break
+            stop.wait(max(0.0, min(due.values()) - self.monotonic()))
+        self.notify("STOPPING=1")
+        return code
+
+    def sample_fast(self) -> None:
+        t = self.clock()
+        if self.target_counters is not None:
+            self._add(self.target.label, "fast", t, self.target_counters.collect())
+        if self.bbv is not None:
+            for body in self.bbv.collect():
+                self.sender.send("bbv", body)
+
+    def sample_slow(self) -> None:
+        t = self.clock()
+        self._add("node", "slow", t, {**self.node_counters.collect(), **self.node_system.collect()})
+        if self.target_system is not None:
+            self._add(self.target.label, "slow", t, self.target_system.collect())
+
+    def _add(self, scope: str, rate: str, t: float, row: dict) -> None:
+        self._batches.setdefault((scope, rate), Batch(scope)).add(t, row)
+
+    def flush_batches(self, rate: str | None = None) -> None:
+        """Send the rows of one rate ('fast' or 'slow'), or of all."""
+        for (_, r), batch in self._batches.items():
+            body = batch.body() if rate in (None, r) else None
+            if body is not None:
+                self.sender.send("samples", body)
+
+    def shutdown(self, timeout: float = 10.0) -> bool:
+        """Last samples and vectors out, relay stopped, sender flushed and closed; True if all acked."""
+        self.sample_fast()
+        if self.bbv is not None:
+            for body in self.bbv.collect(final=True):
+                self.sender.send("bbv", body)
+        self.flush_batches()
+        self._stop.set()
+        if self._relay is not None:
+            self._relay.join(5)
+        ok = self.sender.flush(timeout)
+        if not ok:
+            log.warning("%d frames not acked within %.0f s; they stay in the spool for the next run",
+                        getattr(self.sender, "unacked", -1), timeout)
+        self.sender.close()
+        for c in (self.node_counters, self.target_counters, self.bbv):
+            if c is not None:
+                c.close()
+        return ok
+
+    # ---- daemon commands ----
+    def on_command(self, frame: wire.Frame) -> None:
+        if frame.type == "run_probe":
+            threading.Thread(target=self._run_probe, args=(frame.body,), name="causewatch-probe",
+                             daemon=True).start()
+
+    def _run_probe(self, body: dict) -> None:
+        try:
+            from causewatch.probe.run import handle_run_probe
+            self.sender.send("probe_result", handle_run_probe(body))
+        except Exception:   # a failing kit must not take the agent down
+            log.exception("run_probe %s/%s failed", body.get("app"), body.get("kit"))
+
+    # ---- ipc relay of task/region records ----
+    def _relay_loop(self) -> None:
+        sock = zmq.Context.instance().socket(zmq.PULL)
+        sock.setsockopt(zmq.LINGER, 0)
+        try:
+            if listening(self.cfg.ipc):
+                raise zmq.ZMQError(msg="another agent listens there")
+            sock.bind(self.cfg.ipc)
+        except zmq.ZMQError as e:
+            log.error("cannot relay task records on %s: %s", self.cfg.ipc, e)
+            sock.close()
+            return
+        finally:
+            self._relaying.set()
+        poller = zmq.Poller()   # no timeout: the thread sleeps until a record or the stop pipe wakes it
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._stop.fileno(), zmq.POLLIN)
+        try:
+            while True:
+                poller.poll()
+                while sock.poll(0):
+                    self.relay(sock.recv())
+                if self._stop.is_set():
+                    return
+        finally:
+            sock.close()
+
+    def relay(self, data: bytes) -> bool:
+        """Forward one {type, body} record from an instrumented program after checking it."""
+        try:
+            msg = msgpack.unpackb(data, raw=False)
+            kind, body = msg["type"], msg["body"]
+            if kind not in ("task", "region"):
+                raise WireError("type", f"{kind!r} is not task or region", "type")
+            wire.decode(wire.encode(kind, self.cfg.node, "check", 1, body))
+        except (WireError, KeyError, TypeError, ValueError, msgpack.UnpackException) as e:
+            self.refused += 1
+            log.warning("refused a record from an instrumented program: %s: %s", type(e).__name__, e)
+            return False
+        self.sender.send(kind, body)
+        if body.get("bbv"):   # the Python-level phase vector also joins the phase stream
+            self.sender.send("bbv", {"target": f"app:{body['app']}", "kind": "python", "start": body["start"],
+                                     "end": body["start"] + body["duration"], "vector": body["bbv"]})
+        self.relayed += 1
+        return True
+
+
+def _next(due: float, period: float, now: float) -> float:
+    """The next multiple of `period` after `due` that lies in the future: late ticks are skipped,
+    never shifted, so the schedule does not drift."""
+    return due + period * max(1, int((now - due) // period) + 1)
+
+
+def _watchdog_period(env=os.environ) -> float | None:
+    usec = env.get("WATCHDOG_USEC")
+    if not usec or (env.get("WATCHDOG_PID") and env["WATCHDOG_PID"] != str(os.getpid())):
+        return None
+    return int(usec) / 2e6
+
+
+def hello_body(counters: dict, target: Target | None, cfg: AgentConfig, proc: str = "/proc") -> dict:
+    """Node facts and what can be counted (and why not) for the hello frame."""
+    extra = {"counters_interval": cfg.counters_interval, "psutil_interval": cfg.psutil_interval,
+             "bbv_frequency": cfg.bbv_frequency, "perf_event_paranoid": perf.paranoid(proc)}
+    if target is not None:
+        extra["target"] = target.label
+        if target.pid is not None:
+            extra["pid"] = target.pid
+    return {"hostname": socket.gethostname(), "agent_version": __version__, "cpu_model": _cpu_model(proc),
+            "cores": os.cpu_count() or 0, "memory_bytes": psutil.virtual_memory().total,
+            "counters": counters, "extra": extra}
+
+
+def _cpu_model(proc: str) -> str:
+    try:
+        with open(os.path.join(proc, "cpuinfo")) as f:
+            for line in f:
+                if line.startswith(("model name", "Model", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+class StopSignal:
+    """A stop flag that a signal handler may set: a pipe, not a lock (threading.Event.set inside a
+    handler can deadlock against the main thread's own Event.wait)."""
+
+    def __init__(self):
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._w, False)
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+        try:
+            os.write(self._w, b"x")
+        except BlockingIOError:
+            pass   # a wake-up is already pending
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def fileno(self) -> int:
+        """Readable once set: for poll/select loops."""
+        return self._r
+
+    def wait(self, timeout: float) -> bool:
+        if not self._set:
+            select.select([self._r], [], [], timeout)
+        return self._set
+
+
+def install_signal_handlers(stop: StopSignal) -> None:
+    """SIGTERM and SIGINT end the sampling loop; the caller then flushes and closes."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())

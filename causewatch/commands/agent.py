@@ -1,0 +1,92 @@
+"""`causewatch agent`: sample this node (and one target) and stream it to the daemon."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+from causewatch import config
+from causewatch.config import AgentConfig
+from causewatch.errors import InputError
+
+log = logging.getLogger("causewatch.agent")
+
+HELP = "run the node agent: perf counters, psutil metrics, phase vectors and task records to the daemon"
+EPILOG = """examples:
+  causewatch agent --config /etc/causewatch/agent.toml          # node metrics only
+  causewatch agent --daemon tcp://10.0.0.5:5555 --pid 4242      # and one process with its threads
+  causewatch agent --match postgres                             # the oldest process named postgres
+  causewatch agent --cgroup system.slice/nginx.service          # a cgroup (perf_event or cgroup2)
+  causewatch agent --node n17 -- ./solver --size 4096           # launch a command, stop when it ends
+  causewatch agent --check --json                               # what can be counted here, and why not
+"""
+
+
+def add_arguments(p):
+    p.add_argument("--config", help="TOML file (table [agent] or top level)")
+    p.add_argument("--daemon", help="daemon endpoint (default tcp://127.0.0.1:5555)")
+    p.add_argument("--node", help="node name (default: the host name)")
+    p.add_argument("--ipc", help="ipc:// endpoint where instrumented programs send task/region records")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--pid", type=int, help="watch this process and its threads")
+    which.add_argument("--match", metavar="NAME", help="watch the oldest process with this name")
+    which.add_argument("--cgroup", metavar="PATH", help="watch this cgroup (absolute or under /sys/fs/cgroup)")
+    p.add_argument("--flush-timeout", type=float, default=10.0,
+                   help="seconds to wait for the daemon's acks at exit (unacked frames stay spooled)")
+    p.add_argument("--check", action="store_true", help="print what can be counted on this node and exit")
+    p.add_argument("--json", action="store_true", help="with --check: print the hello body as JSON")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS: launch and watch a command")
+
+
+def load_config(args) -> AgentConfig:
+    return config.load(AgentConfig, args.config, "agent", daemon=args.daemon, node=args.node, ipc=args.ipc)
+
+
+def run(args) -> int:
+    from causewatch.agent import runner
+    cfg = load_config(args)
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if cmd and (args.pid or args.match or args.cgroup):
+        raise InputError("give either a target (--pid/--match/--cgroup) or a command after --, not both")
+    if args.check:
+        return _check(cfg, runner.find_target(args.pid, args.match, args.cgroup), args.json)
+    target = runner.launch(cmd) if cmd else runner.find_target(args.pid, args.match, args.cgroup)
+    stop = runner.StopSignal()
+    runner.install_signal_handlers(stop)
+    from causewatch.agent.sender import Sender
+    agent = None
+    try:
+        sender = Sender(cfg, on_command=lambda frame: agent and agent.on_command(frame))
+        agent = runner.Agent(cfg, sender, target)
+        hello = agent.open()
+        sender.start()
+    except BaseException:
+        if target is not None and target.child is not None:   # held before exec: never let it run unwatched
+            target.child.kill()
+        raise
+    missing = {k: v for k, v in hello["counters"].items() if v != "ok"}
+    if missing:
+        log.info("not counted here: %s", "; ".join(f"{k}: {v}" for k, v in missing.items()))
+    agent.start()
+    code = agent.run(stop)
+    agent.shutdown(args.flush_timeout)
+    if code is None:
+        return 0
+    return code if code >= 0 else 128 - code   # killed by a signal: the shell's convention
+
+
+def _check(cfg: AgentConfig, target, as_json: bool) -> int:
+    from causewatch.agent import runner
+    agent = runner.Agent(cfg, sender=None, target=target)
+    hello = agent.open()
+    for c in (agent.node_counters, agent.target_counters, agent.bbv):
+        if c is not None:
+            c.close()
+    if as_json:
+        print(json.dumps(hello, indent=2))
+    else:
+        print(f"{hello['hostname']}: {hello['cpu_model'] or 'unknown cpu'}, {hello['cores']} cores")
+        for name, status in hello["counters"].items():
+            print(f"  {name:28s} {status}")
+    return 0

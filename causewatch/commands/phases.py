@@ -1,0 +1,88 @@
+"""`causewatch phases`: SimPoint 3 compatible phase clustering of a .bb file or a DuckDB store's BBVs.
+
+Prints the chosen k, the BIC of each k tried and per phase its representative interval and weight.
+"""
+
+from __future__ import annotations
+
+import json
+
+from causewatch.analytics import phases
+from causewatch.errors import InputError
+
+HELP = "cluster basic block vectors into phases (SimPoint 3 compatible)"
+EPILOG = """examples:
+  valgrind --tool=exp-bbv --bb-out-file=app.bb ./app
+  causewatch phases app.bb --max-k 30 --save-simpoints app.simpoints --save-weights app.weights
+  causewatch phases app.bb --fixed-length off --seed 7 --json
+  causewatch phases causewatch.duckdb --target myapp --save-labels app.labels   # BBVs stored by the daemon
+"""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", help="SimPoint frequency-vector file (T:id:count ...) or a DuckDB store (*.duckdb)")
+    parser.add_argument("--max-k", type=int, default=30, help="largest k of the binary search (default 30)")
+    parser.add_argument("--k", type=int, help="cluster with this k instead of searching")
+    parser.add_argument("--dim", type=int, default=15, help="random projection dimensions (default 15)")
+    parser.add_argument("--fixed-length", choices=("on", "off"), default="on",
+                        help="on: every interval weighs the same; off: an interval weighs its size")
+    parser.add_argument("--seed", type=int, default=493575226, help="seed of projection and k-means starts")
+    parser.add_argument("--num-init-seeds", type=int, default=5, help="k-means restarts per k (default 5)")
+    parser.add_argument("--iters", type=int, default=100, help="k-means iteration limit (default 100)")
+    parser.add_argument("--bic-threshold", type=float, default=0.9, help="fraction of the BIC range (default 0.9)")
+    parser.add_argument("--target", help="with a DuckDB store: only vectors of this target")
+    parser.add_argument("--save-simpoints", metavar="F", help="write '<interval> <phase>' lines")
+    parser.add_argument("--save-weights", metavar="F", help="write '<weight> <phase>' lines")
+    parser.add_argument("--save-labels", metavar="F", help="write '<phase> <distance>' per interval")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _load(args):
+    if args.file.endswith((".duckdb", ".db")):
+        import duckdb
+        try:
+            con = duckdb.connect(args.file, read_only=True)
+        except duckdb.Error as e:
+            raise InputError(f"{args.file}: cannot open the DuckDB store read-only ({e})") from None
+        where, params = ("target = ?", [args.target]) if args.target else ("TRUE", [])
+        X, _, _ = phases.bbv_matrix(con, where, params)
+        con.close()
+        if X.shape[0] == 0:
+            raise InputError(f"{args.file}: the bbv table has no vectors" + (f" for target {args.target!r}" if args.target else ""))
+        return X
+    if args.target:
+        raise InputError("--target applies only to a DuckDB store")
+    try:
+        return phases.read_frequency_vectors(args.file)
+    except OSError as e:
+        raise InputError(f"{args.file}: cannot read ({e.strerror})") from None
+
+
+def run(args) -> int:
+    try:
+        X = _load(args)
+        model = phases.SimPoint(max_k=args.max_k, dim=args.dim, n_init=args.num_init_seeds,
+                                max_iter=args.iters, bic_threshold=args.bic_threshold,
+                                fixed_length=args.fixed_length == "on", k=args.k, seed=args.seed).fit(X)
+    except phases.PhaseError as e:
+        raise InputError(str(e)) from None
+    if args.save_simpoints:
+        phases.write_simpoints(args.save_simpoints, model.simpoints_)
+    if args.save_weights:
+        phases.write_weights(args.save_weights, model.weights_)
+    if args.save_labels:
+        phases.write_labels(args.save_labels, model.labels_, model.distances_)
+    result = {"intervals": int(X.shape[0]), "k": int(model.k_),
+              "bic": {str(k): v for k, v in model.bic_.items()},
+              "phases": [{"phase": p, "simpoint": int(i), "weight": float(model.weights_[p]),
+                          "intervals": int((model.labels_ == p).sum())}
+                         for p, i in enumerate(model.simpoints_) if i >= 0]}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{result['intervals']} intervals, k = {result['k']} (BIC threshold {args.bic_threshold})")
+    print("BIC by k: " + "  ".join(f"{k}:{v:.1f}" for k, v in model.bic_.items()))
+    print(f"{'phase':>5} {'simpoint':>9} {'weight':>8} {'intervals':>9}")
+    for row in result["phases"]:
+        print(f"{row['phase']:>5} {row['simpoint']:>9} {row['weight']:>8.4f} {row['intervals']:>9}")
+    return 0

@@ -1,0 +1,157 @@
+"""`causewatch probe build|run|register`: make a software probe kit, run it on a node, register it.
+
+build records one BBV per task, clusters the tasks into phases and times the representatives; run
+predicts this node's task time from the kit; register puts a kit in a daemon store's probe_kits.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+from causewatch.errors import InputError
+
+HELP = "software probe kits: build on a reference node, run on any node, register with the daemon"
+EPILOG = """examples:
+  causewatch probe build mw --workload masterworker --tasks 40 --out kits/mw        # the bundled workload
+  causewatch probe build sim --command "./worker {input}" --tasks-file tasks.json --out kits/sim --bbv valgrind
+  causewatch probe build mw --callable mypkg.work:run_one --tasks-file tasks.json --out kits/mw --register causewatch.duckdb
+  causewatch probe run kits/mw                   # table: phases, ratios, predicted task-seconds
+  causewatch probe run kits/mw --json --send     # and send the probe_result to the daemon
+  causewatch probe register kits/mw --db causewatch.duckdb   # daemon stopped: DuckDB has one writer
+
+A task input is any JSON value; a callable worker is called with it, a command worker gets a JSON
+file holding it in place of {input}.
+"""
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    b = sub.add_parser("build", help="build a kit on this (reference) node")
+    b.add_argument("app", help="application name the kit predicts")
+    worker = b.add_mutually_exclusive_group()
+    worker.add_argument("--callable", help="worker as module:function (called with one task input)")
+    worker.add_argument("--command", dest="worker_command", help="worker command line with {input} (a JSON file per task)")
+    b.add_argument("--tasks-file", help="JSON list of task inputs (or one JSON value per line)")
+    b.add_argument("--workload", choices=("masterworker",), help="use the bundled phased workload's tasks")
+    b.add_argument("--tasks", type=int, default=40, help="with --workload: number of tasks (default 40)")
+    b.add_argument("--task-seed", type=int, default=0, help="with --workload: seed of the task list")
+    b.add_argument("--scale", type=float, default=1.0, help="with --workload: task size factor")
+    b.add_argument("--out", required=True, help="kit folder to write")
+    b.add_argument("--kit", help="kit name (default APP-<timestamp>)")
+    b.add_argument("--workers", type=int, default=2, help="worker processes of the reference runs")
+    b.add_argument("--bbv", default="auto", help="BBV source: auto, cprofile (callables), valgrind (exact), agent (sampled)")
+    b.add_argument("--max-k", type=int, help="largest number of phases (default ceil(sqrt(tasks)) + 1)")
+    b.add_argument("--seed", type=int, default=0, help="clustering seed")
+    b.add_argument("--reference-runs", type=int, default=3, help="whole-workload timing runs (default 3)")
+    b.add_argument("--warmup", type=int, default=1, help="warm-up runs per representative")
+    b.add_argument("--repeats", type=int, default=5, help="timed runs per representative")
+    b.add_argument("--register", metavar="DB", help="also register the kit in this DuckDB store (daemon stopped)")
+    b.add_argument("--json", action="store_true", help="print the manifest as JSON")
+
+    r = sub.add_parser("run", help="run a kit here and predict this node's task time")
+    r.add_argument("kit", help="kit folder or manifest.json")
+    r.add_argument("--warmup", type=int, help="warm-up runs per phase (default: the kit's)")
+    r.add_argument("--repeats", type=int, help="timed runs per phase (default: the kit's)")
+    r.add_argument("--send", action="store_true", help="send the result to the daemon as a probe_result")
+    r.add_argument("--config", help="agent TOML config for --send (section [agent])")
+    r.add_argument("--daemon", help="daemon endpoint for --send (default from config)")
+    r.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    g = sub.add_parser("register", help="register a built kit in a DuckDB store (daemon stopped)")
+    g.add_argument("kit", help="kit folder")
+    g.add_argument("--db", required=True, help="the daemon's DuckDB file")
+    g.add_argument("--json", action="store_true", help="print the registered manifest as JSON")
+
+
+def _tasks(args) -> list:
+    if args.workload:
+        from causewatch.probe.workloads import masterworker
+        return masterworker.make_tasks(args.tasks, args.task_seed, args.scale)
+    if not args.tasks_file:
+        raise InputError("probe build needs --tasks-file FILE or --workload masterworker")
+    try:
+        text = open(args.tasks_file).read()
+    except OSError as e:
+        raise InputError(f"{args.tasks_file}: cannot read ({e.strerror})") from None
+    try:
+        tasks = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            tasks = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as e:
+            raise InputError(f"{args.tasks_file}: neither a JSON list nor JSON lines ({e})") from None
+    if not isinstance(tasks, list):
+        raise InputError(f"{args.tasks_file}: expected a JSON list of task inputs")
+    return tasks
+
+
+def _worker(args):
+    from causewatch.probe.kit import Worker
+    if args.worker_command:
+        return Worker(command=tuple(shlex.split(args.worker_command)))
+    if args.callable:
+        return Worker(callable=args.callable)
+    if args.workload:
+        return Worker(callable="causewatch.probe.workloads.masterworker:run_task")
+    raise InputError("probe build needs --callable module:function, --command '... {input}' or --workload masterworker")
+
+
+def _build(args) -> int:
+    from causewatch.probe.build import build_kit
+    from causewatch.probe.registry import register_kit_file
+    manifest = build_kit(args.app, _worker(args), _tasks(args), args.out, kit=args.kit, workers=args.workers,
+                         bbv=args.bbv, max_k=args.max_k, seed=args.seed, reference_runs=args.reference_runs,
+                         warmup=args.warmup, repeats=args.repeats, show_progress=sys.stderr.isatty())
+    if args.register:
+        register_kit_file(args.register, args.out)
+    if args.json:
+        print(json.dumps(manifest, indent=2))
+        return 0
+    print(f"kit {manifest['kit']} for {manifest['app']} in {args.out}: {len(manifest['phases'])} phases from "
+          f"{manifest['tasks']} tasks ({manifest['bbv_source']} BBVs); reference {manifest['reference_seconds']:.2f} "
+          f"task-s [{manifest['reference_lo']:.2f}, {manifest['reference_hi']:.2f}]"
+          + (f"; registered in {args.register}" if args.register else ""))
+    for p in manifest["phases"]:
+        print(f"  phase {p['phase']:>2}: {p['tasks']:>3} tasks, {100 * p['weight']:5.1f} % of time, "
+              f"representative {p['representative']} ({p['ref_seconds'] * 1000:.1f} ms)")
+    return 0
+
+
+def _run(args) -> int:
+    from causewatch.probe.kit import Progress, load_manifest
+    from causewatch.probe.run import format_table, probe_result_body, run_kit
+    manifest = load_manifest(args.kit)
+    result = run_kit(manifest, args.warmup, args.repeats,
+                     progress=Progress("probe", len(manifest["phases"]), force=sys.stderr.isatty()))
+    if args.send:
+        _send(args, probe_result_body(result))
+    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
+
+
+def _send(args, body: dict) -> None:
+    from causewatch import config
+    from causewatch.agent.sender import Sender
+    cfg = config.load(config.AgentConfig, args.config, "agent", daemon=args.daemon)
+    sender = Sender(cfg).start()
+    try:
+        sender.send("probe_result", body)
+        if not sender.flush(10.0):
+            print(f"probe run: the daemon at {cfg.daemon} did not ack within 10 s; the result stays spooled",
+                  file=sys.stderr)
+    finally:
+        sender.close()
+
+
+def _register(args) -> int:
+    from causewatch.probe.registry import register_kit_file
+    manifest = register_kit_file(args.db, args.kit)
+    print(json.dumps(manifest, indent=2) if args.json else
+          f"registered kit {manifest['kit']} for {manifest['app']} in {args.db}")
+    return 0
+
+
+def run(args) -> int:
+    return {"build": _build, "run": _run, "register": _register}[args.action](args)

@@ -1,0 +1,142 @@
+"""Build a probe kit (ProbeGen after Strube et al.): record one BBV per task, cluster, time the phases.
+
+A task's input stands in for the paper's checkpoint. Steps: BBVs -> SimPoint phases (each task one
+variable-length interval) -> timed reference runs of the whole workload -> warm timings of each
+phase's representative task -> manifest.json + inputs/ + SimPoint files in the kit folder.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import platform
+import socket
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+from scipy import stats
+
+from causewatch.analytics import phases
+from causewatch.errors import InputError
+from causewatch.probe import bbvsource
+from causewatch.probe.kit import FORMAT, MANIFEST, Progress, Worker, measure_all
+
+
+def reference_facts() -> dict:
+    """The node the kit is built on, as a hello would describe it."""
+    cpu_model = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"node": socket.gethostname(), "cpu_model": cpu_model, "cores": os.cpu_count(),
+            "memory_bytes": psutil.virtual_memory().total, "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+def _timed_in_worker(args):
+    worker_json, task_input = args
+    return Worker.from_json(worker_json).timed(task_input)
+
+
+def time_workload(worker: Worker, tasks: list, workers: int, progress=None) -> np.ndarray:
+    """Run every task once the way the application does (`workers` spawned processes); (wall, cpu) per task."""
+    ctx = multiprocessing.get_context("spawn")
+    out = []
+    with ctx.Pool(workers) as pool:
+        for timing in pool.imap(_timed_in_worker, [(worker.to_json(), t) for t in tasks]):
+            out.append(timing)
+            if progress:
+                progress()
+    return np.array(out)
+
+
+def _reference(prefix: str, totals: np.ndarray, min_spread: float) -> dict:
+    """Median of the runs and a 95 % prediction interval for one more run: Student's t from the runs,
+    but never narrower than +-min_spread of the median (runs taken back to back miss the drift of a
+    shared node between the build and later runs)."""
+    centre = float(np.median(totals))
+    half = 0.0
+    if len(totals) > 1:
+        half = float(stats.t.ppf(0.975, len(totals) - 1) * totals.std(ddof=1) * np.sqrt(1 + 1 / len(totals)))
+    half = min(max(half, min_spread * centre), centre)
+    return {f"{prefix}_seconds": centre, f"{prefix}_lo": centre - half, f"{prefix}_hi": centre + half}
+
+
+def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None = None, workers: int = 2,
+              bbv: str = "auto", max_k: int | None = None, seed: int = 0, reference_runs: int = 3,
+              warmup: int = 1, repeats: int = 5, min_spread: float = 0.05, show_progress: bool = False) -> dict:
+    """Build a kit for `app` from `tasks` (JSON-able task inputs) in `out_dir`; return its manifest."""
+    if len(tasks) < 2:
+        raise InputError(f"a kit needs at least 2 tasks, got {len(tasks)}")
+    if reference_runs < 1 or repeats < 1 or warmup < 0:
+        raise InputError("reference_runs and repeats must be >= 1 and warmup >= 0")
+    out = Path(out_dir)
+    (out / "inputs").mkdir(parents=True, exist_ok=True)
+    source = bbvsource.source_for(bbv, worker)
+    step = Progress(f"BBVs ({source.name})", len(tasks), force=show_progress)
+    vectors = []
+    for task in tasks:
+        vectors.append(source.record(worker, task))
+        step()
+    model = _cluster(out, vectors, max_k, seed)
+
+    step = Progress("reference runs", reference_runs * len(tasks), force=show_progress)
+    runs = [time_workload(worker, tasks, workers, step) for _ in range(reference_runs)]
+    per_task = np.median(np.stack(runs), axis=0)       # tasks x (wall, cpu)
+    totals = np.array([r.sum(axis=0) for r in runs])     # runs x (wall, cpu)
+
+    live = [p for p, i in enumerate(model.simpoints_) if i >= 0]
+    reps = [int(model.simpoints_[p]) for p in live]
+    timings = measure_all(worker, [tasks[r] for r in reps], warmup, repeats,
+                          Progress("representatives", len(live), force=show_progress))
+    rows = [_phase_row(out, p, tasks[rep], rep, model, per_task, timing) for p, rep, timing in zip(live, reps, timings)]
+    manifest = {
+        "format": FORMAT, "app": app, "kit": kit or f"{app}-{time.strftime('%Y%m%dT%H%M%S')}",
+        "created": time.time(), "reference": reference_facts(), "worker": worker.to_json(),
+        "bbv_source": source.name, "bbv_kind": source.kind, "tasks": len(tasks), "workers": workers,
+        "simpoint": {"k": int(model.k_), "max_k": model.max_k, "seed": seed,
+                     "bic": {str(k): v for k, v in model.bic_.items()}},
+        "reference_runs": reference_runs, "warmup": warmup, "repeats": repeats,
+        # task-seconds of the whole workload, with a 95 % prediction interval for one more run
+        **_reference("reference", totals[:, 0], min_spread),
+        **_reference("reference_cpu", totals[:, 1], min_spread),
+        "phases": rows,
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    return manifest
+
+
+def _cluster(out: Path, vectors: list[dict], max_k: int | None, seed: int) -> phases.SimPoint:
+    """Each task one variable-length interval weighted by its size; the SimPoint files go next to the kit."""
+    X, keys = phases.vectors_to_matrix(vectors)
+    if max_k is None:
+        # SimPoint's BIC drifts toward one phase per interval when intervals are few; sqrt(n) bounds it
+        max_k = int(np.ceil(np.sqrt(len(vectors)))) + 1
+    model = phases.SimPoint(max_k=max_k, fixed_length=False, seed=seed).fit(X)
+    phases.write_frequency_vectors(out / "tasks.bb", X)
+    (out / "tasks.keys").write_text("".join(f"{k}\n" for k in keys))
+    phases.write_simpoints(out / "tasks.simpoints", model.simpoints_)
+    phases.write_weights(out / "tasks.weights", model.weights_)
+    phases.write_labels(out / "tasks.labels", model.labels_, model.distances_)
+    return model
+
+
+def _phase_row(out: Path, p: int, task_input, rep: int, model, per_task: np.ndarray, timing: dict) -> dict:
+    """One phase of the manifest: its share of reference time (and CPU time), representative and timings."""
+    members = model.labels_ == p
+    name = f"phase-{p}"
+    (out / "inputs" / f"{name}.json").write_text(json.dumps(task_input))
+    return {"phase": p, "tasks": int(members.sum()), "representative": rep,
+            "weight": float(per_task[members, 0].sum() / per_task[:, 0].sum()),
+            "weight_cpu": float(per_task[members, 1].sum() / max(per_task[:, 1].sum(), 1e-12)),
+            "weight_size": float(model.weights_[p]),
+            "input": task_input, "input_file": f"inputs/{name}.json",
+            "ref_seconds": timing["seconds"], "ref_lo": timing["lo"], "ref_hi": timing["hi"],
+            "ref_cpu_seconds": timing["cpu_seconds"], "ref_cpu_lo": timing["cpu_lo"], "ref_cpu_hi": timing["cpu_hi"]}

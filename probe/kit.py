@@ -1,0 +1,191 @@
+"""Probe kits: the worker a kit runs, timing one task input, and the kit's manifest on disk.
+
+A worker is a Python callable ("module:function", called with the task input) or a command (argv
+with "{input}" replaced by a file holding the task input as JSON). Run as a module, it calls a
+callable worker on one input file, which is how valgrind runs a callable worker as a command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import multiprocessing
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from causewatch.errors import InputError
+
+FORMAT = "causewatch-probe-kit/1"
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Worker:
+    """How to run one task: exactly one of `callable` ("module:function") or `command` (argv)."""
+    callable: str | None = None
+    command: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        if (self.callable is None) == (self.command is None):
+            raise InputError("a worker is either a callable 'module:function' or a command, not both or neither")
+        if self.callable is not None and ":" not in self.callable:
+            raise InputError(f"worker callable {self.callable!r}: expected 'module:function'")
+        if self.command is not None and not any("{input}" in a for a in self.command):
+            raise InputError(f"worker command {list(self.command)}: needs an '{{input}}' argument")
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "Worker":
+        if not isinstance(obj, dict):
+            raise InputError(f"manifest worker: expected a map, got {type(obj).__name__}")
+        command = obj.get("command")
+        return cls(obj.get("callable"), tuple(command) if command is not None else None)
+
+    def to_json(self) -> dict:
+        return {"callable": self.callable} if self.callable else {"command": list(self.command)}
+
+    def function(self):
+        module, _, name = self.callable.partition(":")
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as e:
+            raise InputError(f"worker callable {self.callable!r} cannot be loaded ({e})") from None
+
+    def argv(self, input_path: str) -> list[str]:
+        """The command line for one input; a callable worker runs through `python -m causewatch.probe.kit`."""
+        if self.command:
+            return [a.replace("{input}", input_path) for a in self.command]
+        return [sys.executable, "-m", "causewatch.probe.kit", self.callable, input_path]
+
+    def timed(self, task_input) -> tuple[float, float]:
+        """Run once; return (wall seconds, CPU seconds of the worker)."""
+        if self.callable:
+            fn = self.function()
+            w0, c0 = time.perf_counter(), time.process_time()
+            fn(task_input)
+            return time.perf_counter() - w0, time.process_time() - c0
+        with input_file(task_input) as path:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            w0 = time.perf_counter()
+            done = subprocess.run(self.argv(path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            wall = time.perf_counter() - w0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode:
+            raise InputError(f"worker command {self.argv(path)} exited with {done.returncode}: "
+                             f"{done.stderr.decode(errors='replace')[-300:]}")
+        return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+@contextlib.contextmanager
+def input_file(task_input):
+    """A temporary file holding one task input as JSON (its path), removed afterwards."""
+    fd, path = tempfile.mkstemp(prefix="causewatch-task-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(task_input, f)
+        yield path
+    finally:
+        os.unlink(path)
+
+
+def measure(worker: Worker, task_input, warmup: int, repeats: int) -> dict:
+    """Warm up, then time `repeats` back-to-back runs: mean, median, min and max of wall and CPU seconds.
+
+    The mean is the estimate: on a time-sliced node (CPU quota, shared core) single runs are either
+    unthrottled or throttled, and the median of such a two-valued sample misses the throughput.
+    """
+    for _ in range(warmup):
+        worker.timed(task_input)
+    runs = np.array([worker.timed(task_input) for _ in range(repeats)])
+    wall, cpu = runs[:, 0], runs[:, 1]
+    return {"seconds": float(wall.mean()), "median": float(np.median(wall)), "lo": float(wall.min()),
+            "hi": float(wall.max()), "cpu_seconds": float(cpu.mean()), "cpu_lo": float(cpu.min()),
+            "cpu_hi": float(cpu.max()), "repeats": int(repeats)}
+
+
+def _measure_star(args) -> dict:
+    worker_json, task_input, warmup, repeats = args
+    return measure(Worker.from_json(worker_json), task_input, warmup, repeats)
+
+
+def measure_all(worker: Worker, inputs: list, warmup: int, repeats: int, progress=None) -> list[dict]:
+    """`measure` each input in turn; a callable worker runs in one fresh spawned process, so the build
+    and every probe run time the phases from the same starting state (imports, heap, caches)."""
+    jobs = [(worker.to_json(), x, warmup, repeats) for x in inputs]
+    if worker.command:
+        results = map(_measure_star, jobs)
+        return [_tick(progress, r) for r in results]
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return [_tick(progress, r) for r in pool.imap(_measure_star, jobs)]
+
+
+def _tick(progress, value):
+    if progress:
+        progress()
+    return value
+
+
+def load_manifest(kit) -> dict:
+    """Read and check a kit's manifest from a kit directory or a manifest file."""
+    path = Path(kit)
+    if path.is_dir():
+        path = path / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the kit manifest ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: the kit manifest is not JSON ({e})") from None
+    check_manifest(manifest, str(path))
+    return manifest
+
+
+def check_manifest(manifest, where: str = "manifest") -> None:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise InputError(f"{where}: not a probe kit manifest (expected format {FORMAT!r})")
+    for key in ("app", "kit", "worker", "phases", "reference_seconds"):
+        if key not in manifest:
+            raise InputError(f"{where}: the manifest lacks {key!r}")
+    for phase in manifest["phases"]:
+        for key in ("weight", "input", "ref_seconds", "ref_lo", "ref_hi"):
+            if key not in phase:
+                raise InputError(f"{where}: phase {phase.get('phase')!r} lacks {key!r}")
+
+
+class Progress:
+    """A one-line progress bar on stderr (only when stderr is a terminal or `force`)."""
+
+    def __init__(self, label: str, total: int, force: bool = False, stream=None):
+        self.label, self.total, self.done = label, max(total, 1), 0
+        self.stream = stream or sys.stderr
+        self.enabled = force or self.stream.isatty()
+
+    def __call__(self, done: int | None = None) -> None:
+        self.done = self.done + 1 if done is None else done
+        if self.enabled:
+            filled = int(30 * self.done / self.total)
+            self.stream.write(f"\r{self.label:<22} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}")
+            if self.done >= self.total:
+                self.stream.write("\n")
+            self.stream.flush()
+
+
+def _call_main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m causewatch.probe.kit module:function INPUT.json", file=sys.stderr)
+        return 2
+    with open(argv[1]) as f:
+        Worker(callable=argv[0]).function()(json.load(f))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_call_main(sys.argv[1:]))

@@ -1,0 +1,90 @@
+"""Run a probe kit on this node and predict the application's time here (Strube et al., formulas 1-2).
+
+Each phase's representative runs with a warm-up and repeats; P = sum_i w_i * t_i(node) / t_i(ref)
+with w_i the phase's fraction of reference time, and T_pred = T_ref * P. The interval combines the
+spread of the repeats here, of the reference timings and of the reference's whole runs.
+"""
+
+from __future__ import annotations
+
+import time
+
+from causewatch.errors import InputError
+from causewatch.probe.kit import Worker, check_manifest, load_manifest, measure_all
+
+
+def run_kit(manifest: dict, warmup: int | None = None, repeats: int | None = None, progress=None) -> dict:
+    """Time every phase's representative here; return the prediction for wall and CPU task-seconds."""
+    check_manifest(manifest)
+    worker = Worker.from_json(manifest["worker"])
+    warmup = manifest.get("warmup", 1) if warmup is None else warmup
+    repeats = manifest.get("repeats", 5) if repeats is None else repeats
+    if repeats < 1 or warmup < 0:
+        raise InputError("repeats must be >= 1 and warmup >= 0")
+    start = time.perf_counter()
+    timings = measure_all(worker, [p["input"] for p in manifest["phases"]], warmup, repeats, progress)
+    rows = [_row(phase, here) for phase, here in zip(manifest["phases"], timings)]
+    wall = _predict(rows, "weight", "ratio", manifest["reference_seconds"],
+                    manifest.get("reference_lo", manifest["reference_seconds"]),
+                    manifest.get("reference_hi", manifest["reference_seconds"]))
+    cpu_ref = manifest.get("reference_cpu_seconds", 0.0)
+    cpu = _predict(rows, "weight_cpu", "cpu_ratio", cpu_ref, manifest.get("reference_cpu_lo", cpu_ref),
+                   manifest.get("reference_cpu_hi", cpu_ref))
+    return {"app": manifest["app"], "kit": manifest["kit"], **wall,
+            "predicted_cpu_seconds": cpu["predicted_seconds"], "cpu_lo": cpu["lo"], "cpu_hi": cpu["hi"],
+            "cpu_ratio": cpu["ratio"], "reference_seconds": manifest["reference_seconds"],
+            "probe_seconds": time.perf_counter() - start, "phases": rows}
+
+
+def _row(phase: dict, here: dict) -> dict:
+    """One phase: its time here against the reference, with the ratio's extremes from the repeats."""
+    ref_cpu = (phase.get("ref_cpu_seconds", 0.0), phase.get("ref_cpu_lo", 0.0), phase.get("ref_cpu_hi", 0.0))
+    tiny = 1e-9  # a kit without CPU timings (hand-written) predicts no CPU time rather than failing
+    return {"phase": phase["phase"], "weight": phase["weight"], "weight_cpu": phase.get("weight_cpu", phase["weight"]),
+            "seconds": here["seconds"], "median": here["median"], "ref_seconds": phase["ref_seconds"],
+            "ratio": here["seconds"] / phase["ref_seconds"],
+            "ratio_lo": here["lo"] / phase["ref_hi"], "ratio_hi": here["hi"] / phase["ref_lo"],
+            "cpu_seconds": here["cpu_seconds"], "cpu_ratio": here["cpu_seconds"] / max(ref_cpu[0], tiny),
+            "cpu_ratio_lo": here["cpu_lo"] / max(ref_cpu[2], tiny), "cpu_ratio_hi": here["cpu_hi"] / max(ref_cpu[1], tiny)}
+
+
+def _predict(rows, weight, ratio, t_ref, t_lo, t_hi) -> dict:
+    total = sum(r[weight] for r in rows)
+    p = sum(r[weight] * r[ratio] for r in rows) / total
+    p_lo = sum(r[weight] * r[f"{ratio}_lo"] for r in rows) / total
+    p_hi = sum(r[weight] * r[f"{ratio}_hi"] for r in rows) / total
+    return {"predicted_seconds": t_ref * p, "lo": t_lo * p_lo, "hi": t_hi * p_hi, "ratio": p}
+
+
+def probe_result_body(result: dict) -> dict:
+    """A run_kit result as the wire's probe_result body."""
+    return {"app": result["app"], "kit": result["kit"], "predicted_seconds": result["predicted_seconds"],
+            "lo": result["lo"], "hi": result["hi"], "ratio": result["ratio"],
+            "probe_seconds": result["probe_seconds"],
+            "phases": [{"phase": r["phase"], "weight": r["weight"], "ratio": r["ratio"],
+                        "seconds": r["seconds"], "ref_seconds": r["ref_seconds"]} for r in result["phases"]],
+            "extra": {"predicted_cpu_seconds": result["predicted_cpu_seconds"], "cpu_lo": result["cpu_lo"],
+                      "cpu_hi": result["cpu_hi"], "cpu_ratio": result["cpu_ratio"],
+                      "reference_seconds": result["reference_seconds"]}}
+
+
+def handle_run_probe(body: dict) -> dict:
+    """What an agent does with a run_probe frame: run the kit (inline manifest, else `kit` as a path) and
+    return the probe_result body to send. Blocks for the probe's duration (seconds)."""
+    manifest = body.get("manifest") or load_manifest(body["kit"])
+    check_manifest(manifest, f"run_probe {body.get('app')}/{body.get('kit')}")
+    if manifest["app"] != body["app"]:
+        raise InputError(f"run_probe: the kit is for app {manifest['app']!r}, not {body['app']!r}")
+    return probe_result_body(run_kit(manifest))
+
+
+def format_table(result: dict) -> str:
+    lines = [f"{'phase':>5} {'weight':>7} {'ref s':>9} {'here s':>9} {'ratio':>7}"]
+    for r in result["phases"]:
+        lines.append(f"{r['phase']:>5} {r['weight']:>7.3f} {r['ref_seconds']:>9.4f} {r['seconds']:>9.4f} {r['ratio']:>7.3f}")
+    lines.append(f"P = {result['ratio']:.3f}; predicted {result['predicted_seconds']:.2f} task-s "
+                 f"[{result['lo']:.2f}, {result['hi']:.2f}] (reference {result['reference_seconds']:.2f}); "
+                 f"CPU {result['predicted_cpu_seconds']:.2f} [{result['cpu_lo']:.2f}, {result['cpu_hi']:.2f}]; "
+                 f"probe took {result['probe_seconds']:.2f} s")
+    return "\n".join(lines)
+

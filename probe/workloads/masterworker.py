@@ -1,0 +1,162 @@
+"""A phased master-worker workload: a master hands seeded tasks to spawned worker processes.
+
+Task types stress different resources (integer/branchy, float, random access, streaming, dict churn);
+`run_task(task)` runs one task and is the worker a probe kit describes. Run as a module to time a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+
+import numpy as np
+
+# base size per type, chosen so that one task takes a few tens of milliseconds on a 2020s x86 core
+TASK_TYPES = {
+    "integer": 6_000,      # Collatz chains of this many starting numbers (branchy Python integers)
+    "float": 250_000,      # transcendental maps over an array this long (numpy, FPU bound, in cache)
+    "random": 800_000,     # random gathers over a 32 MiB working set (cache and TLB misses)
+    "stream": 4_000_000,   # triad passes over arrays of this many doubles (memory bandwidth)
+    "dict": 120_000,       # inserts, lookups and deletes of string keys (allocator, hashing)
+}
+WORKING_SET = 4 * 1024 * 1024  # doubles of the random-access array (32 MiB)
+
+
+def _integer(n: int, rng) -> float:
+    start = int(rng.integers(1, 1_000_000))
+    steps = 0
+    for x in range(start, start + n):
+        while x != 1:
+            x = x // 2 if x % 2 == 0 else 3 * x + 1
+            steps += 1
+    return float(steps)
+
+
+def _float(n: int, rng) -> float:
+    # elementwise maps on one thread; BLAS products would pick up a thread pool and time the pool
+    a = rng.standard_normal(n)
+    for _ in range(6):
+        a = np.sin(a) * np.exp(-a * a) + np.sqrt(np.abs(a))
+    return float(a.sum())
+
+
+def _random(n: int, rng) -> float:
+    table = np.arange(WORKING_SET, dtype=np.float64)
+    idx = rng.integers(0, WORKING_SET, size=n)
+    total = 0.0
+    for _ in range(4):
+        total += float(table[idx].sum())
+        idx = (idx * 1103515245 + 12345) % WORKING_SET
+    return total
+
+
+def _stream(n: int, rng) -> float:
+    a = np.full(n, rng.random())
+    b = np.ones(n)
+    c = np.empty(n)
+    for _ in range(8):
+        np.multiply(b, 2.5, out=c)
+        np.add(a, c, out=c)
+        a, c = c, a
+    return float(a[::4096].sum())
+
+
+def _dict(n: int, rng) -> float:
+    keys = [f"k{i}-{i * 7919 % 1000}" for i in rng.permutation(n).tolist()]
+    table = {}
+    for i, key in enumerate(keys):
+        table[key] = i
+    hits = sum(1 for key in keys[::2] if key in table)
+    for key in keys[::3]:
+        del table[key]
+    return float(hits + len(table))
+
+
+_KERNELS = {"integer": _integer, "float": _float, "random": _random, "stream": _stream, "dict": _dict}
+
+
+def run_task(task: dict) -> float:
+    """Run one task {"id", "type", "size", "seed"} and return its checksum."""
+    try:
+        kernel = _KERNELS[task["type"]]
+    except KeyError:
+        raise ValueError(f"task {task.get('id')!r}: type must be one of {', '.join(_KERNELS)}, "
+                         f"got {task.get('type')!r}") from None
+    return kernel(int(task["size"]), np.random.default_rng(int(task["seed"])))
+
+
+def timed_task(task: dict) -> dict:
+    """Run one task and return its id, wall and CPU seconds and checksum (what a worker reports)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    checksum = run_task(task)
+    return {"id": task["id"], "type": task["type"], "wall": time.perf_counter() - w0,
+            "cpu": time.process_time() - c0, "checksum": checksum}
+
+
+def make_tasks(n: int, seed: int = 0, scale: float = 1.0) -> list[dict]:
+    """A phased task list: runs of one task type each (the program's phases), sizes jittered +-10 %.
+
+    The order of the runs, their lengths and the jitter all follow `seed`.
+    """
+    rng = np.random.default_rng(seed)
+    types = list(TASK_TYPES)
+    tasks: list[dict] = []
+    while len(tasks) < n:
+        kind = types[int(rng.integers(len(types)))]
+        for _ in range(int(rng.integers(2, 7))):
+            if len(tasks) == n:
+                break
+            size = max(1, int(TASK_TYPES[kind] * scale * rng.uniform(0.9, 1.1)))
+            tasks.append({"id": f"t{len(tasks):04d}", "type": kind, "size": size,
+                          "seed": int(rng.integers(2**31))})
+    return tasks
+
+
+def run_master(tasks: list[dict], workers: int = 2, progress=None) -> dict:
+    """Hand `tasks` to `workers` spawned processes; return per-task records and the run's wall time."""
+    ctx = multiprocessing.get_context("spawn")
+    w0 = time.perf_counter()
+    records = []
+    with ctx.Pool(workers) as pool:
+        for record in pool.imap(timed_task, tasks):
+            records.append(record)
+            if progress:
+                progress(len(records))
+    return {"wall": time.perf_counter() - w0, "tasks": records,
+            "task_seconds": sum(r["wall"] for r in records), "task_cpu_seconds": sum(r["cpu"] for r in records)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m causewatch.probe.workloads.masterworker",
+        description="Run the phased master-worker workload (or, with --run-task, one task as a command worker).")
+    parser.add_argument("--tasks", type=int, default=40, help="number of tasks (default 40, a few seconds)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the task list")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (spawned)")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every task's size")
+    parser.add_argument("--run-task", metavar="FILE", help="run the one task in this JSON file and exit")
+    parser.add_argument("--json", action="store_true", help="print per-task records as JSON")
+    args = parser.parse_args(argv)
+    if args.run_task:
+        with open(args.run_task) as f:
+            print(json.dumps(timed_task(json.load(f))))
+        return 0
+    result = run_master(make_tasks(args.tasks, args.seed, args.scale), args.workers)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    by_type: dict[str, list[float]] = {}
+    for r in result["tasks"]:
+        by_type.setdefault(r["type"], []).append(r["wall"])
+    print(f"{len(result['tasks'])} tasks on {args.workers} workers: {result['wall']:.2f} s wall, "
+          f"{result['task_seconds']:.2f} task-seconds")
+    for kind, times in sorted(by_type.items()):
+        print(f"  {kind:8} {len(times):3} tasks  median {np.median(times) * 1000:7.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Build a kit of the bundled workload on this node, run it here, check the prediction and the wire body."""
+
+import json
+
+import msgpack
+import pytest
+from support import run_cli
+
+from causewatch import wire
+from causewatch.analytics.phases import read_labels
+from causewatch.errors import InputError
+from causewatch.probe.run import handle_run_probe, probe_result_body, run_kit
+from causewatch.probe.workloads import masterworker as mw
+
+TASKS, SCALE = 16, 0.3
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    out = tmp_path_factory.mktemp("kit") / "mw"
+    done = run_cli("probe", "build", "mw", "--workload", "masterworker", "--tasks", str(TASKS), "--scale", str(SCALE),
+                   "--reference-runs", "3", "--repeats", "3", "--kit", "mw-test", "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    return out, json.loads(done.stdout)
+
+
+def test_manifest_describes_phases_and_reference(kit):
+    out, manifest = kit
+    assert json.loads((out / "manifest.json").read_text()) == manifest
+    assert manifest["app"] == "mw" and manifest["kit"] == "mw-test" and manifest["tasks"] == TASKS
+    assert manifest["reference"]["cores"] >= 1 and manifest["reference"]["cpu_model"]
+    assert sum(p["weight"] for p in manifest["phases"]) == pytest.approx(1.0)
+    assert sum(p["tasks"] for p in manifest["phases"]) == TASKS
+    assert manifest["reference_lo"] <= manifest["reference_seconds"] <= manifest["reference_hi"]
+    tasks = mw.make_tasks(TASKS, 0, SCALE)
+    labels, _ = read_labels(out / "tasks.labels")
+    for p in manifest["phases"]:
+        assert json.loads((out / p["input_file"]).read_text()) == tasks[p["representative"]] == p["input"]
+        assert p["ref_lo"] <= p["ref_seconds"] <= p["ref_hi"]
+        # a phase holds tasks of one type: the profile vectors separate the kinds of work
+        assert len({tasks[i]["type"] for i in range(TASKS) if labels[i] == p["phase"]}) == 1
+
+
+def test_kit_predicts_its_own_full_run(kit):
+    _, manifest = kit
+    result = run_kit(manifest)
+    assert result["lo"] <= result["predicted_seconds"] <= result["hi"]
+    full = mw.run_master(mw.make_tasks(TASKS, 0, SCALE), workers=manifest["workers"])
+    # CPU task-seconds: the wall time of a run on 2 cores shared with other test processes depends on them
+    assert result["cpu_lo"] <= full["task_cpu_seconds"] <= result["cpu_hi"]
+    assert 0.5 < result["cpu_ratio"] < 2.0
+
+
+def test_run_probe_frame_gives_a_valid_probe_result(kit):
+    out, manifest = kit
+    body = handle_run_probe({"app": "mw", "kit": "mw-test", "manifest": manifest})
+    frame = wire.decode(wire.encode("probe_result", "n1", "b1", 1, body))
+    assert frame.body["app"] == "mw" and frame.body["kit"] == "mw-test"
+    assert frame.body["lo"] <= frame.body["predicted_seconds"] <= frame.body["hi"]
+    assert len(frame.body["phases"]) == len(manifest["phases"])
+    by_path = handle_run_probe({"app": "mw", "kit": str(out)})
+    assert set(by_path) == set(body)
+    with pytest.raises(InputError, match="not 'other'"):
+        handle_run_probe({"app": "other", "kit": "mw-test", "manifest": manifest})
+    # the manifest travels inside run_probe frames: it must fit the wire's checks
+    run_probe = wire.decode(wire.encode("run_probe", "daemon", "b", 1, {"app": "mw", "kit": "k", "manifest": manifest}),
+                            types=wire.DAEMON_TYPES)
+    assert run_probe.body["manifest"]["phases"] == manifest["phases"]
+    assert msgpack.unpackb(msgpack.packb(probe_result_body(run_kit(manifest, 0, 1)))) is not None
+
+
+def test_probe_run_command_prints_table_and_json(kit):
+    out, _ = kit
+    table = run_cli("probe", "run", str(out), "--repeats", "1", "--warmup", "0")
+    assert table.returncode == 0, table.stderr
+    assert "P = " in table.stdout and "predicted" in table.stdout
+    as_json = run_cli("probe", "run", str(out), "--repeats", "1", "--json")
+    assert json.loads(as_json.stdout)["kit"] == "mw-test"
+    missing = run_cli("probe", "run", str(out / "nope"))
+    assert missing.returncode == 2 and "cannot read the kit manifest" in missing.stderr

@@ -1,0 +1,117 @@
+"""Tests of probe kit pieces: workers, timing, manifests, and the BBV sources (valgrind for real)."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from causewatch.agent.bbv import IPSampler
+from causewatch.errors import InputError
+from causewatch.probe import bbvsource
+from causewatch.probe.kit import Progress, Worker, check_manifest, load_manifest, measure
+
+MW = "causewatch.probe.workloads.masterworker:run_task"
+# a command worker whose two task kinds run different programs
+SH = ("sh", "-c", 'case "$(cat "$0")" in *gz*) seq 1 20000 | gzip > /dev/null;; '
+      '*) seq 1 20000 | sort -r > /dev/null;; esac', "{input}")
+
+
+def test_worker_needs_exactly_one_form():
+    with pytest.raises(InputError):
+        Worker()
+    with pytest.raises(InputError):
+        Worker(callable=MW, command=("x", "{input}"))
+    with pytest.raises(InputError, match="module:function"):
+        Worker(callable="nocolon")
+    with pytest.raises(InputError, match="input"):
+        Worker(command=("prog",))
+    w = Worker(command=SH)
+    assert Worker.from_json(json.loads(json.dumps(w.to_json()))) == w
+
+
+def test_command_worker_is_timed_with_child_cpu():
+    wall, cpu = Worker(command=SH).timed("sort")
+    assert wall > 0 and cpu > 0
+
+
+def test_failing_command_worker_is_reported():
+    with pytest.raises(InputError, match="exited with 3"):
+        Worker(command=("sh", "-c", "exit 3", "{input}")).timed({})
+
+
+def test_measure_reports_median_and_spread():
+    m = measure(Worker(callable=MW), {"id": "a", "type": "dict", "size": 2000, "seed": 1}, warmup=1, repeats=3)
+    assert m["lo"] <= m["seconds"] <= m["hi"] and m["cpu_lo"] <= m["cpu_seconds"] <= m["cpu_hi"]
+    assert m["repeats"] == 3
+
+
+def test_manifest_errors_name_the_problem(tmp_path):
+    with pytest.raises(InputError, match="cannot read"):
+        load_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_text("{")
+    with pytest.raises(InputError, match="not JSON"):
+        load_manifest(tmp_path)
+    with pytest.raises(InputError, match="format"):
+        check_manifest({"app": "x"})
+    with pytest.raises(InputError, match="'phases'"):
+        check_manifest({"format": "causewatch-probe-kit/1", "app": "a", "kit": "k", "worker": {}, "reference_seconds": 1})
+
+
+def test_progress_bar_draws_on_its_stream(tmp_path):
+    with open(tmp_path / "err", "w") as stream:
+        bar = Progress("phase", 2, force=True, stream=stream)
+        bar()
+        bar()
+    text = (tmp_path / "err").read_text()
+    assert "1/2" in text and text.endswith("2/2\n")
+
+
+def test_cprofile_source_folds_by_function():
+    src = bbvsource.source_for("auto", Worker(callable=MW))
+    assert src.name == "cprofile"
+    vec = src.record(Worker(callable=MW), {"id": "a", "type": "dict", "size": 20000, "seed": 1})
+    assert any("_dict" in k for k in vec) and all(v > 0 for v in vec.values())
+    with pytest.raises(InputError):
+        src.record(Worker(command=SH), "x")
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_valgrind_source_gives_exact_function_vectors():
+    src = bbvsource.source_for("auto", Worker(command=SH))
+    assert src.name == "valgrind"
+    gz, gz2, sort = (src.record(Worker(command=SH), x) for x in ("gz", "gz", "sort"))
+    assert any("strcoll" in k or "strcmp" in k for k in sort)
+    keys = sorted(set(gz) | set(sort) | set(gz2))
+    a, a2, b = (np.array([v.get(k, 0) for k in keys], float) for v in (gz, gz2, sort))
+    # exact counts: the same task repeats to within environment noise (pids, temp names); kinds differ
+    assert np.abs(a / a.sum() - a2 / a2.sum()).sum() < 0.01
+    assert np.abs(a / a.sum() - b / b.sum()).sum() > 0.5
+
+
+def test_fold_exp_bbv_joins_threads_and_names(tmp_path):
+    (tmp_path / "bb.7").write_text("T:1:10   :2:5   \nT:1:1   \n")
+    (tmp_path / "bb.7.2").write_text("T:2:4   \n")
+    (tmp_path / "pc.7").write_text("F:1:401000:main\nF:2:401010:\n")
+    assert bbvsource.fold_exp_bbv(str(tmp_path)) == {"main": 11, "0x401010": 9}
+
+
+def test_unknown_source_is_named():
+    with pytest.raises(InputError, match="unknown BBV source"):
+        bbvsource.source_for("pin", Worker(callable=MW))
+
+
+def test_agent_sampled_source_separates_kinds_of_work():
+    sampler = IPSampler(pid=os.getpid())
+    status = sampler.open()
+    sampler.close()
+    if status != "ok":
+        pytest.skip(f"perf_event_open IP sampling unavailable: {status}")
+    src = bbvsource.source_for("agent", Worker(callable=MW))
+    integer, stream = (src.record(Worker(callable=MW), {"id": k, "type": k, "size": n, "seed": 1})
+                       for k, n in (("integer", 6000), ("stream", 4_000_000)))
+    assert any("_PyEval_EvalFrameDefault" in k for k in integer)
+    keys = sorted(set(integer) | set(stream))
+    a, b = (np.array([v.get(k, 0) for k in keys], float) for v in (integer, stream))
+    assert np.abs(a / a.sum() - b / b.sum()).sum() > 0.8

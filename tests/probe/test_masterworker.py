@@ -1,0 +1,53 @@
+"""Tests of the phased master-worker workload: seeded task lists, tasks, the master with spawned workers."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from causewatch.probe.workloads import masterworker as mw
+
+
+def test_task_list_is_seeded_and_phased():
+    tasks = mw.make_tasks(60, seed=3)
+    assert tasks == mw.make_tasks(60, seed=3)
+    assert tasks != mw.make_tasks(60, seed=4)
+    assert len(tasks) == 60 and len({t["id"] for t in tasks}) == 60
+    assert {t["type"] for t in tasks} <= set(mw.TASK_TYPES)
+    runs = 1 + sum(a["type"] != b["type"] for a, b in zip(tasks, tasks[1:]))
+    assert runs < 40  # tasks come in runs of one type (phases), not shuffled one by one
+    for t in tasks:
+        base = mw.TASK_TYPES[t["type"]]
+        assert 0.9 * base - 1 <= t["size"] <= 1.1 * base + 1
+
+
+@pytest.mark.parametrize("kind", sorted(mw.TASK_TYPES))
+def test_each_task_type_runs_deterministically(kind):
+    task = {"id": "x", "type": kind, "size": mw.TASK_TYPES[kind] // 20, "seed": 5}
+    assert mw.run_task(task) == mw.run_task(dict(task))
+
+
+def test_unknown_task_type_is_named():
+    with pytest.raises(ValueError, match="type must be one of"):
+        mw.run_task({"id": "t1", "type": "gpu", "size": 1, "seed": 0})
+
+
+def test_master_runs_tasks_on_spawned_workers():
+    tasks = mw.make_tasks(6, seed=1, scale=0.05)
+    result = mw.run_master(tasks, workers=2)
+    assert [r["id"] for r in result["tasks"]] == [t["id"] for t in tasks]
+    assert result["task_seconds"] == pytest.approx(sum(r["wall"] for r in result["tasks"]))
+    assert all(r["checksum"] == mw.run_task(t) for r, t in zip(result["tasks"], tasks))
+
+
+def test_module_runs_as_a_command(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--tasks", "4",
+                          "--seed", "2", "--workers", "1", "--scale", "0.05", "--json"],
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert len(json.loads(out.stdout)["tasks"]) == 4
+    task = tmp_path / "task.json"
+    task.write_text(json.dumps({"id": "one", "type": "dict", "size": 1000, "seed": 1}))
+    one = subprocess.run([sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--run-task", str(task)],
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(one.stdout)["id"] == "one"
