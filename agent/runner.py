@@ -33,20 +33,10 @@ from causewatch.agent.bbv import BBVCollector
 from causewatch.agent.system import NodeCollector, ProcessCollector
 from causewatch.config import AgentConfig
 from causewatch.errors import InputError, WireError
+from causewatch.systemd import sd_notify
 
 log = logging.getLogger(__name__)
 CGROUP_ROOTS = ("/sys/fs/cgroup/perf_event", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
-
-
-def sd_notify(state: str, env=os.environ) -> bool:
-    """Send `state` to systemd's NOTIFY_SOCKET (a unix datagram socket); False outside systemd."""
-    path = env.get("NOTIFY_SOCKET")
-    if not path:
-        return False
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
-        s.connect("\0" + path[1:] if path.startswith("@") else path)
-        s.sendall(state.encode())
-    return True
 
 
 @dataclass

@@ -157,7 +157,7 @@ class Sender:
         poller.register(self._monitor, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
         while not self._stop.is_set():
-            for sock, _ in poller.poll(200):
+            for sock, _ in poller.poll(self._poll_timeout()):
                 if sock is self._sock:
                     self._receive()
                 elif sock is self._monitor:
@@ -169,6 +169,14 @@ class Sender:
         self._sock.disable_monitor()
         self._monitor.close(linger=0)
         self._sock.close(linger=0)
+
+    def _poll_timeout(self) -> int | None:
+        """Sleep until there is work (wake pipe, ack, monitor event) or the oldest frame is due again."""
+        with self._lock:
+            oldest = min(self._in_flight.values(), default=None)
+        if oldest is None:
+            return None
+        return max(0, int((oldest + self.resend_after - time.monotonic()) * 1000)) + 1
 
     def _on_event(self, event: dict) -> None:
         if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:

@@ -67,7 +67,7 @@ def raw(args, folder: Path) -> tuple[float, int]:
     rng = np.random.default_rng(0)
     frames = [wire.decode(wire.encode("samples", f"agent-{k:03d}", "b", 1, body(args.timestamps, args.metrics, rng)))
               for k in range(args.agents)]
-    batch = samples_table(frames)
+    batch = samples_table(frames)  # noqa: F841 (DuckDB reads it by name)
     con: duckdb.DuckDBPyConnection = store.con
     t0 = time.perf_counter()
     for _ in range(args.frames):

@@ -41,7 +41,7 @@ class AgentConfig:
     client_key: str | None = None     # this agent's secret key file (CURVE)
     psutil_interval: float = 1.0
     counters_interval: float = 0.1
-    bbv_frequency: int = 1000
+    bbv_frequency: int = 1000         # IP samples per second per CPU; 0 turns phase sampling off
     ipc: str = "ipc:///tmp/causewatch-agent.sock"
 
 

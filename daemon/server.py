@@ -7,9 +7,7 @@ then closes the DuckDB file. `serve()` runs until SIGTERM/SIGINT (systemd: READY
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import socket
 import threading
 
 from causewatch.config import DaemonConfig
@@ -18,18 +16,9 @@ from causewatch.daemon.ingest import Ingest
 from causewatch.daemon.metrics import LatestState
 from causewatch.daemon.scheduler import JobContext, Scheduler, discover_jobs
 from causewatch.daemon.store import Store
+from causewatch.systemd import sd_notify
 
 log = logging.getLogger("causewatch.daemon")
-
-
-def sd_notify(state: str) -> None:
-    """Tell systemd (Type=notify) about our state; a no-op outside systemd."""
-    path = os.environ.get("NOTIFY_SOCKET")
-    if not path:
-        return
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-        s.connect("\0" + path[1:] if path.startswith("@") else path)
-        s.sendall(state.encode())
 
 
 class Daemon:

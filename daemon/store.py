@@ -169,7 +169,7 @@ class Store:
 
     def _insert(self, frames: list[wire.Frame]) -> None:
         now = time.time()
-        log = pa.table({"node": [f.node for f in frames], "boot": [f.boot for f in frames],
+        log = pa.table({"node": [f.node for f in frames], "boot": [f.boot for f in frames],  # noqa: F841
                         "seq": pa.array([f.seq for f in frames], pa.int64()),
                         "type": [f.type for f in frames], "ts": [f.ts for f in frames],
                         "received": pa.array(np.full(len(frames), now))})
@@ -178,7 +178,7 @@ class Store:
         for f in frames:
             by_type.setdefault(f.type, []).append(f)
         if "samples" in by_type:
-            batch = samples_table(by_type["samples"])
+            batch = samples_table(by_type["samples"])  # noqa: F841 (DuckDB reads it by name)
             self.con.execute("INSERT INTO samples SELECT * FROM batch")
         rows = {
             "bbv": [r for f in by_type.get("bbv", []) for r in _bbv_rows(f)],

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from causewatch import wire
 from causewatch.agent import runner
+from causewatch.systemd import sd_notify
 from causewatch.errors import InputError
 
 
@@ -48,9 +49,9 @@ def test_sd_notify_writes_datagrams_to_the_notify_socket(tmp_path):
     path = str(tmp_path / "notify")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
         s.bind(path)
-        assert runner.sd_notify("READY=1", env={"NOTIFY_SOCKET": path})
+        assert sd_notify("READY=1", env={"NOTIFY_SOCKET": path})
         assert s.recv(64) == b"READY=1"
-    assert not runner.sd_notify("READY=1", env={})
+    assert not sd_notify("READY=1", env={})
     assert runner._watchdog_period({"WATCHDOG_USEC": "4000000"}) == 2.0
     assert runner._watchdog_period({"WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "1"}) is None
     assert runner._watchdog_period({}) is None
