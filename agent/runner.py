@@ -145,6 +145,7 @@ class Agent:
         self._relay: threading.Thread | None = None
         self._stop = StopSignal()
         self._relaying = threading.Event()
+        self._probes: list[threading.Thread] = []
         self.relayed = 0
         self.refused = 0
         self.hello: dict = {}
@@ -241,7 +242,12 @@ class Agent:
         self._stop.set()
         if self._relay is not None:
             self._relay.join(5)
-        ok = self.sender.flush(timeout)
+        deadline = self.monotonic() + timeout
+        for probe in self._probes:   # the daemon asked for it: let a running probe finish and report
+            if probe.is_alive():
+                log.info("waiting up to %.0f s for a running probe before exit", timeout)
+            probe.join(max(0.0, deadline - self.monotonic()))
+        ok = self.sender.flush(max(1.0, deadline - self.monotonic()))
         if not ok:
             log.warning("%d frames not acked within %.0f s; they stay in the spool for the next run",
                         getattr(self.sender, "unacked", -1), timeout)
@@ -254,8 +260,10 @@ class Agent:
     # ---- daemon commands ----
     def on_command(self, frame: wire.Frame) -> None:
         if frame.type == "run_probe":
-            threading.Thread(target=self._run_probe, args=(frame.body,), name="causewatch-probe",
-                             daemon=True).start()
+            probe = threading.Thread(target=self._run_probe, args=(frame.body,), name="causewatch-probe",
+                                     daemon=True)
+            self._probes.append(probe)
+            probe.start()
 
     def _run_probe(self, body: dict) -> None:
         try:

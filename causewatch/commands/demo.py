@@ -7,6 +7,7 @@ workload, live progress while data arrives, then what was stored and what the an
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -34,13 +35,29 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
 
 
-def _agent(folder: Path, endpoint: str, seconds: float) -> subprocess.Popen:
-    cfg = folder / "agent.toml"
-    cfg.write_text(f'[agent]\ndaemon = "{endpoint}"\nnode = "demo-node-1"\nspool = "{folder / "spool"}"\n')
-    workload = [sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--seconds", str(seconds),
-                "--seed", "1", "--workers", "2", "--app", "demo"]
-    return subprocess.Popen([sys.executable, "-m", "causewatch.cli", "agent", "--config", str(cfg), "--", *workload],
-                            stdout=subprocess.DEVNULL, stderr=open(folder / "agent.log", "w"))
+def _build_kit(folder: Path, db: Path, quiet: bool) -> None:
+    """A probe kit for the demo app, registered in the store, so new agents get probed on hello."""
+    if not quiet:
+        print("building the probe kit for app 'demo' (reference runs of the workload)…", flush=True)
+    subprocess.run([sys.executable, "-m", "causewatch.cli", "probe", "build", "demo", "--workload", "masterworker",
+                    "--tasks", "40", "--out", str(folder / "kit"), "--register", str(db)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None)
+
+
+def _agents(folder: Path, endpoint: str, seconds: float) -> list[subprocess.Popen]:
+    """demo-node-1 watches the instrumented master-worker workload; demo-node-2 watches its node only."""
+    agents = []
+    for node, watch in (("demo-node-1", True), ("demo-node-2", False)):
+        cfg = folder / f"{node}.toml"
+        cfg.write_text(f'[agent]\ndaemon = "{endpoint}"\nnode = "{node}"\nspool = "{folder / node}-spool"\n'
+                       f'ipc = "ipc://{folder / node}.sock"\n')
+        cmd = [sys.executable, "-m", "causewatch.cli", "agent", "--config", str(cfg)]
+        if watch:
+            cmd += ["--", sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--app", "demo",
+                    "--tasks", str(int(seconds * 20)), "--seed", "1", "--workers", "2"]
+        agents.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / f"{node}.log", "w"),
+                                       env=dict(os.environ, CAUSEWATCH_CONFIG=str(cfg))))
+    return agents
 
 
 def _live(con, t0: float, quiet: bool) -> dict:
@@ -61,9 +78,10 @@ def report(con, seconds: float) -> dict:
     return {
         "frames_by_type": {r["type"]: r["n"] for r in rows("SELECT type, count(*) n FROM ingest_log GROUP BY type")},
         "sample_values": values, "ingest_values_per_s": values / seconds,
-        "rows_per_metric": {r["metric"]: r["n"] for r in rows(
-            "SELECT metric, count(*) n FROM samples GROUP BY metric ORDER BY metric")},
-        "nodes": rows("SELECT node, hostname, cores, counters FROM nodes"),
+        "rows_per_metric": {f'{r["scope"]}/{r["metric"]}': r["n"] for r in rows(
+            "SELECT scope, metric, count(*) n FROM samples GROUP BY ALL ORDER BY scope, metric")},
+        "nodes": [dict(r, counters=_availability(r["counters"])) for r in rows(
+            "SELECT node, hostname, cores, counters FROM nodes ORDER BY node")],
         "phase_vectors": rows("SELECT kind, count(DISTINCT (node, boot, seq)) vectors, count(DISTINCT key) functions "
                               "FROM bbv GROUP BY kind"),
         "top_functions": rows("SELECT key, sum(count) samples FROM bbv GROUP BY key ORDER BY samples DESC LIMIT 5"),
@@ -78,13 +96,22 @@ def report(con, seconds: float) -> dict:
     }
 
 
+def _availability(counters_json: str | None) -> dict:
+    """hello's {event: "ok" | reason} as {"ok": n, reason: n, …}."""
+    counts: dict[str, int] = {}
+    for state in json.loads(counters_json or "{}").values():
+        counts[state] = counts.get(state, 0) + 1
+    return counts
+
+
 def _print(rep: dict) -> None:
     print("\n== stored ==")
     print("frames by type: " + ", ".join(f"{k} {v}" for k, v in sorted(rep["frames_by_type"].items())))
     print(f"sample values: {rep['sample_values']:,}  ({rep['ingest_values_per_s']:,.0f} values/s over the run)")
-    print(f"rows per metric ({len(rep['rows_per_metric'])} metrics):")
-    for metric, n in list(rep["rows_per_metric"].items())[:40]:
-        print(f"  {metric:<40} {n:>8,}")
+    per_metric = rep["rows_per_metric"]
+    print(f"rows per scope/metric ({len(per_metric)} series; the 15 fullest):")
+    for metric, n in sorted(per_metric.items(), key=lambda kv: (-kv[1], kv[0]))[:15]:
+        print(f"  {metric:<48} {n:>8,}")
     for title in ("nodes", "phase_vectors", "top_functions", "tasks", "causal_edges", "anomalies",
                   "bottlenecks", "probe_ranking"):
         print(f"\n== {title.replace('_', ' ')} ==")
@@ -96,28 +123,31 @@ def run(args) -> int:
     folder = Path(args.dir).resolve()
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    daemon = Daemon(DaemonConfig(db=str(folder / "causewatch.duckdb"), bind="tcp://127.0.0.1:0",
-                                 http="127.0.0.1:0")).start()
-    quiet = args.json
+    db, quiet = folder / "causewatch.duckdb", args.json
+    _build_kit(folder, db, quiet)
+    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0")).start()
     if not quiet:
-        print(f"daemon {daemon.endpoint}, DuckDB {daemon.cfg.db}, metrics http://{daemon.http.address}/metrics")
+        print(f"daemon {daemon.endpoint}, DuckDB {db}, metrics http://{daemon.http.address}/metrics")
     t0 = time.monotonic()
-    agent = _agent(folder, daemon.endpoint, args.seconds)
+    watched, node_only = agents = _agents(folder, daemon.endpoint, args.seconds)
     con = daemon.store.cursor()
     try:
-        while agent.poll() is None and time.monotonic() - t0 < args.seconds + 60:
+        while watched.poll() is None and time.monotonic() - t0 < args.seconds + 120:
             time.sleep(2.0)
             _live(con, t0, quiet)
     finally:
-        if agent.poll() is None:
-            agent.terminate()
-        agent.wait(30)
+        for agent in agents:
+            if agent.poll() is None:
+                agent.terminate()
+            agent.wait(60)
     elapsed = time.monotonic() - t0
     daemon.scheduler.stop()
     daemon.scheduler.run_due(float("inf"), {})  # one last analysis cycle over everything stored
     rep = report(con, elapsed)
     daemon.stop()
     print(json.dumps(rep, default=str)) if args.json else _print(rep)
-    if agent.returncode != 0:
-        print(f"agent exited with {agent.returncode}; see {folder / 'agent.log'}", file=sys.stderr)
-    return 0 if agent.returncode == 0 and rep["sample_values"] > 0 else 1
+    failed = [f"{a.args[-1] if a is node_only else 'demo-node-1'} exited {a.returncode}"
+              for a in agents if a.returncode not in (0, -15)]
+    if failed:
+        print(f"agents failed: {', '.join(failed)}; logs in {folder}", file=sys.stderr)
+    return 0 if not failed and rep["sample_values"] > 0 else 1

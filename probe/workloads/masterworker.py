@@ -7,6 +7,7 @@ Task types stress different resources (integer/branchy, float, random access, st
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing
 import sys
@@ -88,10 +89,20 @@ def run_task(task: dict) -> float:
     return kernel(int(task["size"]), np.random.default_rng(int(task["seed"])))
 
 
-def timed_task(task: dict) -> dict:
-    """Run one task and return its id, wall and CPU seconds and checksum (what a worker reports)."""
+def timed_task(task: dict, app: str | None = None) -> dict:
+    """Run one task and return its id, wall and CPU seconds and checksum (what a worker reports).
+
+    With `app`, the task is measured by causewatch's task API (a `task` record with its type and size
+    as parameters) inside a `region` named for its type, and the records go to the local agent.
+    """
     w0, c0 = time.perf_counter(), time.process_time()
-    checksum = run_task(task)
+    if app:
+        from causewatch.agent.api import region, task as measured
+        with measured(app, params={"type": task["type"], "size": task["size"]}, task_id=task["id"]):
+            with region(task["type"], app=app):
+                checksum = run_task(task)
+    else:
+        checksum = run_task(task)
     return {"id": task["id"], "type": task["type"], "wall": time.perf_counter() - w0,
             "cpu": time.process_time() - c0, "checksum": checksum}
 
@@ -115,16 +126,29 @@ def make_tasks(n: int, seed: int = 0, scale: float = 1.0) -> list[dict]:
     return tasks
 
 
-def run_master(tasks: list[dict], workers: int = 2, progress=None) -> dict:
-    """Hand `tasks` to `workers` spawned processes; return per-task records and the run's wall time."""
+def _instrumented_worker() -> None:
+    """Pool initializer: pool workers end without atexit, so flush task records in a finalizer."""
+    from multiprocessing.util import Finalize
+
+    from causewatch.agent import api
+    Finalize(None, api.flush, exitpriority=10)
+
+
+def run_master(tasks: list[dict], workers: int = 2, progress=None, app: str | None = None) -> dict:
+    """Hand `tasks` to `workers` spawned processes; return per-task records and the run's wall time.
+
+    With `app`, every task sends a causewatch task record (see `timed_task`).
+    """
     ctx = multiprocessing.get_context("spawn")
     w0 = time.perf_counter()
     records = []
-    with ctx.Pool(workers) as pool:
-        for record in pool.imap(timed_task, tasks):
+    with ctx.Pool(workers, initializer=_instrumented_worker if app else None) as pool:
+        for record in pool.imap(functools.partial(timed_task, app=app), tasks):
             records.append(record)
             if progress:
                 progress(len(records))
+        pool.close()
+        pool.join()  # workers exit normally, so their finalizers deliver the records
     return {"wall": time.perf_counter() - w0, "tasks": records,
             "task_seconds": sum(r["wall"] for r in records), "task_cpu_seconds": sum(r["cpu"] for r in records)}
 
@@ -137,6 +161,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the task list")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (spawned)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every task's size")
+    parser.add_argument("--app", help="send a causewatch task record per task under this app name "
+                                       "(to the agent named by $CAUSEWATCH_CONFIG, else the defaults)")
     parser.add_argument("--run-task", metavar="FILE", help="run the one task in this JSON file and exit")
     parser.add_argument("--json", action="store_true", help="print per-task records as JSON")
     args = parser.parse_args(argv)
@@ -144,7 +170,7 @@ def main(argv=None) -> int:
         with open(args.run_task) as f:
             print(json.dumps(timed_task(json.load(f))))
         return 0
-    result = run_master(make_tasks(args.tasks, args.seed, args.scale), args.workers)
+    result = run_master(make_tasks(args.tasks, args.seed, args.scale), args.workers, app=args.app)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
