@@ -1,0 +1,285 @@
+"""Curve fitting with a minimum-description-length choice among function classes (Lemeire et al. §7.2).
+
+L(H) = #parameters·log2(n)/2 + 8·#operations (Eq. 15); L(D|H) = the Gaussian code length of the
+residuals, (n/2)·log2(2πe·RSS/n): Eq. 16 states the same code up to the terms that depend on y's
+units, which we keep so that choices do not change when y is rescaled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import optimize
+
+CLASSES = ("polynomial", "inverse", "power", "sqrt", "log", "step")
+# Residual variance floor relative to var(y): an exact relation has finite, very short code length.
+_REL_FLOOR = 1e-12
+
+
+class MDLError(ValueError):
+    """Bad input to a curve fit (empty data, unknown function class)."""
+
+
+@dataclasses.dataclass
+class Fit:
+    """One fitted hypothesis and its description length in bits."""
+
+    kind: str
+    params: tuple
+    n_params: int
+    n_ops: int
+    rss: float
+    n: int
+    model_bits: float
+    data_bits: float
+    formula: str
+    predict: Callable[[np.ndarray], np.ndarray] = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def bits(self) -> float:
+        return self.model_bits + self.data_bits
+
+
+def model_bits(n_params: int, n_ops: int, n: int) -> float:
+    """Eq. 15 without its constant K: #parameters·log2(n)/2 + 8·#operations."""
+    return n_params * math.log2(max(n, 2)) / 2 + 8 * n_ops
+
+
+def data_bits(rss: float, n: int, var_y: float) -> float:
+    """Code length of n Gaussian residuals with the maximum-likelihood variance RSS/n."""
+    s2 = max(rss / n, _REL_FLOOR * max(var_y, 1e-300))
+    return n / 2 * math.log2(2 * math.pi * math.e * s2)
+
+
+def _g(v: float) -> str:
+    return f"{v:.6g}"
+
+
+def _make(kind, params, n_params, n_ops, x, y, predict, formula) -> Fit:
+    resid = y - predict(x)
+    rss = float(resid @ resid)
+    n = len(y)
+    return Fit(kind, tuple(float(p) for p in params), n_params, n_ops, rss, n,
+               model_bits(n_params, n_ops, n), data_bits(rss, n, float(np.var(y))), formula, predict)
+
+
+def _affine(feature: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares a, b of y = a + b·feature."""
+    a_mat = np.column_stack([np.ones_like(feature), feature])
+    (a, b), *_ = np.linalg.lstsq(a_mat, y, rcond=None)
+    return a, b
+
+
+def _fit_polynomial(x, y, degree, var):
+    # Fit on a standardised x for conditioning, then report coefficients of the raw x.
+    mu, sd = float(np.mean(x)), float(np.std(x)) or 1.0
+    poly = np.polynomial.Polynomial.fit(x, y, degree, domain=[mu - sd, mu + sd], window=[-1, 1])
+    coef = poly.convert().coef
+    coef = np.pad(coef, (0, degree + 1 - len(coef)))
+    terms = [_g(coef[0])] + [f"{_g(c)}*{var}" + (f"^{k}" if k > 1 else "") for k, c in enumerate(coef[1:], 1)]
+    n_ops = 3 * degree - 1 if degree else 0
+    return _make(f"poly{degree}", coef, degree + 1, n_ops, x, y, poly, " + ".join(terms))
+
+
+def _fit_transform(x, y, kind, var):
+    funcs = {"inverse": (lambda v: 1.0 / v, f"/{var}", 2), "sqrt": (np.sqrt, f"*sqrt({var})", 3),
+             "log": (np.log, f"*log({var})", 3)}
+    f, text, n_ops = funcs[kind]
+    a, b = _affine(f(x), y)
+    return _make(kind, (a, b), 2, n_ops, x, y, lambda v: a + b * f(v), f"{_g(a)} + {_g(b)}{text}")
+
+
+def _fit_power(x, y, var):
+    logx = np.log(x)
+
+    def rss(c):
+        a, b = _affine(np.exp(c * logx), y)
+        r = y - a - b * np.exp(c * logx)
+        return float(r @ r)
+
+    grid = np.linspace(-3, 3, 61)
+    c0 = grid[int(np.argmin([rss(c) for c in grid]))]
+    c = optimize.minimize_scalar(rss, bounds=(c0 - 0.1, c0 + 0.1), method="bounded").x
+    a, b = _affine(x ** c, y)
+    return _make("power", (a, b, c), 3, 3, x, y, lambda v: a + b * v ** c, f"{_g(a)} + {_g(b)}*{var}^{_g(c)}")
+
+
+def _fit_step(x, y, var):
+    order = np.argsort(x, kind="stable")
+    xs, ys = x[order], y[order]
+    n = len(ys)
+    cs, cs2 = np.cumsum(ys), np.cumsum(ys * ys)
+    k = np.arange(1, n)
+    left = cs2[:-1] - cs[:-1] ** 2 / k
+    right = (cs2[-1] - cs2[:-1]) - (cs[-1] - cs[:-1]) ** 2 / (n - k)
+    cost = np.where(xs[1:] > xs[:-1], left + right, np.inf)  # split only between distinct x
+    i = int(np.argmin(cost))
+    t = (xs[i] + xs[i + 1]) / 2
+    a, b = cs[i] / (i + 1), (cs[-1] - cs[i]) / (n - i - 1)
+    return _make("step", (a, b, t), 3, 1, x, y, lambda v: np.where(v < t, a, b),
+                 f"{_g(a)} if {var} < {_g(t)} else {_g(b)}")
+
+
+def candidates(x, y, classes: Iterable[str] = CLASSES, max_degree: int = 8, var: str = "x") -> list[Fit]:
+    """Every applicable hypothesis of the classes, best (shortest description) first.
+
+    Polynomial degrees grow from 0 until the description length rises for two degrees in a row. Classes that need x > 0
+    (inverse, power, log) or x ≥ 0 (sqrt) are skipped when x leaves that domain.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) != len(y) or len(x) < 3:
+        raise MDLError(f"need at least 3 paired values, got {len(x)} x and {len(y)} y")
+    unknown = set(classes) - set(CLASSES)
+    if unknown:
+        raise MDLError(f"unknown function classes {sorted(unknown)}; known: {', '.join(CLASSES)}")
+    out: list[Fit] = []
+    distinct = len(np.unique(x))
+    if "polynomial" in classes:
+        best, worse = None, 0
+        for degree in range(min(max_degree, distinct - 1) + 1):
+            fit = _fit_polynomial(x, y, degree, var)
+            out.append(fit)
+            worse = worse + 1 if best is not None and fit.bits > best.bits else 0
+            if worse == 2:  # one degree of look-ahead: odd/even-only polynomials skip a degree
+                break
+            best = fit if best is None or fit.bits < best.bits else best
+    positive, nonneg = bool(np.all(x > 0)), bool(np.all(x >= 0))
+    for kind in ("inverse", "log"):
+        if kind in classes and positive:
+            out.append(_fit_transform(x, y, kind, var))
+    if "sqrt" in classes and nonneg:
+        out.append(_fit_transform(x, y, "sqrt", var))
+    if "power" in classes and positive and distinct > 3:
+        out.append(_fit_power(x, y, var))
+    if "step" in classes and distinct > 1:
+        out.append(_fit_step(x, y, var))
+    return sorted(out, key=lambda f: f.bits)
+
+
+def fit_curve(x, y, classes: Iterable[str] = CLASSES, max_degree: int = 8, var: str = "x") -> Fit:
+    """The hypothesis y = f(x) of least description length L(H) + L(D|H)."""
+    return candidates(x, y, classes, max_degree, var)[0]
+
+
+@dataclasses.dataclass
+class Submodel:
+    """X = f(parents): the chosen function (one curve per discrete-parent combination) and its bits."""
+
+    target: str
+    parents: tuple[str, ...]
+    kind: str
+    formula: str
+    bits: float
+    groups: int
+
+
+def _group_keys(frame: pd.DataFrame, discrete_parents: Sequence[str]):
+    if not discrete_parents:
+        return [((), frame)]
+    return list(frame.groupby(list(discrete_parents), sort=True))
+
+
+def _continuous_submodel(frame, target, cont, disc, classes):
+    groups = _group_keys(frame, disc)
+    n = len(frame)
+    if not cont:
+        rss = sum(float(((g[target] - g[target].mean()) ** 2).sum()) for _, g in groups)
+        bits = model_bits(len(groups), 0, n) + data_bits(rss, n, float(frame[target].var(ddof=0)))
+        text = f"{target} = mean of {target} per ({', '.join(disc)})" if disc else f"{target} = {_g(frame[target].mean())}"
+        return Submodel(target, tuple(disc), "mean", text, bits, len(groups))
+    if len(cont) > 1:
+        return _linear_submodel(frame, target, cont, disc, groups)
+    # One curve per discrete combination; the function type (its operations) is counted once.
+    best = None
+    for cls in classes:
+        fits = []
+        for key, g in groups:
+            if len(g) < 3:
+                continue
+            cand = [f for f in candidates(g[cont[0]], g[target], [cls], var=cont[0])]
+            if not cand:
+                break
+            fits.append((key, cand[0]))
+        else:
+            if not fits:
+                continue
+            total = sum(f.bits - 8 * f.n_ops for _, f in fits) + 8 * max(f.n_ops for _, f in fits)
+            if best is None or total < best[0]:
+                best = (total, fits)
+    if best is None:
+        return _continuous_submodel(frame, target, [], disc, classes)
+    total, fits = best
+    text = "; ".join((f"[{', '.join(map(str, k if isinstance(k, tuple) else (k,)))}] " if disc else "")
+                     + f"{target} = {f.formula}" for k, f in fits)
+    return Submodel(target, tuple(cont) + tuple(disc), fits[0][1].kind, text, total, len(fits))
+
+
+def _linear_submodel(frame, target, cont, disc, groups):
+    n = len(frame)
+    rss, texts = 0.0, []
+    for key, g in groups:
+        a_mat = np.column_stack([np.ones(len(g))] + [g[c].to_numpy(float) for c in cont])
+        coef, *_ = np.linalg.lstsq(a_mat, g[target].to_numpy(float), rcond=None)
+        r = g[target].to_numpy(float) - a_mat @ coef
+        rss += float(r @ r)
+        texts.append(f"{target} = {_g(coef[0])} + " + " + ".join(f"{_g(b)}*{c}" for b, c in zip(coef[1:], cont)))
+    bits = model_bits((len(cont) + 1) * len(groups), 2 * len(cont), n) + data_bits(rss, n, float(frame[target].var(ddof=0)))
+    return Submodel(target, tuple(cont) + tuple(disc), "linear", "; ".join(texts), bits, len(groups))
+
+
+def _discrete_submodel(frame, target, parents):
+    n = len(frame)
+    k = frame[target].nunique()
+    if parents:
+        counts = frame.groupby(list(parents) + [target], sort=True).size()
+        parent_counts = counts.groupby(level=list(range(len(parents)))).transform("sum")
+        cells = counts.groupby(level=list(range(len(parents)))).ngroups
+    else:
+        counts = frame.groupby(target).size()
+        parent_counts, cells = n, 1
+    data = -float((counts * np.log2(counts / parent_counts)).sum())
+    return Submodel(target, tuple(parents), "table",
+                    f"P({target} | {', '.join(parents) or '∅'}): {cells * (k - 1)} probabilities",
+                    model_bits(cells * (k - 1), 0, n) + data, cells)
+
+
+def fit_submodel(frame: pd.DataFrame, target: str, parents: Sequence[str], discrete: Iterable[str] = (),
+                 classes: Iterable[str] = CLASSES) -> Submodel:
+    """MDL regression of `target` on its parents (Lemeire et al. §7.2).
+
+    Continuous target, one continuous parent: the best function class, one curve per combination of
+    the discrete parents. Several continuous parents: a linear model per combination. Discrete
+    target: a conditional probability table (continuous parents cut at their quartiles).
+    """
+    discrete = set(discrete)
+    parents = list(parents)
+    if target in discrete:
+        binned = frame[[target] + parents].copy()
+        for p in parents:
+            if p not in discrete:
+                binned[p] = pd.qcut(binned[p], 4, labels=False, duplicates="drop")
+        return _discrete_submodel(binned, target, parents)
+    cont = [p for p in parents if p not in discrete]
+    disc = [p for p in parents if p in discrete]
+    return _continuous_submodel(frame, target, cont, disc, list(classes))
+
+
+def relation_bits(frame: pd.DataFrame, target: str, variables: Sequence[str], discrete: Iterable[str] = ()) -> float:
+    """Description length of the relation between `target` and `variables`, fitted both ways on
+    standardised columns so that candidates with different units compare fairly: how the learner
+    ranks information-equivalent variables (the relation of least complexity is kept)."""
+    discrete = set(discrete)
+    cols = [target, *variables]
+    std = frame[cols].copy()
+    for c in cols:
+        if c not in discrete:
+            sd = float(std[c].std(ddof=0)) or 1.0
+            std[c] = (std[c] - std[c].mean()) / sd
+    bits = fit_submodel(std, target, variables, discrete).bits
+    if len(variables) == 1:
+        bits += fit_submodel(std, variables[0], [target], discrete).bits
+    return bits

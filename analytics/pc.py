@@ -1,0 +1,293 @@
+"""The PC-stable learner with background knowledge, information equivalences and incremental refits.
+
+Adjacency search as in Colombo & Maathuis (2014, PC-stable: adjacency sets frozen per depth, so the
+skeleton does not depend on the column order); v-structures by the majority rule; Meek's rules R1-R4;
+information-equivalent variables (Lemeire et al. §6.2) keep the edge of least MDL complexity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import combinations
+
+import pandas as pd
+from causewatch.analytics import mdl
+from causewatch.analytics.background import Background
+from causewatch.analytics.ci import CIResult, CITest, Dataset, KDEMITest
+from causewatch.analytics.model import CausalModel
+
+ORIENTATIONS = ("majority", "standard")
+
+
+class PCError(ValueError):
+    """Bad learner parameters or data."""
+
+
+def _pair(a: str, b: str) -> frozenset:
+    return frozenset((a, b))
+
+
+class PCLearner:
+    """PC-stable causal structure learning; `fit(df)` returns self with the result in `model_`.
+
+    Parameters
+    ----------
+    ci_test : a CITest (default KDEMITest(), the calibrated KDE mutual-information test).
+    max_depth : largest conditioning set tried.
+    background : Background knowledge: forbidden pairs are never tested, required edges never
+        removed, tiers orient edges; no orientation step introduces a directed cycle.
+    discrete : names of discrete columns (non-numeric columns are discrete anyway).
+    orientation : "majority" (an unshielded triple a–c–b is a collider when c lies in fewer than half
+        of the separating sets of a and b found among the subsets of their adjacencies; exactly half
+        leaves it unoriented) or "standard" (c not in the first separating set found).
+    equivalences : detect information-equivalent variables and keep the simplest edge.
+    reuse_margin : in partial_fit, an earlier CI decision is reused when |margin| (its distance from
+        the threshold in null standard deviations) is at least this; the others are re-tested.
+    """
+
+    def __init__(self, ci_test: CITest | None = None, max_depth: int = 3, background: Background | None = None,
+                 discrete: Iterable[str] = (), orientation: str = "majority", equivalences: bool = True,
+                 reuse_margin: float = 2.0):
+        self.ci_test = ci_test
+        self.max_depth = max_depth
+        self.background = background
+        self.discrete = tuple(discrete)
+        self.orientation = orientation
+        self.equivalences = equivalences
+        self.reuse_margin = reuse_margin
+
+    # ---- public estimator API -------------------------------------------------------------------
+    def fit(self, data: pd.DataFrame | Dataset) -> PCLearner:
+        self._validate()
+        self.frame_ = data.frame() if isinstance(data, Dataset) else data.reset_index(drop=True)
+        self.data_ = data if isinstance(data, Dataset) else Dataset(self.frame_, self.discrete)
+        self._previous: dict = {}
+        return self._run()
+
+    def partial_fit(self, new_rows: pd.DataFrame) -> PCLearner:
+        """Append rows and re-learn, re-testing only CI decisions that were close to their threshold."""
+        if not hasattr(self, "data_"):
+            return self.fit(new_rows)
+        missing = set(self.frame_.columns) - set(new_rows.columns)
+        if missing:
+            raise PCError(f"new rows lack the columns {sorted(missing)}")
+        self.frame_ = pd.concat([self.frame_, new_rows[self.frame_.columns]], ignore_index=True)
+        self.data_ = Dataset(self.frame_, [n for n, d in zip(self.data_.names, self.data_.discrete) if d])
+        self._previous = self.decisions_
+        return self._run()
+
+    # ---- the algorithm --------------------------------------------------------------------------
+    def _validate(self):
+        if self.orientation not in ORIENTATIONS:
+            raise PCError(f"orientation {self.orientation!r} unknown; expected majority or standard")
+        if self.max_depth < 0:
+            raise PCError(f"max_depth must be >= 0, got {self.max_depth}")
+        if self.ci_test is None:
+            self.ci_test = KDEMITest()
+
+    def _run(self) -> PCLearner:
+        self.background_ = self.background or Background()
+        self.background_.validate(self.data_.names)
+        self.decisions_: dict = {}
+        self.n_tests_ = 0
+        self.n_reused_ = 0
+        self.strengths_: dict = {}
+        self.equivalences_: list[dict] = []
+        adj = self._adjacency_search()
+        arcs, undirected = self._orient(adj)
+        self.model_ = CausalModel.from_search(
+            nodes=self.data_.names, arcs=arcs, undirected=undirected, strengths=self.strengths_,
+            sepsets=self.sepsets_, equivalences=self.equivalences_,
+            discrete=[n for n, d in zip(self.data_.names, self.data_.discrete) if d], data=self.frame_)
+        return self
+
+    def _ci(self, x: str, y: str, z=()) -> CIResult:
+        a, b = sorted((x, y))
+        key = (a, b, frozenset(z))
+        res = self.decisions_.get(key)
+        if res is None:
+            prev = self._previous.get(key)
+            if prev is not None and abs(prev.margin) >= self.reuse_margin:
+                res = prev
+                self.n_reused_ += 1
+            else:
+                before = self.ci_test.n_tests
+                res = self.ci_test.test(self.data_, a, b, tuple(sorted(z)))
+                self.n_tests_ += self.ci_test.n_tests - before
+            self.decisions_[key] = res
+        p = _pair(a, b)
+        self.strengths_[p] = min(self.strengths_.get(p, float("inf")), res.bits)
+        return res
+
+    def _adjacency_search(self) -> dict[str, set[str]]:
+        names, bg = self.data_.names, self.background_
+        adj = {v: {w for w in names if w != v and bg.adjacency_allowed(v, w)} for v in names}
+        self.sepsets_: dict = {}
+        self._excused: dict = {}  # kept edge of an equivalence -> partners whose conditioning is ignored
+        for depth in range(self.max_depth + 1):
+            frozen = {v: set(adj[v]) for v in names}  # PC-stable: conditioning sets come from here
+            if all(len(frozen[v]) - 1 < depth for v in names):
+                break
+            for x in names:
+                for y in sorted(frozen[x]):
+                    if y in adj[x] and not bg.is_required(x, y):
+                        self._test_edge(adj, frozen, x, y, depth)
+        return adj
+
+    def _test_edge(self, adj, frozen, x, y, depth):
+        for s in combinations(sorted(frozen[x] - {y}), depth):
+            if not self._ci(x, y, s).independent:
+                continue
+            if self._excused.get(_pair(x, y), set()) & set(s):
+                continue
+            kept = self._equivalence(adj, x, y, s) if self.equivalences and depth else None
+            if kept is None:
+                self._remove(adj, x, y, s)
+                return
+
+    def _remove(self, adj, x, y, s):
+        adj[x].discard(y)
+        adj[y].discard(x)
+        self.sepsets_[_pair(x, y)] = tuple(s)
+
+    def _equivalence(self, adj, x, y, s):
+        """Lemeire et al. Eq. 12: x and w ∈ s are information equivalent for y (or y and w for x) when
+        I(x;y | s') > 0, I(x;y | s) = 0 and I(w;y | s' ∪ {x}) = 0 with s' = s \\ {w}. Keep the edge
+        of least complexity; return the kept partner, or None when no equivalence holds or the
+        x–y edge is the more complex one (it is then removed as usual)."""
+        frame = None
+        for target, other in ((y, x), (x, y)):
+            for w in s:
+                if w not in adj[target] or self.background_.is_required(w, target):
+                    continue
+                rest = tuple(v for v in s if v != w)
+                if self._ci(other, target, rest).independent or not self._ci(w, target, rest + (other,)).independent:
+                    continue
+                frame = self.data_.frame() if frame is None else frame
+                disc = [n for n, d in zip(self.data_.names, self.data_.discrete) if d]
+                costs = {v: mdl.relation_bits(frame, target, (v,), disc) for v in (other, w)}
+                keep = min((other, w), key=lambda v: (costs[v], v))
+                drop = w if keep == other else other
+                self.equivalences_.append({"target": target, "variables": sorted((other, w)), "kept": keep,
+                                           "given": sorted(rest), "bits": {k: round(v, 3) for k, v in costs.items()}})
+                self._excused.setdefault(_pair(keep, target), set()).add(drop)
+                if drop == w:
+                    self._remove(adj, w, target, rest + (other,))
+                    return w
+                return None
+        return None
+
+    # ---- orientation --------------------------------------------------------------------------
+    def _orient(self, adj):
+        pdag = _PDAG(adj, self.background_)
+        for a, b in sorted(self.background_.required):
+            pdag.orient(a, b)
+        for p in sorted(pdag.undirected, key=sorted):
+            forced = self.background_.forced(*sorted(p))
+            if forced:
+                pdag.orient(*forced)
+        for a, c, b in self._colliders(adj):
+            pdag.orient(a, c)
+            pdag.orient(b, c)
+        pdag.meek()
+        return pdag.arcs, pdag.undirected
+
+    def _colliders(self, adj):
+        names = self.data_.names
+        out = []
+        self.ambiguous_ = []
+        for c in names:
+            for a, b in combinations(sorted(adj[c]), 2):
+                # Pairs the background keeps apart were never tested: no evidence for a collider.
+                if b in adj[a] or _pair(a, b) not in self.sepsets_:
+                    continue
+                share = self._sepset_share(adj, a, b, c)
+                if share < 0.5:
+                    out.append((a, c, b))
+                elif share == 0.5:
+                    self.ambiguous_.append((a, c, b))
+        return out
+
+    def _sepset_share(self, adj, a, b, c) -> float:
+        """Fraction of the separating sets of a and b that contain c."""
+        sep = self.sepsets_.get(_pair(a, b), ())
+        if self.orientation == "standard":
+            return 1.0 if c in sep else 0.0
+        found = set()
+        for side, other in ((a, b), (b, a)):
+            pool = sorted(adj[side] - {other})
+            for k in range(min(len(pool), self.max_depth) + 1):
+                for s in combinations(pool, k):
+                    if self._ci(side, other, s).independent:
+                        found.add(frozenset(s))
+        if not found:
+            return 1.0 if c in sep else 0.0
+        return sum(c in s for s in found) / len(found)
+
+
+class _PDAG:
+    """A partially directed graph that refuses orientations closing a directed cycle or breaking the
+    background knowledge."""
+
+    def __init__(self, adj, background: Background):
+        self.adj = {v: set(ws) for v, ws in adj.items()}
+        self.undirected = {_pair(v, w) for v, ws in adj.items() for w in ws}
+        self.arcs: set[tuple[str, str]] = set()
+        self.bg = background
+
+    def children(self, v):
+        return {b for a, b in self.arcs if a == v}
+
+    def _reaches(self, src, dst) -> bool:
+        seen, stack = {src}, [src]
+        while stack:
+            for w in self.children(stack.pop()):
+                if w == dst:
+                    return True
+                if w not in seen:
+                    seen.add(w)
+                    stack.append(w)
+        return False
+
+    def orient(self, a, b) -> bool:
+        p = _pair(a, b)
+        if p not in self.undirected or not self.bg.orientation_allowed(a, b) or self._reaches(b, a):
+            return False
+        self.undirected.discard(p)
+        self.arcs.add((a, b))
+        return True
+
+    def is_und(self, a, b):
+        return _pair(a, b) in self.undirected
+
+    def meek(self):
+        changed = True
+        while changed:
+            changed = False
+            for p in sorted(self.undirected, key=sorted):
+                a, b = sorted(p)
+                for u, v in ((a, b), (b, a)):
+                    if _pair(u, v) in self.undirected and self._meek_rule(u, v) and self.orient(u, v):
+                        changed = True
+
+    def _meek_rule(self, a, b) -> bool:
+        """Whether Meek's R1-R4 orient the undirected a – b as a -> b."""
+        adj = self.adj
+        parents_a = {u for u, w in self.arcs if w == a}
+        # R1: c -> a – b with c, b non-adjacent.
+        if any(b not in adj[c] for c in parents_a):
+            return True
+        # R2: a -> c -> b.
+        if any((c, b) in self.arcs for c in self.children(a)):
+            return True
+        parents_b = {u for u, w in self.arcs if w == b}
+        und_a = {c for c in adj[a] if self.is_und(a, c)}
+        # R3: a – c -> b, a – d -> b, c and d non-adjacent.
+        cands = sorted(und_a & parents_b)
+        if any(d not in adj[c] for c, d in combinations(cands, 2)):
+            return True
+        # R4: a – d, d -> c -> b, a adjacent to c, d and b non-adjacent.
+        for c in parents_b & adj[a]:
+            if any((d, c) in self.arcs and d not in adj[b] for d in und_a):
+                return True
+        return False

@@ -1,0 +1,92 @@
+"""Tests of causewatch.analytics.model.CausalModel: exports, diff, submodels and Markov violations."""
+
+import json
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pytest
+from causewatch.analytics import mdl
+from causewatch.analytics.ci import DSeparationOracle, oracle_dataset
+from causewatch.analytics.model import CausalModel, ModelError
+from causewatch.analytics.pc import PCLearner
+
+
+def _model():
+    return CausalModel.from_search(
+        nodes=["A", "B", "C", "D"], arcs=[("A", "B"), ("D", "B")], undirected=[frozenset(("B", "C"))],
+        strengths={frozenset(("A", "B")): 0.5, frozenset(("D", "B")): 0.25, frozenset(("B", "C")): 1.0},
+        sepsets={frozenset(("A", "D")): ()}, equivalences=[{"target": "C", "variables": ["A", "B"], "kept": "B"}])
+
+
+def test_json_round_trip_keeps_everything():
+    m = _model()
+    again = CausalModel.from_json(m.to_json())
+    assert again.to_dict() == m.to_dict()
+    d = json.loads(m.to_json())
+    assert d["edges"][0] == {"src": "A", "dst": "B", "directed": True, "strength": 0.5}
+    assert d["equivalences"][0]["kept"] == "B"
+
+
+def test_bad_json_is_named():
+    with pytest.raises(ModelError, match="lacks 'edges'"):
+        CausalModel.from_json({"nodes": ["a"]})
+
+
+def test_tetrad_text_format():
+    assert _model().to_tetrad() == ("Graph Nodes:\nA;B;C;D\n\nGraph Edges:\n"
+                                    "1. A --> B\n2. B --- C\n3. D --> B\n")
+
+
+def test_dot_marks_undirected_edges():
+    dot = _model().to_dot()
+    assert '"B" -> "C" [label="1.00", dir=none];' in dot
+    assert '"A" -> "B" [label="0.50"];' in dot
+
+
+def test_diff_lists_added_removed_and_reoriented_edges():
+    other = CausalModel.from_search(["A", "B", "C", "D"], arcs=[("B", "A"), ("B", "C")], undirected=[],
+                                    strengths={}, sepsets={}, equivalences=[])
+    d = _model().diff(other)
+    assert d["removed"] == [{"src": "D", "dst": "B", "directed": True}]
+    assert d["added"] == []
+    assert [(r["before"]["src"], r["after"]["src"]) for r in d["reoriented"]] == [("A", "B"), ("B", "B")]
+
+
+def test_dag_extension_is_a_member_of_the_class():
+    dag = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "d"), ("a", "e")])
+    model = PCLearner(ci_test=DSeparationOracle(dag)).fit(oracle_dataset(sorted(dag))).model_
+    ext = model.dag_extension()
+    assert nx.is_directed_acyclic_graph(ext)
+    assert {frozenset(e) for e in ext.edges} == {frozenset(e) for e in dag.edges}
+    assert all(len(list(ext.predecessors(v))) <= 1 for v in ext)  # a tree: no v-structure added
+
+
+def _perf_frame(seed, n=400, broken=False):
+    rng = np.random.default_rng(seed)
+    size = rng.uniform(10, 100, n)
+    ops = size ** 2 * rng.uniform(0.5, 1.5, n)
+    # broken: time suddenly depends on size directly, not only through ops
+    time = ops * 0.01 + (0.5 * size if broken else 0) + rng.normal(size=n)
+    return pd.DataFrame({"size": size, "ops": ops, "time": time})
+
+
+def test_submodels_give_formulas_per_node():
+    frame = _perf_frame(0)
+    model = CausalModel.from_search(["size", "ops", "time"], arcs=[("size", "ops"), ("ops", "time")],
+                                    undirected=[], strengths={}, sepsets={}, equivalences=[], data=frame)
+    subs = model.fit_submodels()
+    assert subs["ops"].kind in ("poly2", "power")
+    assert subs["ops"].bits < mdl.fit_submodel(frame, "ops", []).bits
+    assert subs["time"].kind == "poly1" and subs["time"].formula.startswith("time = ")
+    assert subs["size"].parents == ()
+
+
+def test_markov_violations_flag_a_new_direct_dependence():
+    model = CausalModel.from_search(["size", "ops", "time"], arcs=[("size", "ops"), ("ops", "time")],
+                                    undirected=[], strengths={}, sepsets={}, equivalences=[])
+    ok = model.markov_violations(_perf_frame(1))
+    bad = model.markov_violations(_perf_frame(2, broken=True))
+    assert not ok.violated.any()
+    assert bad.set_index("variable").loc["time", "violated"]
+    assert bad.set_index("variable").loc["time", "bits"] > ok.set_index("variable").loc["time", "bits"]

@@ -1,0 +1,182 @@
+"""Tests of causewatch.analytics.pc: exact CPDAGs with the d-separation oracle, Fig. 1 of the
+papers from data, deterministic chains, background knowledge, PC-stable order independence,
+partial_fit equal to fit."""
+
+from itertools import combinations, product
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pytest
+from causewatch.analytics.background import Background, BackgroundError
+from causewatch.analytics.ci import (
+    DSeparationOracle,
+    FisherZTest,
+    oracle_dataset,
+)
+from causewatch.analytics.pc import PCLearner
+
+
+def _edges(model):
+    return {(e.src, e.dst, e.directed) for e in model.edges()}
+
+
+def _v_structures(dag):
+    return {(a, c, b) for c in dag for a, b in combinations(sorted(dag.predecessors(c)), 2)
+            if not dag.has_edge(a, b) and not dag.has_edge(b, a)}
+
+
+def brute_force_cpdag(dag: nx.DiGraph) -> set:
+    """Directed where every DAG with the same skeleton and v-structures agrees (enumeration)."""
+    skeleton = sorted(tuple(sorted(e)) for e in dag.edges)
+    members = []
+    for flips in product([False, True], repeat=len(skeleton)):
+        g = nx.DiGraph()
+        g.add_nodes_from(dag)
+        g.add_edges_from((b, a) if f else (a, b) for (a, b), f in zip(skeleton, flips))
+        if nx.is_directed_acyclic_graph(g) and _v_structures(g) == _v_structures(dag):
+            members.append(g)
+    out = set()
+    for a, b in skeleton:
+        ways = {m.has_edge(a, b) for m in members}
+        if ways == {True}:
+            out.add((a, b, True))
+        elif ways == {False}:
+            out.add((b, a, True))
+        else:
+            out.add((a, b, False))
+    return out
+
+
+def _random_dag(seed, n_nodes=7, p=0.35):
+    rng = np.random.default_rng(seed)
+    names = [f"x{i}" for i in range(n_nodes)]
+    order = rng.permutation(names)
+    return nx.DiGraph([(order[i], order[j]) for i in range(n_nodes) for j in range(i + 1, n_nodes)
+                       if rng.random() < p]) if n_nodes else nx.DiGraph()
+
+
+ASIA = [("asia", "tub"), ("smoke", "lung"), ("smoke", "bronc"), ("tub", "either"), ("lung", "either"),
+        ("either", "xray"), ("either", "dysp"), ("bronc", "dysp")]
+
+
+@pytest.mark.parametrize("edges", [
+    [("A", "B"), ("D", "B"), ("B", "C")],                       # Fig. 1 of the papers
+    [("a", "b"), ("b", "c")],
+    [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")],
+    [("a", "c"), ("b", "c"), ("a", "d"), ("b", "d"), ("c", "d")],  # needs Meek's R3
+    ASIA,
+], ids=["fig1", "chain", "diamond", "kite", "asia"])
+def test_oracle_gives_the_true_cpdag_on_known_dags(edges):
+    dag = nx.DiGraph(edges)
+    learner = PCLearner(ci_test=DSeparationOracle(dag), max_depth=4).fit(oracle_dataset(sorted(dag)))
+    assert _edges(learner.model_) == brute_force_cpdag(dag)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_oracle_gives_the_true_cpdag_on_random_dags(seed):
+    dag = _random_dag(seed)
+    dag.add_nodes_from(f"x{i}" for i in range(7))
+    learner = PCLearner(ci_test=DSeparationOracle(dag), max_depth=6).fit(oracle_dataset(sorted(dag)))
+    assert _edges(learner.model_) == brute_force_cpdag(dag)
+
+
+def _fig1_data(seed, n=400):
+    rng = np.random.default_rng(seed)
+    a, d = rng.uniform(0, 1, n), rng.uniform(0, 1, n)
+    b = 1.5 * np.sin(3 * a) + d ** 2 + 0.15 * rng.normal(size=n)
+    c = np.exp(b) + 1.5 * rng.normal(size=n)
+    return pd.DataFrame({"A": a, "B": b, "C": c, "D": d})
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fig1_of_the_papers_is_recovered_from_nonlinear_data(seed):
+    # Lemeire et al. Fig. 1: A -> B <- D, B -> C; the v-structure orients all three edges.
+    model = PCLearner().fit(_fig1_data(seed)).model_
+    assert _edges(model) == {("A", "B", True), ("D", "B", True), ("B", "C", True)}
+
+
+def test_deterministic_chain_keeps_the_simplest_edge_and_records_the_equivalence():
+    # Lemeire et al. §6.2, Fig. 6: X -> Y = f(X) -> Z. X and Y are information equivalent for Z;
+    # plain PC would drop both X–Z and Y–Z, the complexity criterion keeps the simpler Y–Z.
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1, 10, 300)
+    y = x ** 2
+    frame = pd.DataFrame({"X": x, "Y": y, "Z": 2 * y + 10 * rng.normal(size=300)})
+    model = PCLearner().fit(frame).model_
+    assert {(e.src, e.dst) for e in model.edges()} == {("X", "Y"), ("Y", "Z")}
+    assert [(q["target"], q["variables"], q["kept"]) for q in model.equivalences] == [("Z", ["X", "Y"], "Y")]
+    plain = PCLearner(equivalences=False).fit(frame).model_
+    assert {(e.src, e.dst) for e in plain.edges()} == {("X", "Y")}
+
+
+def _linear_data(seed, n=600):
+    dag = _random_dag(seed, 6, 0.5)
+    dag.add_nodes_from(f"x{i}" for i in range(6))
+    rng = np.random.default_rng(seed)
+    cols = {}
+    for v in nx.topological_sort(dag):
+        cols[v] = sum(cols[p] * rng.uniform(0.5, 1.5) for p in dag.predecessors(v)) + rng.normal(size=n)
+    return dag, pd.DataFrame(cols)[sorted(cols)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_background_knowledge_is_honoured(seed):
+    _dag, frame = _linear_data(seed)
+    rng = np.random.default_rng(seed)
+    names = list(frame.columns)
+    inputs, outputs, (f1, f2) = names[:2], [names[5]], rng.choice(names[2:5], 2, replace=False)
+    bg = Background(tiers={"inputs": inputs, "outputs": outputs}, forbidden=[(f1, f2)],
+                    required=[(names[2], names[5])])
+    test = FisherZTest()
+    model = PCLearner(ci_test=test, background=bg).fit(frame).model_
+    edges = model.edges()
+    assert not any({e.src, e.dst} == {f1, f2} for e in edges)
+    assert (names[2], names[5], True) in {(e.src, e.dst, e.directed) for e in edges}
+    for e in edges:
+        if e.src in inputs or e.dst in inputs:
+            assert e.directed and e.src in inputs and e.dst not in inputs
+        if e.src in outputs or e.dst in outputs:
+            assert e.directed and e.dst in outputs and e.src not in outputs
+    assert nx.is_directed_acyclic_graph(nx.DiGraph([(e.src, e.dst) for e in edges if e.directed]))
+    tested = {frozenset((k[1], k[2])) for k in test.cache}
+    assert frozenset((f1, f2)) not in tested and frozenset((names[2], names[5])) not in tested
+
+
+def test_background_against_the_truth_never_makes_a_cycle():
+    dag = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "d"), ("a", "e"), ("e", "d")])
+    bg = Background(required=[("d", "a")])
+    model = PCLearner(ci_test=DSeparationOracle(dag), background=bg).fit(oracle_dataset(sorted(dag))).model_
+    assert nx.is_directed_acyclic_graph(nx.DiGraph([(e.src, e.dst) for e in model.edges() if e.directed]))
+    assert ("d", "a", True) in _edges(model)
+
+
+def test_contradictory_background_is_refused():
+    with pytest.raises(BackgroundError, match="both required and forbidden"):
+        PCLearner(ci_test=FisherZTest(), background=Background(forbidden=[("a", "b")], required=[("a", "b")])).fit(
+            pd.DataFrame({"a": [1.0, 2, 3, 4], "b": [2.0, 1, 4, 3]}))
+    with pytest.raises(BackgroundError, match="unknown variables"):
+        PCLearner(background=Background(tiers={"inputs": ["zz"]})).fit(pd.DataFrame({"a": [1.0, 2, 3]}))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pc_stable_skeleton_does_not_depend_on_column_order(seed):
+    _, frame = _linear_data(seed + 10)
+    skeleton = {frozenset((e.src, e.dst)) for e in PCLearner(ci_test=FisherZTest()).fit(frame).model_.edges()}
+    reversed_frame = frame[list(reversed(frame.columns))]
+    again = {frozenset((e.src, e.dst)) for e in PCLearner(ci_test=FisherZTest()).fit(reversed_frame).model_.edges()}
+    assert skeleton == again
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_partial_fit_equals_fit_on_the_concatenated_rows(seed):
+    frame = _fig1_data(seed, n=440)
+    frame["E"] = frame["C"] * 0.5 + np.random.default_rng(seed).normal(size=440)
+    old, new = frame.iloc[:400], frame.iloc[400:]
+    incremental = PCLearner().fit(old)
+    full_tests = incremental.n_tests_
+    incremental.partial_fit(new)
+    scratch = PCLearner().fit(frame)
+    assert _edges(incremental.model_) == _edges(scratch.model_)
+    assert incremental.model_.equivalences == scratch.model_.equivalences
+    assert incremental.n_tests_ < full_tests
