@@ -175,9 +175,10 @@ class Agent:
         returns the command's exit code."""
         tick, slow = self.cfg.counters_interval, self.cfg.psutil_interval
         t0 = self.monotonic()
-        # slow rows go out in frames of at least 5 rows: fewer frames is most of the agent's cost at 1 Hz
-        slow_batch = max(self.batch_seconds, 5 * slow)
-        due = {"fast": t0, "slow": t0, "batch": t0 + self.batch_seconds, "slow_batch": t0 + slow_batch}
+        # frames of at least 5 rows (and at least batch_seconds apart): each frame costs a spool write,
+        # an ack and a delete, which at 1 Hz is most of the agent's cost
+        fast_batch, slow_batch = max(self.batch_seconds, 5 * tick), max(self.batch_seconds, 5 * slow)
+        due = {"fast": t0, "slow": t0, "batch": t0 + fast_batch, "slow_batch": t0 + slow_batch}
         watchdog = _watchdog_period()
         if watchdog:
             due["watchdog"] = t0
@@ -193,7 +194,7 @@ class Agent:
                 due["slow"] = _next(due["slow"], slow, now)
             if now >= due["batch"]:
                 self.flush_batches("fast")
-                due["batch"] = _next(due["batch"], self.batch_seconds, now)
+                due["batch"] = _next(due["batch"], fast_batch, now)
             if now >= due["slow_batch"]:
                 self.flush_batches("slow")
                 due["slow_batch"] = _next(due["slow_batch"], slow_batch, now)

@@ -3,7 +3,7 @@
 Delivery promise: at-least-once send, exactly-once store. Every frame is spooled on disk before
 `send` returns and stays there until the daemon acks it — which the daemon does only after the
 commit (ack-after-commit) — and the daemon drops resends by (node, boot, seq). At most `window`
-frames are in flight (credit-based flow control); after a reconnect, or when the oldest frame
+frames are in flight (credit-based flow control); after a disconnect, or when the oldest frame
 has waited `resend_after` seconds, every unacked frame is sent again, oldest first. Reconnects
 back off up to 10 s (ZMQ reconnect_ivl_max) and ZMQ heartbeats detect a dead daemon.
 """
@@ -182,9 +182,12 @@ class Sender:
         if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self.connected.set()
             self.auth_failed.clear()
-            self._requeue("connected")
         elif event["event"] == zmq.EVENT_DISCONNECTED:
+            # Everything in flight went out on the dead connection; IMMEDIATE holds new sends until the
+            # next handshake. (Requeueing at the handshake instead would resend frames that were
+            # already sent on the new connection before its event was read.)
             self.connected.clear()
+            self._requeue("disconnected")
         elif event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             self.auth_failed.set()
             log.error("daemon %s refused this agent's CURVE key (is its public key in the daemon's "
