@@ -16,5 +16,6 @@ def test_demo_reports_every_part(tmp_path):
     assert all(n["counters"].get("ok", 0) >= 4 for n in rep["nodes"])  # software events always open
     assert {p["kind"] for p in rep["phase_vectors"]} >= {"native", "python"}
     assert rep["tasks"][0]["app"] == "demo" and rep["tasks"][0]["tasks"] == frames["task"]
+    assert rep["causal_edges"], "the causal job learned no model from the task records"
     assert rep["bottlenecks"], "the fuzzy job scored no region"
     assert {p["node"] for p in rep["probe_ranking"]} == {"demo-node-1", "demo-node-2"}
