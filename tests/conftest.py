@@ -6,10 +6,21 @@ Daemon.start/stop. Tests read DuckDB files only after the daemon has let go of t
 
 from __future__ import annotations
 
+import atexit
+import typing
+
 import pytest
 from support import DaemonProcess
 
 from causewatch.config import DaemonConfig
+
+
+@atexit.register
+def _clear_typing_caches() -> None:
+    """typing's caches keep DuckDB objects alive past shutdown, and DuckDB's nanobind then prints
+    'leaked instance' lines after pytest's summary (nanobind docs, "refleaks")."""
+    for cleanup in typing._cleanups:
+        cleanup()
 
 
 @pytest.fixture
