@@ -124,6 +124,7 @@ class Store:
         self.path = path
         self.con = duckdb.connect(path)
         self.version = migrate(self.con)
+        self._columns: dict[str, list[str]] = {}
         # Highest stored seq per (node, boot): a frame above it is new, at or below it a resend.
         self._high = {(n, b): s for n, b, s in self.con.execute(
             "SELECT node, boot, max(seq) FROM ingest_log GROUP BY ALL").fetchall()}
@@ -193,7 +194,9 @@ class Store:
             self._upsert_node(f)
 
     def _insert_rows(self, table: str, rows: list[tuple]) -> None:
-        columns = [c[0] for c in self.con.execute(f"DESCRIBE {table}").fetchall()]
+        columns = self._columns.get(table)
+        if columns is None:
+            columns = self._columns[table] = [c[0] for c in self.con.execute(f"DESCRIBE {table}").fetchall()]
         batch = pa.table(dict(zip(columns, map(list, zip(*rows)))))  # noqa: F841 (read by DuckDB)
         self.con.execute(f"INSERT INTO {table} SELECT * FROM batch")
 
