@@ -170,13 +170,16 @@ class Sender:
         self._monitor.close(linger=0)
         self._sock.close(linger=0)
 
-    def _poll_timeout(self) -> int | None:
-        """Sleep until there is work (wake pipe, ack, monitor event) or the oldest frame is due again."""
+    def _resend_due(self) -> float | None:
+        """Monotonic time at which the oldest in-flight frame is due again; None when nothing is in flight."""
         with self._lock:
             oldest = min(self._in_flight.values(), default=None)
-        if oldest is None:
-            return None
-        return max(0, int((oldest + self.resend_after - time.monotonic()) * 1000)) + 1
+        return None if oldest is None else oldest + self.resend_after
+
+    def _poll_timeout(self) -> int | None:
+        """Sleep until there is work (wake pipe, ack, monitor event) or the oldest frame is due again."""
+        due = self._resend_due()
+        return None if due is None else max(0, int((due - time.monotonic()) * 1000)) + 1
 
     def _on_event(self, event: dict) -> None:
         if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
@@ -203,9 +206,8 @@ class Sender:
             self._unsent = collections.deque(self._pending)
 
     def _resend_if_stale(self) -> None:
-        with self._lock:
-            oldest = min(self._in_flight.values(), default=None)
-        if oldest is not None and time.monotonic() - oldest > self.resend_after:
+        due = self._resend_due()
+        if due is not None and time.monotonic() > due:
             self._requeue(f"no ack for {self.resend_after:.0f} s")
 
     def _send_window(self) -> None:

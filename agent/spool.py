@@ -54,10 +54,6 @@ class Spool:
         with self._lock:
             return self._db.execute("SELECT boot, seq, data FROM frames ORDER BY id").fetchall()
 
-    def __len__(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT count(*) FROM frames").fetchone()[0]
-
     def close(self) -> None:
         with self._lock:
             self._db.close()

@@ -44,9 +44,9 @@ def _build_kit(folder: Path, db: Path, quiet: bool) -> None:
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None)
 
 
-def _agents(folder: Path, endpoint: str, seconds: float) -> list[subprocess.Popen]:
+def _agents(folder: Path, endpoint: str, seconds: float) -> dict[str, subprocess.Popen]:
     """demo-node-1 watches the instrumented master-worker workload; demo-node-2 watches its node only."""
-    agents = []
+    agents = {}
     for node, watch in (("demo-node-1", True), ("demo-node-2", False)):
         cfg = folder / f"{node}.toml"
         cfg.write_text(f'[agent]\ndaemon = "{endpoint}"\nnode = "{node}"\nspool = "{folder / node}-spool"\n'
@@ -55,8 +55,8 @@ def _agents(folder: Path, endpoint: str, seconds: float) -> list[subprocess.Pope
         if watch:
             cmd += ["--", sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--app", "demo",
                     "--tasks", str(int(seconds * 20)), "--seed", "1", "--workers", "2"]
-        agents.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / f"{node}.log", "w"),
-                                       env=dict(os.environ, CAUSEWATCH_CONFIG=str(cfg))))
+        agents[node] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / f"{node}.log", "w"),
+                                        env=dict(os.environ, CAUSEWATCH_CONFIG=str(cfg)))
     return agents
 
 
@@ -129,14 +129,15 @@ def run(args) -> int:
     if not quiet:
         print(f"daemon {daemon.endpoint}, DuckDB {db}, metrics http://{daemon.http.address}/metrics")
     t0 = time.monotonic()
-    watched, node_only = agents = _agents(folder, daemon.endpoint, args.seconds)
+    agents = _agents(folder, daemon.endpoint, args.seconds)
+    watched = agents["demo-node-1"]
     con = daemon.store.cursor()
     try:
         while watched.poll() is None and time.monotonic() - t0 < args.seconds + 120:
             time.sleep(2.0)
             _live(con, t0, quiet)
     finally:
-        for agent in agents:
+        for agent in agents.values():
             if agent.poll() is None:
                 agent.terminate()
             agent.wait(60)
@@ -146,8 +147,7 @@ def run(args) -> int:
     rep = report(con, elapsed)
     daemon.stop()
     print(json.dumps(rep, default=str)) if args.json else _print(rep)
-    failed = [f"{a.args[-1] if a is node_only else 'demo-node-1'} exited {a.returncode}"
-              for a in agents if a.returncode not in (0, -15)]
+    failed = [f"{node} exited {a.returncode}" for node, a in agents.items() if a.returncode not in (0, -15)]
     if failed:
         print(f"agents failed: {', '.join(failed)}; logs in {folder}", file=sys.stderr)
     return 0 if not failed and rep["sample_values"] > 0 else 1
