@@ -3,6 +3,7 @@ F_Expr)) parsed and evaluated on region summaries, ranked by degree; also the bo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -12,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from causewatch.analytics import linguistic
-from causewatch.analytics.fuzzy import DEGREE_EPS, bottleneck_search
+from causewatch.analytics.fuzzy import DEGREE_EPS, bottleneck_search, format_degrees
 from causewatch.analytics.linguistic import ExpressionError, TokenStream
 from causewatch.analytics.regions import KEYS, metric_name, region_summaries
 from causewatch.analytics.terms import TermSet, default_terms
@@ -293,3 +294,23 @@ def _termset_bottlenecks(frame: pd.DataFrame, ts: TermSet, mode: str, negligible
         part["degree"], part["severity"] = deg[rows], deg[rows] * ts.levels.get(term, 0.0)
         parts.append(part)
     return pd.concat(parts, ignore_index=True)
+
+
+def summarise_bottlenecks(long: pd.DataFrame) -> pd.DataFrame:
+    """One row per (region, metric): value, severity and the degrees as text and as a dict."""
+    keys = [*KEYS, "metric"]
+    if not len(long):
+        return pd.DataFrame(columns=[*keys, "value", "severity", "bottleneck", "degrees"])
+    groups = long.groupby(keys, sort=False)
+    out = groups.agg(value=("value", "first"), severity=("severity", "max")).reset_index()
+    degrees = groups.apply(lambda g: dict(zip(g["term"], g["degree"].round(3))), include_groups=False)
+    out["degrees"] = degrees.to_numpy()
+    out["bottleneck"] = out["degrees"].map(lambda d: format_degrees(d, capitalize=True))
+    order = ["severity", "value", *keys]
+    return out.sort_values(order, ascending=[False, False] + [True] * len(keys), kind="stable").reset_index(drop=True)
+
+
+def records(frame: pd.DataFrame) -> list[dict]:
+    """Rows as JSON-ready dicts (NaN becomes null)."""
+    rows = frame.to_dict(orient="records")
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]

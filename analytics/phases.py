@@ -7,6 +7,7 @@ Reads SimPoint frequency-vector files (`T:id:count :id:count ...`), clusters the
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numba
@@ -286,6 +287,8 @@ class SimPoint:
                 runs[k] = self._best_of_seeds(kernel, data, w, k)
             return runs[k][0]
 
+        if not 0 <= self.bic_threshold <= 1:
+            raise PhaseError(f"bic_threshold must lie in [0, 1], got {self.bic_threshold}")
         if self.k is not None:
             if not 1 <= self.k <= n:
                 raise PhaseError(f"k={self.k} must be between 1 and the number of intervals ({n})")
@@ -377,6 +380,43 @@ class SimPoint:
             members = np.flatnonzero(labels == phase)
             simpoints[phase] = members[np.argmin(d2[members])]
         self.simpoints_ = simpoints
+
+
+@dataclass
+class MergedPhases:
+    """Phases after merging: labels_ (0..k_-1), simpoints_ (the member nearest each merged centroid),
+    weights_ (shares of the rows' sizes), distances_ (Manhattan, to the merged centroid), k_."""
+    labels_: np.ndarray
+    simpoints_: np.ndarray
+    weights_: np.ndarray
+    distances_: np.ndarray
+    k_: int
+
+
+def merge_close_phases(X, labels, threshold: float = 0.5) -> MergedPhases:
+    """Join phases whose centroids lie within `threshold` of each other (single linkage), with the
+    distance PhaseTracker uses: Manhattan between normalised vectors (0 = same mix of code, 2 = none
+    in common). SimPoint's BIC rewards splitting a very tight cluster, so intervals running the same
+    code can land in several phases when their vectors are nearly noise-free."""
+    if not 0 <= threshold <= 2:
+        raise PhaseError(f"merge threshold must lie in [0, 2] (Manhattan distance of normalised vectors), got {threshold}")
+    labels = np.asarray(labels)
+    Xn = normalise_rows(X).toarray()
+    ids = np.unique(labels)
+    centroids = np.array([Xn[labels == p].mean(axis=0) for p in ids])
+    close = np.abs(centroids[:, None, :] - centroids[None, :, :]).sum(axis=2) <= threshold
+    group = np.arange(len(ids))
+    for a, b in zip(*np.nonzero(np.triu(close, 1))):
+        group[group == group[b]] = group[a]
+    _, merged = np.unique(group, return_inverse=True)
+    new_labels = merged[np.searchsorted(ids, labels)]
+    k = int(new_labels.max()) + 1
+    centres = np.array([Xn[new_labels == p].mean(axis=0) for p in range(k)])
+    distances = np.abs(Xn - centres[new_labels]).sum(axis=1)
+    simpoints = np.array([np.flatnonzero(new_labels == p)[np.argmin(distances[new_labels == p])] for p in range(k)])
+    sizes = np.asarray(sp.csr_matrix(X).sum(axis=1)).ravel()
+    weights = np.bincount(new_labels, weights=sizes, minlength=k) / max(sizes.sum(), 1e-300)
+    return MergedPhases(new_labels, simpoints, weights, distances, k)
 
 
 def adjusted_rand_index(a, b) -> float:

@@ -4,7 +4,7 @@ Nodes are emulated on this machine, the application pinned to CPU 0: clean; shar
 system with a bandwidth hog on CPU 1; sharing CPU 0 with a compute hog; under 80 % and 50 % cgroup
 CPU quotas (v1 or v2, when writable). Each node runs the whole workload and the probe; the generic
 predictor scales the reference time by a fixed CPU loop's time (like HTCondor's Mips rating).
-Usage: python bench/probe.py [--tasks 200] [--seed 0]
+Usage: python bench/probe.py [--tasks 1500] [--seed 0]   (about 13 minutes on a quiet 2-core machine)
 """
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ def quota_available() -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--tasks", type=int, default=1500,
+                        help="tasks of the full run (default 1500, about a minute on a clean node: the probe's "
+                             "time is fixed, the run's grows)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     os.sched_setaffinity(0, {APP_CPU})   # the application's "node" is CPU 0; spawned workers inherit it
@@ -96,7 +98,7 @@ def main() -> int:
 
     t0 = time.perf_counter()
     kit = build_kit("mw", worker, tasks, tempfile.mkdtemp(prefix="cw-bench-kit-"), workers=1, seed=args.seed)
-    print(f"kit: {len(kit['phases'])} phases from {args.tasks} tasks, built in {time.perf_counter() - t0:.1f} s; "
+    print(f"kit: {len(kit['phases'])} phases (SimPoint k = {kit['simpoint']['k']}) from {args.tasks} tasks, built in {time.perf_counter() - t0:.1f} s; "
           f"reference {kit['reference_seconds']:.2f} task-s", flush=True)
     ref_loop = generic_loop()
 
@@ -111,14 +113,11 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     for name, emulate in nodes.items():
         with emulate():
-            # probe and rating on both sides of the full run, so load from other tenants that drifts
-            # during the run reaches the predictions about as much as the run itself
-            before, loop_before = run_kit(kit, repeats=3), generic_loop()
+            # probe and rating first, then the run: the order a broker follows before dispatching
+            probe, loop = run_kit(kit, repeats=3), generic_loop()
             full = mw.run_master(tasks, workers=1)["task_seconds"]
-            after, loop_after = run_kit(kit, repeats=3), generic_loop()
-        pred, lo, hi = (statistics.mean((before[k], after[k])) for k in ("predicted_seconds", "lo", "hi"))
-        generic = kit["reference_seconds"] * statistics.mean((loop_before, loop_after)) / ref_loop
-        rows.append((name, full, pred, lo, hi, before["probe_seconds"], generic))
+        generic = kit["reference_seconds"] * loop / ref_loop
+        rows.append((name, full, probe["predicted_seconds"], probe["lo"], probe["hi"], probe["probe_seconds"], generic))
         print(f"  measured {name}", flush=True)
 
     print(f"\n{'node':<11} {'full s':>8} {'probe pred':>10} {'interval':>15} {'err':>7} {'probe/full':>10} "

@@ -45,7 +45,6 @@ def _number(params: dict, key: str, kind=float, default=None):
 def query(params: dict, con) -> list[dict]:
     """PERFQL over the live store: /api/query?q=(cpi is high)&min_degree=0.3&top=10&last=3600."""
     from causewatch.analytics import perfql
-    from causewatch.commands.query import records
     if not params.get("q"):
         raise InputError("q: give a PERFQL statement, e.g. /api/query?q=(cpi is high)")
     last = _number(params, "last")
@@ -54,18 +53,16 @@ def query(params: dict, con) -> list[dict]:
                            top=_number(params, "top", int), since=None if last is None else time.time() - last)
     except ValueError as e:
         raise InputError(str(e)) from None
-    return records(found)
+    return perfql.records(found)
 
 
 def bottlenecks(params: dict, con) -> list[dict]:
     """Fuzzy bottleneck search over the live store: /api/bottlenecks?top=20&last=600."""
     from causewatch.analytics import perfql
     from causewatch.analytics.regions import region_summaries
-    from causewatch.commands.bottlenecks import summarise
-    from causewatch.commands.query import records
     last = _number(params, "last")
     found = perfql.find_bottlenecks(region_summaries(con, None if last is None else time.time() - last))
-    return records(summarise(found).head(_number(params, "top", int)))
+    return perfql.records(perfql.summarise_bottlenecks(found).head(_number(params, "top", int)))
 
 
 def rank(params: dict, con) -> dict:

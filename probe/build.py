@@ -1,8 +1,8 @@
 """Build a probe kit (ProbeGen after Strube et al.): record one BBV per task, cluster, time the phases.
 
 A task's input stands in for the paper's checkpoint. Steps: BBVs -> SimPoint phases (each task one
-variable-length interval) -> timed reference runs of the whole workload -> warm timings of each
-phase's representative task -> manifest.json + inputs/ + SimPoint files in the kit folder.
+variable-length interval) -> rounds of (a timed whole run, warm timings of each phase's
+representative task) -> manifest.json + inputs/ + SimPoint files in the kit folder.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-from scipy import stats
-
 from causewatch.analytics import phases
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource
+from causewatch.probe.interval import prediction_interval
 from causewatch.probe.kit import FORMAT, MANIFEST, Progress, Worker, measure_all
 
 
@@ -58,19 +57,16 @@ def time_workload(worker: Worker, tasks: list, workers: int, progress=None) -> n
 
 
 def _reference(prefix: str, totals: np.ndarray, min_spread: float) -> dict:
-    """Median of the runs and a 95 % prediction interval for one more run: Student's t from the runs,
-    but never narrower than +-min_spread of the median (runs taken back to back miss the drift of a
-    shared node between the build and later runs)."""
-    centre = float(np.median(totals))
-    half = 0.0
-    if len(totals) > 1:
-        half = float(stats.t.ppf(0.975, len(totals) - 1) * totals.std(ddof=1) * np.sqrt(1 + 1 / len(totals)))
-    half = min(max(half, min_spread * centre), centre)
-    return {f"{prefix}_seconds": centre, f"{prefix}_lo": centre - half, f"{prefix}_hi": centre + half}
+    """Mean of the whole runs, their relative sd, and the 95 % interval for one more run here."""
+    centre = float(totals.mean())
+    rel_sd = float(totals.std(ddof=1) / centre) if len(totals) > 1 and centre > 0 else 0.0
+    lo, hi = prediction_interval(centre, 0.0, rel_sd, len(totals), min_spread)
+    return {f"{prefix}_seconds": centre, f"{prefix}_rel_sd": rel_sd, f"{prefix}_lo": lo, f"{prefix}_hi": hi}
 
 
 def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None = None, workers: int = 2,
-              bbv: str = "auto", max_k: int | None = None, seed: int = 0, reference_runs: int = 3,
+              bbv: str = "auto", max_k: int | None = None, merge_distance: float = 0.5,
+              seed: int = 0, reference_runs: int = 3,
               warmup: int = 1, repeats: int = 5, min_spread: float = 0.05, show_progress: bool = False) -> dict:
     """Build a kit for `app` from `tasks` (JSON-able task inputs) in `out_dir`; return its manifest."""
     if len(tasks) < 2:
@@ -85,26 +81,30 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
     for task in tasks:
         vectors.append(source.record(worker, task))
         step()
-    model = _cluster(out, vectors, max_k, seed)
+    model, kit_phases = _cluster(out, vectors, max_k, merge_distance, seed)
 
-    step = Progress("reference runs", reference_runs * len(tasks), force=show_progress)
-    runs = [time_workload(worker, tasks, workers, step) for _ in range(reference_runs)]
+    live = list(range(kit_phases.k_))
+    reps = [int(r) for r in kit_phases.simpoints_]
+    step = Progress("reference runs", reference_runs * (len(tasks) + len(reps)), force=show_progress)
+    runs, rounds = [], []
+    for _ in range(reference_runs):
+        runs.append(time_workload(worker, tasks, workers, step))
+        # representatives timed right after each whole run share its state of the node (other load,
+        # clock, memory), so drift between rounds reaches T_ref and every t_i(ref) alike
+        rounds.append(measure_all(worker, [tasks[r] for r in reps], warmup, repeats, step))
     per_task = np.median(np.stack(runs), axis=0)       # tasks x (wall, cpu)
     totals = np.array([r.sum(axis=0) for r in runs])     # runs x (wall, cpu)
-
-    live = [p for p, i in enumerate(model.simpoints_) if i >= 0]
-    reps = [int(model.simpoints_[p]) for p in live]
-    timings = measure_all(worker, [tasks[r] for r in reps], warmup, repeats,
-                          Progress("representatives", len(live), force=show_progress))
-    rows = [_phase_row(out, p, tasks[rep], rep, model, per_task, timing) for p, rep, timing in zip(live, reps, timings)]
+    rows = [_phase_row(out, p, tasks[rep], rep, kit_phases, per_task, [r[i] for r in rounds])
+            for i, (p, rep) in enumerate(zip(live, reps))]
     manifest = {
         "format": FORMAT, "app": app, "kit": kit or f"{app}-{time.strftime('%Y%m%dT%H%M%S')}",
         "created": time.time(), "reference": reference_facts(), "worker": worker.to_json(),
         "bbv_source": source.name, "bbv_kind": source.kind, "tasks": len(tasks), "workers": workers,
         "simpoint": {"k": int(model.k_), "max_k": model.max_k, "seed": seed,
-                     "bic": {str(k): v for k, v in model.bic_.items()}},
-        "reference_runs": reference_runs, "warmup": warmup, "repeats": repeats,
-        # task-seconds of the whole workload, with a 95 % prediction interval for one more run
+                     "bic": {str(k): v for k, v in model.bic_.items()},
+                     "merge_distance": merge_distance, "merged_k": kit_phases.k_},
+        "reference_runs": reference_runs, "warmup": warmup, "repeats": repeats, "min_spread": min_spread,
+        # task-seconds of the whole workload (mean of the runs), with a 95 % interval for one more run
         **_reference("reference", totals[:, 0], min_spread),
         **_reference("reference_cpu", totals[:, 1], min_spread),
         "phases": rows,
@@ -113,23 +113,32 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
     return manifest
 
 
-def _cluster(out: Path, vectors: list[dict], max_k: int | None, seed: int) -> phases.SimPoint:
-    """Each task one variable-length interval weighted by its size; the SimPoint files go next to the kit."""
+def _cluster(out: Path, vectors: list[dict], max_k: int | None, merge_distance: float,
+             seed: int) -> tuple[phases.SimPoint, phases.MergedPhases]:
+    """Each task one variable-length interval weighted by its size; SimPoint's phases closer than
+    `merge_distance` are joined (each phase costs the probe time); the SimPoint files of the merged
+    phases go next to the kit."""
     X, keys = phases.vectors_to_matrix(vectors)
     if max_k is None:
         # SimPoint's BIC drifts toward one phase per interval when intervals are few; sqrt(n) bounds it
         max_k = int(np.ceil(np.sqrt(len(vectors)))) + 1
-    model = phases.SimPoint(max_k=max_k, fixed_length=False, seed=seed).fit(X)
+    try:
+        model = phases.SimPoint(max_k=max_k, fixed_length=False, seed=seed).fit(X)
+    except phases.PhaseError as e:
+        raise InputError(f"probe build: clustering the task vectors failed: {e}") from None
+    merged = phases.merge_close_phases(X, model.labels_, merge_distance)
     phases.write_frequency_vectors(out / "tasks.bb", X)
     (out / "tasks.keys").write_text("".join(f"{k}\n" for k in keys))
-    phases.write_simpoints(out / "tasks.simpoints", model.simpoints_)
-    phases.write_weights(out / "tasks.weights", model.weights_)
-    phases.write_labels(out / "tasks.labels", model.labels_, model.distances_)
-    return model
+    phases.write_simpoints(out / "tasks.simpoints", merged.simpoints_)
+    phases.write_weights(out / "tasks.weights", merged.weights_)
+    phases.write_labels(out / "tasks.labels", merged.labels_, merged.distances_)
+    return model, merged
 
 
-def _phase_row(out: Path, p: int, task_input, rep: int, model, per_task: np.ndarray, timing: dict) -> dict:
-    """One phase of the manifest: its share of reference time (and CPU time), representative and timings."""
+def _phase_row(out: Path, p: int, task_input, rep: int, model: phases.MergedPhases, per_task: np.ndarray,
+               timings: list[dict]) -> dict:
+    """One phase of the manifest: its share of reference time (and CPU time), representative, and its
+    timings over the rounds: the mean and its standard error (between rounds when there are several)."""
     members = model.labels_ == p
     name = f"phase-{p}"
     (out / "inputs" / f"{name}.json").write_text(json.dumps(task_input))
@@ -138,5 +147,14 @@ def _phase_row(out: Path, p: int, task_input, rep: int, model, per_task: np.ndar
             "weight_cpu": float(per_task[members, 1].sum() / max(per_task[:, 1].sum(), 1e-12)),
             "weight_size": float(model.weights_[p]),
             "input": task_input, "input_file": f"inputs/{name}.json",
-            "ref_seconds": timing["seconds"], "ref_lo": timing["lo"], "ref_hi": timing["hi"],
-            "ref_cpu_seconds": timing["cpu_seconds"], "ref_cpu_lo": timing["cpu_lo"], "ref_cpu_hi": timing["cpu_hi"]}
+            **_mean_se("ref_seconds", "ref_se", [t["seconds"] for t in timings], timings[0]["sd"], timings[0]["repeats"]),
+            **_mean_se("ref_cpu_seconds", "ref_cpu_se", [t["cpu_seconds"] for t in timings], timings[0]["cpu_sd"],
+                       timings[0]["repeats"])}
+
+
+def _mean_se(mean_key: str, se_key: str, means: list[float], sd: float, repeats: int) -> dict:
+    """The mean of per-round means and its standard error: from the rounds' scatter when there are
+    several (it holds the drift between rounds), else from the one round's repeats."""
+    values = np.array(means)
+    se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else sd / np.sqrt(repeats)
+    return {mean_key: float(values.mean()), se_key: float(se)}

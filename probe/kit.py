@@ -97,7 +97,7 @@ def input_file(task_input):
 
 
 def measure(worker: Worker, task_input, warmup: int, repeats: int) -> dict:
-    """Warm up, then time `repeats` back-to-back runs: mean, median, min and max of wall and CPU seconds.
+    """Warm up, then time `repeats` back-to-back runs: mean, sd, median, min and max of wall and CPU seconds.
 
     The mean is the estimate: on a time-sliced node (CPU quota, shared core) single runs are either
     unthrottled or throttled, and the median of such a two-valued sample misses the throughput.
@@ -106,9 +106,11 @@ def measure(worker: Worker, task_input, warmup: int, repeats: int) -> dict:
         worker.timed(task_input)
     runs = np.array([worker.timed(task_input) for _ in range(repeats)])
     wall, cpu = runs[:, 0], runs[:, 1]
-    return {"seconds": float(wall.mean()), "median": float(np.median(wall)), "lo": float(wall.min()),
-            "hi": float(wall.max()), "cpu_seconds": float(cpu.mean()), "cpu_lo": float(cpu.min()),
-            "cpu_hi": float(cpu.max()), "repeats": int(repeats)}
+    ddof = 1 if repeats > 1 else 0
+    return {"seconds": float(wall.mean()), "sd": float(wall.std(ddof=ddof)), "median": float(np.median(wall)),
+            "lo": float(wall.min()), "hi": float(wall.max()), "cpu_seconds": float(cpu.mean()),
+            "cpu_sd": float(cpu.std(ddof=ddof)), "cpu_lo": float(cpu.min()), "cpu_hi": float(cpu.max()),
+            "repeats": int(repeats)}
 
 
 def _measure_star(args) -> dict:
@@ -155,7 +157,7 @@ def check_manifest(manifest, where: str = "manifest") -> None:
         if key not in manifest:
             raise InputError(f"{where}: the manifest lacks {key!r}")
     for phase in manifest["phases"]:
-        for key in ("weight", "input", "ref_seconds", "ref_lo", "ref_hi"):
+        for key in ("weight", "input", "ref_seconds"):
             if key not in phase:
                 raise InputError(f"{where}: phase {phase.get('phase')!r} lacks {key!r}")
 

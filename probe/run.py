@@ -2,7 +2,7 @@
 
 Each phase's representative runs with a warm-up and repeats; P = sum_i w_i * t_i(node) / t_i(ref)
 with w_i the phase's fraction of reference time, and T_pred = T_ref * P. The interval combines the
-spread of the repeats here, of the reference timings and of the reference's whole runs.
+standard errors of the repeats here and of the reference timings with the spread of whole runs.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from causewatch.errors import InputError
+from causewatch.probe.interval import prediction_interval, ratio_se2, relative_se2
 from causewatch.probe.kit import Worker, check_manifest, load_manifest, measure_all
 
 
@@ -24,12 +25,8 @@ def run_kit(manifest: dict, warmup: int | None = None, repeats: int | None = Non
     start = time.perf_counter()
     timings = measure_all(worker, [p["input"] for p in manifest["phases"]], warmup, repeats, progress)
     rows = [_row(phase, here) for phase, here in zip(manifest["phases"], timings)]
-    wall = _predict(rows, "weight", "ratio", manifest["reference_seconds"],
-                    manifest.get("reference_lo", manifest["reference_seconds"]),
-                    manifest.get("reference_hi", manifest["reference_seconds"]))
-    cpu_ref = manifest.get("reference_cpu_seconds", 0.0)
-    cpu = _predict(rows, "weight_cpu", "cpu_ratio", cpu_ref, manifest.get("reference_cpu_lo", cpu_ref),
-                   manifest.get("reference_cpu_hi", cpu_ref))
+    wall = _predict(manifest, rows, "reference", "weight", "ratio")
+    cpu = _predict(manifest, rows, "reference_cpu", "weight_cpu", "cpu_ratio")
     return {"app": manifest["app"], "kit": manifest["kit"], **wall,
             "predicted_cpu_seconds": cpu["predicted_seconds"], "cpu_lo": cpu["lo"], "cpu_hi": cpu["hi"],
             "cpu_ratio": cpu["ratio"], "reference_seconds": manifest["reference_seconds"],
@@ -37,23 +34,29 @@ def run_kit(manifest: dict, warmup: int | None = None, repeats: int | None = Non
 
 
 def _row(phase: dict, here: dict) -> dict:
-    """One phase: its time here against the reference, with the ratio's extremes from the repeats."""
-    ref_cpu = (phase.get("ref_cpu_seconds", 0.0), phase.get("ref_cpu_lo", 0.0), phase.get("ref_cpu_hi", 0.0))
-    tiny = 1e-9  # a kit without CPU timings (hand-written) predicts no CPU time rather than failing
+    """One phase: its time here against the reference, and the ratio's squared relative standard error."""
+    n = here["repeats"]
+    # a kit without CPU timings (hand-written) predicts no CPU time rather than failing
+    ref_cpu = max(phase.get("ref_cpu_seconds", 0.0), 1e-9)
     return {"phase": phase["phase"], "weight": phase["weight"], "weight_cpu": phase.get("weight_cpu", phase["weight"]),
             "seconds": here["seconds"], "median": here["median"], "ref_seconds": phase["ref_seconds"],
             "ratio": here["seconds"] / phase["ref_seconds"],
-            "ratio_lo": here["lo"] / phase["ref_hi"], "ratio_hi": here["hi"] / phase["ref_lo"],
-            "cpu_seconds": here["cpu_seconds"], "cpu_ratio": here["cpu_seconds"] / max(ref_cpu[0], tiny),
-            "cpu_ratio_lo": here["cpu_lo"] / max(ref_cpu[2], tiny), "cpu_ratio_hi": here["cpu_hi"] / max(ref_cpu[1], tiny)}
+            "ratio_se2": relative_se2(here["seconds"], here["sd"], n)
+            + relative_se2(phase["ref_seconds"], phase.get("ref_se", 0.0), 1),
+            "cpu_seconds": here["cpu_seconds"], "cpu_ratio": here["cpu_seconds"] / ref_cpu,
+            "cpu_ratio_se2": relative_se2(here["cpu_seconds"], here["cpu_sd"], n)
+            + relative_se2(ref_cpu, phase.get("ref_cpu_se", 0.0), 1)}
 
 
-def _predict(rows, weight, ratio, t_ref, t_lo, t_hi) -> dict:
-    total = sum(r[weight] for r in rows)
-    p = sum(r[weight] * r[ratio] for r in rows) / total
-    p_lo = sum(r[weight] * r[f"{ratio}_lo"] for r in rows) / total
-    p_hi = sum(r[weight] * r[f"{ratio}_hi"] for r in rows) / total
-    return {"predicted_seconds": t_ref * p, "lo": t_lo * p_lo, "hi": t_hi * p_hi, "ratio": p}
+def _predict(manifest: dict, rows: list[dict], reference: str, weight: str, ratio: str) -> dict:
+    """T_pred = T_ref * P with P = sum w_i r_i / sum w_i, and its 95 % interval for one whole run here."""
+    weights, ratios = [r[weight] for r in rows], [r[ratio] for r in rows]
+    p = sum(w * r for w, r in zip(weights, ratios)) / sum(weights)
+    predicted = manifest.get(f"{reference}_seconds", 0.0) * p
+    lo, hi = prediction_interval(predicted, ratio_se2(weights, ratios, [r[f"{ratio}_se2"] for r in rows]),
+                                 manifest.get(f"{reference}_rel_sd", 0.0), manifest.get("reference_runs", 1),
+                                 manifest.get("min_spread", 0.05))
+    return {"predicted_seconds": predicted, "lo": lo, "hi": hi, "ratio": p}
 
 
 def probe_result_body(result: dict) -> dict:

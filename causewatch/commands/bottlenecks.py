@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 
 from causewatch.analytics import perfql
-from causewatch.analytics.fuzzy import format_degrees
-from causewatch.analytics.regions import KEYS, region_summaries
-from causewatch.commands.query import add_store_arguments, open_store, print_table, records, since, termsets
+from causewatch.analytics.regions import region_summaries
+from causewatch.commands.query import add_store_arguments, open_store, print_table, since, termsets
 from causewatch.errors import InputError
 
 HELP = "find bottleneck regions with fuzzy severity degrees (low/medium/high, negligible)"
@@ -37,20 +35,6 @@ def add_arguments(parser) -> None:
     add_store_arguments(parser)
 
 
-def summarise(long: pd.DataFrame) -> pd.DataFrame:
-    """One row per (region, metric): value, severity and the degrees as text and as a dict."""
-    keys = [*KEYS, "metric"]
-    if not len(long):
-        return pd.DataFrame(columns=[*keys, "value", "severity", "bottleneck", "degrees"])
-    groups = long.groupby(keys, sort=False)
-    out = groups.agg(value=("value", "first"), severity=("severity", "max")).reset_index()
-    degrees = groups.apply(lambda g: dict(zip(g["term"], g["degree"].round(3))), include_groups=False)
-    out["degrees"] = degrees.to_numpy()
-    out["bottleneck"] = out["degrees"].map(lambda d: format_degrees(d, capitalize=True))
-    order = ["severity", "value", *keys]
-    return out.sort_values(order, ascending=[False, False] + [True] * len(keys), kind="stable").reset_index(drop=True)
-
-
 def run(args) -> int:
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
@@ -62,9 +46,9 @@ def run(args) -> int:
         raise InputError(f"bottlenecks: {e}") from None
     finally:
         con.close()
-    table = summarise(found).head(args.top)
+    table = perfql.summarise_bottlenecks(found).head(args.top)
     if args.json:
-        print(json.dumps(records(table.round({"severity": 3})), indent=1))
+        print(json.dumps(perfql.records(table.round({"severity": 3})), indent=1))
     else:
         print_table(table.drop(columns="degrees").round({"severity": 3}))
     return 0

@@ -43,6 +43,9 @@ def add_arguments(parser) -> None:
     b.add_argument("--workers", type=int, default=2, help="worker processes of the reference runs")
     b.add_argument("--bbv", default="auto", help="BBV source: auto, cprofile (callables), valgrind (exact), agent (sampled)")
     b.add_argument("--max-k", type=int, help="largest number of phases (default ceil(sqrt(tasks)) + 1)")
+    b.add_argument("--merge-distance", type=float, default=0.5,
+                   help="join phases whose centroids are this close (Manhattan distance of normalised "
+                        "vectors, 0-2; default 0.5, the online tracker's): each phase costs probe time")
     b.add_argument("--seed", type=int, default=0, help="clustering seed")
     b.add_argument("--reference-runs", type=int, default=3, help="whole-workload timing runs (default 3)")
     b.add_argument("--warmup", type=int, default=1, help="warm-up runs per representative")
@@ -103,7 +106,8 @@ def _build(args) -> int:
     from causewatch.probe.registry import register_kit_file
     manifest = build_kit(args.app, _worker(args), _tasks(args), args.out, kit=args.kit, workers=args.workers,
                          bbv=args.bbv, max_k=args.max_k, seed=args.seed, reference_runs=args.reference_runs,
-                         warmup=args.warmup, repeats=args.repeats, show_progress=sys.stderr.isatty())
+                         merge_distance=args.merge_distance, warmup=args.warmup, repeats=args.repeats,
+                         show_progress=sys.stderr.isatty())
     if args.register:
         register_kit_file(args.register, args.out)
     if args.json:

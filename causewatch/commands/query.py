@@ -6,7 +6,6 @@ Regions are ranked by the degree to which they match; --min-degree and --top cut
 from __future__ import annotations
 
 import json
-import math
 import time
 
 import pandas as pd
@@ -79,12 +78,6 @@ def since(args) -> float | None:
     return None if args.last is None else time.time() - args.last
 
 
-def records(frame: pd.DataFrame) -> list[dict]:
-    """Rows as JSON-ready dicts (NaN becomes null)."""
-    rows = frame.to_dict(orient="records")
-    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]
-
-
 def print_table(frame: pd.DataFrame) -> None:
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}") if len(frame) else "(no matches)")
 
@@ -101,7 +94,7 @@ def run(args) -> int:
     finally:
         con.close()
     if args.json:
-        print(json.dumps(records(result), indent=1))
+        print(json.dumps(perfql.records(result), indent=1))
     else:
         print_table(result.round({"degree": 3}))
     return 0

@@ -104,6 +104,26 @@ def test_variable_length_weights_follow_interval_sizes():
     assert explicit.weights_[explicit.labels_[0]] == pytest.approx(0.75)
 
 
+def test_merge_joins_split_phases_and_keeps_distinct_ones():
+    X, truth = planted(seed=3)
+    split = truth.copy()
+    split[(truth == 0) & (np.arange(len(truth)) % 2 == 0)] = 4   # planted phase 0 cut in two halves
+    merged = ph.merge_close_phases(X, split, threshold=0.5)
+    assert merged.k_ == 4 and ph.adjusted_rand_index(merged.labels_, truth) == 1.0
+    assert merged.weights_.sum() == pytest.approx(1.0)
+    sizes = X.sum(axis=1)
+    for p in range(merged.k_):
+        members = merged.labels_ == p
+        assert merged.labels_[merged.simpoints_[p]] == p
+        assert merged.weights_[p] == pytest.approx(sizes[members].sum() / sizes.sum())
+        assert merged.distances_[merged.simpoints_[p]] == merged.distances_[members].min()
+    # at distance 0 nothing merges; at 2 (no code in common) everything does
+    assert ph.merge_close_phases(X, split, threshold=0.0).k_ == 5
+    assert ph.merge_close_phases(X, split, threshold=2.0).k_ == 1
+    with pytest.raises(ph.PhaseError, match="merge threshold"):
+        ph.merge_close_phases(X, split, threshold=-1)
+
+
 def test_numba_kernel_matches_python_reference():
     rng = np.random.default_rng(4)
     data = rng.normal(size=(300, 15))
@@ -139,6 +159,8 @@ def test_bad_parameters_raise():
         ph.SimPoint().fit(np.zeros((0, 4)))
     with pytest.raises(ph.PhaseError):
         ph.SimPoint(fixed_length=False).fit(np.ones((3, 4)), weights=[1, 2])
+    with pytest.raises(ph.PhaseError, match="bic_threshold"):
+        ph.SimPoint(bic_threshold=1.5).fit(np.ones((3, 4)))
 
 
 def test_tracker_finds_phases_online():

@@ -16,7 +16,7 @@ def manifest(app="mw", kit="k1"):
     return {"format": "causewatch-probe-kit/1", "app": app, "kit": kit,
             "worker": {"callable": "causewatch.probe.workloads.masterworker:run_task"}, "reference_seconds": 10.0,
             "phases": [{"phase": 0, "weight": 1.0, "input": {"id": "t", "type": "dict", "size": 100, "seed": 1},
-                        "ref_seconds": 0.01, "ref_lo": 0.009, "ref_hi": 0.011}]}
+                        "ref_seconds": 0.01, "ref_se": 0.001}]}
 
 
 def store(path, results):

@@ -1,0 +1,38 @@
+"""Prediction intervals of probe predictions, log-normal: the timing noise of the probe's repeats and
+of the kit's reference timings, plus the run-to-run spread of whole runs on the reference node.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy import stats
+
+
+def relative_se2(mean: float, sd: float, n: int) -> float:
+    """Squared relative standard error of a mean of `n` timings (0 for a mean of nothing or zero)."""
+    return (sd / mean) ** 2 / n if mean > 0 and n > 0 else 0.0
+
+
+def ratio_se2(weights, ratios, rel_se2) -> float:
+    """Squared relative standard error of P = sum w_i r_i / sum w_i, each r_i with its own (delta method)."""
+    p = sum(w * r for w, r in zip(weights, ratios))
+    if p <= 0:
+        return 0.0
+    return sum((w * r / p) ** 2 * v for w, r, v in zip(weights, ratios, rel_se2))
+
+
+def prediction_interval(centre: float, probe_se2: float, run_rel_sd: float, runs: int,
+                        min_spread: float) -> tuple[float, float]:
+    """95 % interval for one more whole run predicted at `centre`.
+
+    Two independent parts on the log scale: the probe's estimate (normal, relative variance
+    `probe_se2`) and a new run's deviation from the mean of the kit's `runs` reference runs
+    (Student's t on runs - 1 degrees of freedom, relative sd `run_rel_sd`). Never narrower than
+    +-min_spread: runs taken back to back at build time miss the drift a node shows over hours.
+    """
+    run_part = 0.0
+    if runs > 1:
+        run_part = (stats.t.ppf(0.975, runs - 1) * run_rel_sd) ** 2 * (1 + 1 / runs)
+    half = max(math.sqrt(stats.norm.ppf(0.975) ** 2 * probe_se2 + run_part), math.log1p(min_spread))
+    return centre * math.exp(-half), centre * math.exp(half)
