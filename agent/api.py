@@ -230,7 +230,7 @@ class _Measured:
                 "counters": counters, **self._fields()}
         if self._vector:
             body["bbv"] = {"keys": list(self._vector), "counts": list(self._vector.values())}
-        extra = {"thread": threading.current_thread().name, "pid": os.getpid()}
+        extra = {"thread": threading.current_thread().name, "pid": os.getpid(), **self._extra()}
         if exc_type is not None:
             extra["exception"] = exc_type.__name__
         body["extra"] = extra
@@ -239,6 +239,9 @@ class _Measured:
 
     def _fields(self) -> dict:
         raise NotImplementedError
+
+    def _extra(self) -> dict:
+        return {}
 
     def _fresh(self) -> "_Measured":
         raise NotImplementedError
@@ -266,16 +269,40 @@ class task(_Measured):
         return task(self.app, self.params)
 
 
+class _OpenRegions(threading.local):
+    """The calling thread's regions entered and not yet left, innermost last."""
+
+    def __init__(self):
+        self.names: list[str] = []
+
+
+_open_regions = _OpenRegions()
+
+
 class region(_Measured):
-    """One call of a named code region (what the fuzzy bottleneck scores rank)."""
+    """One call of a named code region (what the fuzzy bottleneck scores rank). A region entered
+    inside another on the same thread names it as `extra.parent` (the base of the papers' Eq. 1)."""
 
     kind = "region"
 
     def __init__(self, name: str, app: str | None = None):
         self.name, self.app = name, app or _app
 
+    def __enter__(self):
+        names = _open_regions.names
+        self._parent = names[-1] if names else None
+        names.append(self.name)
+        return super().__enter__()
+
+    def __exit__(self, exc_type, exc, tb):
+        _open_regions.names.pop()
+        return super().__exit__(exc_type, exc, tb)
+
     def _fields(self) -> dict:
         return {"region": self.name, "calls": 1}
+
+    def _extra(self) -> dict:
+        return {"parent": self._parent} if self._parent else {}
 
     def _fresh(self) -> "region":
         return region(self.name, self.app)

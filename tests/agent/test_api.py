@@ -94,6 +94,20 @@ def test_decorators_measure_each_call_and_exceptions_still_send(relay):
     assert regions[-1]["extra"]["exception"] == "ValueError"
 
 
+def test_nested_regions_name_their_parent_on_the_same_thread(relay):
+    with api.region("solve"):
+        with api.region("factor"):
+            with api.region("pivot"):
+                pass
+        with api.region("substitute"):
+            pass
+    with api.region("report"):
+        pass
+    assert wait_for(lambda: relay.relayed == 5)
+    parents = {b["region"]: b["extra"].get("parent") for k, b in relay.sender.sent if k == "region"}
+    assert parents == {"pivot": "factor", "factor": "solve", "substitute": "solve", "solve": None, "report": None}
+
+
 def test_the_relay_refuses_records_that_break_the_wire(relay):
     import msgpack
     assert not relay.relay(b"\xc1 not msgpack")
