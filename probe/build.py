@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+
 from causewatch.analytics import phases
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource
@@ -65,7 +66,7 @@ def _reference(prefix: str, totals: np.ndarray, min_spread: float) -> dict:
 
 
 def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None = None, workers: int = 2,
-              bbv: str = "auto", max_k: int | None = None, merge_distance: float = 0.5,
+              bbv: str = "auto", max_k: int | None = None, merge_distance: float = 0.5, coverage: float = 0.99,
               seed: int = 0, reference_runs: int = 3,
               warmup: int = 1, repeats: int = 5, min_spread: float = 0.05, show_progress: bool = False) -> dict:
     """Build a kit for `app` from `tasks` (JSON-able task inputs) in `out_dir`; return its manifest."""
@@ -73,6 +74,8 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
         raise InputError(f"a kit needs at least 2 tasks, got {len(tasks)}")
     if reference_runs < 1 or repeats < 1 or warmup < 0:
         raise InputError("reference_runs and repeats must be >= 1 and warmup >= 0")
+    if not 0 < coverage <= 1:
+        raise InputError(f"coverage must lie in (0, 1], got {coverage}")
     out = Path(out_dir)
     (out / "inputs").mkdir(parents=True, exist_ok=True)
     source = bbvsource.source_for(bbv, worker)
@@ -82,35 +85,55 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
         vectors.append(source.record(worker, task))
         step()
     model, kit_phases = _cluster(out, vectors, max_k, merge_distance, seed)
-
-    live = list(range(kit_phases.k_))
-    reps = [int(r) for r in kit_phases.simpoints_]
-    step = Progress("reference runs", reference_runs * (len(tasks) + len(reps)), force=show_progress)
-    runs, rounds = [], []
-    for _ in range(reference_runs):
-        runs.append(time_workload(worker, tasks, workers, step))
-        # representatives timed right after each whole run share its state of the node (other load,
-        # clock, memory), so drift between rounds reaches T_ref and every t_i(ref) alike
-        rounds.append(measure_all(worker, [tasks[r] for r in reps], warmup, repeats, step))
+    kept = covering(kit_phases.weights_, coverage)
+    reps = [int(kit_phases.simpoints_[p]) for p in kept]
+    runs, rounds = _reference_rounds(worker, tasks, reps, workers, reference_runs, warmup, repeats,
+                                     Progress("reference runs", reference_runs * (len(tasks) + len(reps)),
+                                              force=show_progress))
     per_task = np.median(np.stack(runs), axis=0)       # tasks x (wall, cpu)
     totals = np.array([r.sum(axis=0) for r in runs])     # runs x (wall, cpu)
-    rows = [_phase_row(out, p, tasks[rep], rep, kit_phases, per_task, [r[i] for r in rounds])
-            for i, (p, rep) in enumerate(zip(live, reps))]
+    covered = np.isin(kit_phases.labels_, kept)
+    rows = [_phase_row(out, p, tasks[rep], rep, kit_phases, per_task, covered, [r[i] for r in rounds])
+            for i, (p, rep) in enumerate(zip(kept, reps))]
     manifest = {
         "format": FORMAT, "app": app, "kit": kit or f"{app}-{time.strftime('%Y%m%dT%H%M%S')}",
         "created": time.time(), "reference": reference_facts(), "worker": worker.to_json(),
         "bbv_source": source.name, "bbv_kind": source.kind, "tasks": len(tasks), "workers": workers,
         "simpoint": {"k": int(model.k_), "max_k": model.max_k, "seed": seed,
                      "bic": {str(k): v for k, v in model.bic_.items()},
-                     "merge_distance": merge_distance, "merged_k": kit_phases.k_},
+                     "merge_distance": merge_distance, "merged_k": kit_phases.k_, "coverage": coverage},
         "reference_runs": reference_runs, "warmup": warmup, "repeats": repeats, "min_spread": min_spread,
         # task-seconds of the whole workload (mean of the runs), with a 95 % interval for one more run
         **_reference("reference", totals[:, 0], min_spread),
         **_reference("reference_cpu", totals[:, 1], min_spread),
+        "covered_weight": float(per_task[covered, 0].sum() / per_task[:, 0].sum()),
         "phases": rows,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest
+
+
+def covering(weights: np.ndarray, coverage: float) -> list[int]:
+    """SimPoint's -coveragePct: the largest phases that together hold `coverage` of the weight, in
+    phase order. A phase of a few stray intervals costs the probe as much as a big one and moves P by
+    its tiny weight; the probe weighs the phases it keeps up to 1."""
+    order = np.argsort(-weights, kind="stable")
+    n = int(np.searchsorted(np.cumsum(weights[order]), coverage * weights.sum() * (1 - 1e-12))) + 1
+    return sorted(int(p) for p in order[:n])
+
+
+def _reference_rounds(worker: Worker, tasks: list, reps: list[int], workers: int, rounds: int, warmup: int,
+                      repeats: int, progress) -> tuple[list[np.ndarray], list[list[dict]]]:
+    """`rounds` times: the whole workload as the application runs it, then the representatives timed.
+
+    Timed right after each whole run, the representatives share its state of the node (other load,
+    clock, memory), so drift between rounds reaches T_ref and every t_i(ref) alike.
+    """
+    runs, timings = [], []
+    for _ in range(rounds):
+        runs.append(time_workload(worker, tasks, workers, progress))
+        timings.append(measure_all(worker, [tasks[r] for r in reps], warmup, repeats, progress))
+    return runs, timings
 
 
 def _cluster(out: Path, vectors: list[dict], max_k: int | None, merge_distance: float,
@@ -135,17 +158,17 @@ def _cluster(out: Path, vectors: list[dict], max_k: int | None, merge_distance: 
     return model, merged
 
 
-def _phase_row(out: Path, p: int, task_input, rep: int, model: phases.MergedPhases, per_task: np.ndarray,
-               timings: list[dict]) -> dict:
-    """One phase of the manifest: its share of reference time (and CPU time), representative, and its
-    timings over the rounds: the mean and its standard error (between rounds when there are several)."""
-    members = model.labels_ == p
+def _phase_row(out: Path, p: int, task_input, rep: int, kit_phases: phases.MergedPhases, per_task: np.ndarray,
+               covered: np.ndarray, timings: list[dict]) -> dict:
+    """One phase of the manifest: its share of the covered reference time (and CPU time), representative,
+    and its timings over the rounds: the mean and its standard error."""
+    members = kit_phases.labels_ == p
     name = f"phase-{p}"
     (out / "inputs" / f"{name}.json").write_text(json.dumps(task_input))
     return {"phase": p, "tasks": int(members.sum()), "representative": rep,
-            "weight": float(per_task[members, 0].sum() / per_task[:, 0].sum()),
-            "weight_cpu": float(per_task[members, 1].sum() / max(per_task[:, 1].sum(), 1e-12)),
-            "weight_size": float(model.weights_[p]),
+            "weight": float(per_task[members, 0].sum() / per_task[covered, 0].sum()),
+            "weight_cpu": float(per_task[members, 1].sum() / max(per_task[covered, 1].sum(), 1e-12)),
+            "weight_size": float(kit_phases.weights_[p]),
             "input": task_input, "input_file": f"inputs/{name}.json",
             **_mean_se("ref_seconds", "ref_se", [t["seconds"] for t in timings], timings[0]["sd"], timings[0]["repeats"]),
             **_mean_se("ref_cpu_seconds", "ref_cpu_se", [t["cpu_seconds"] for t in timings], timings[0]["cpu_sd"],

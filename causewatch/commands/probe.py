@@ -46,6 +46,9 @@ def add_arguments(parser) -> None:
     b.add_argument("--merge-distance", type=float, default=0.5,
                    help="join phases whose centroids are this close (Manhattan distance of normalised "
                         "vectors, 0-2; default 0.5, the online tracker's): each phase costs probe time")
+    b.add_argument("--coverage", type=float, default=0.99,
+                   help="keep the largest phases holding this share of the work (SimPoint's -coveragePct; "
+                        "default 0.99): stray tasks in a phase of their own cost probe time for nothing")
     b.add_argument("--seed", type=int, default=0, help="clustering seed")
     b.add_argument("--reference-runs", type=int, default=3, help="whole-workload timing runs (default 3)")
     b.add_argument("--warmup", type=int, default=1, help="warm-up runs per representative")
@@ -106,7 +109,7 @@ def _build(args) -> int:
     from causewatch.probe.registry import register_kit_file
     manifest = build_kit(args.app, _worker(args), _tasks(args), args.out, kit=args.kit, workers=args.workers,
                          bbv=args.bbv, max_k=args.max_k, seed=args.seed, reference_runs=args.reference_runs,
-                         merge_distance=args.merge_distance, warmup=args.warmup, repeats=args.repeats,
+                         merge_distance=args.merge_distance, coverage=args.coverage, warmup=args.warmup, repeats=args.repeats,
                          show_progress=sys.stderr.isatty())
     if args.register:
         register_kit_file(args.register, args.out)

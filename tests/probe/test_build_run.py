@@ -3,12 +3,14 @@
 import json
 
 import msgpack
+import numpy as np
 import pytest
 from support import run_cli
 
 from causewatch import wire
 from causewatch.analytics.phases import read_labels
 from causewatch.errors import InputError
+from causewatch.probe.build import covering
 from causewatch.probe.run import handle_run_probe, probe_result_body, run_kit
 from causewatch.probe.workloads import masterworker as mw
 
@@ -30,7 +32,7 @@ def test_manifest_describes_phases_and_reference(kit):
     assert manifest["app"] == "mw" and manifest["kit"] == "mw-test" and manifest["tasks"] == TASKS
     assert manifest["reference"]["cores"] >= 1 and manifest["reference"]["cpu_model"]
     assert sum(p["weight"] for p in manifest["phases"]) == pytest.approx(1.0)
-    assert sum(p["tasks"] for p in manifest["phases"]) == TASKS
+    assert sum(p["tasks"] for p in manifest["phases"]) <= TASKS and 0.95 <= manifest["covered_weight"] <= 1.0
     assert manifest["reference_lo"] <= manifest["reference_seconds"] <= manifest["reference_hi"]
     tasks = mw.make_tasks(TASKS, 0, SCALE)
     labels, _ = read_labels(out / "tasks.labels")
@@ -39,6 +41,14 @@ def test_manifest_describes_phases_and_reference(kit):
         assert 0 <= p["ref_se"] < p["ref_seconds"] and 0 <= p["ref_cpu_se"] < p["ref_cpu_seconds"]
         # a phase holds tasks of one type: the profile vectors separate the kinds of work
         assert len({tasks[i]["type"] for i in range(TASKS) if labels[i] == p["phase"]}) == 1
+
+
+def test_coverage_keeps_the_largest_phases_in_phase_order():
+    weights = np.array([0.207, 0.231, 0.206, 0.077, 0.278, 0.001])
+    assert covering(weights, 0.99) == [0, 1, 2, 3, 4]
+    assert covering(weights, 1.0) == [0, 1, 2, 3, 4, 5]
+    assert covering(weights, 0.5) == [1, 4]
+    assert covering(weights * 7, 0.5) == [1, 4]          # weights need not sum to 1
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +98,9 @@ def test_probe_run_command_prints_table_and_json(kit):
     assert json.loads(as_json.stdout)["kit"] == "mw-test"
     missing = run_cli("probe", "run", str(out / "nope"))
     assert missing.returncode == 2 and "cannot read the kit manifest" in missing.stderr
+
+
+def test_probe_build_refuses_a_coverage_outside_0_1(tmp_path):
+    done = run_cli("probe", "build", "mw", "--workload", "masterworker", "--tasks", "4", "--coverage", "0",
+                   "--out", str(tmp_path / "kit"))
+    assert done.returncode == 2 and "coverage must lie in (0, 1]" in done.stderr
