@@ -72,7 +72,10 @@ def cpu_quota(fraction: float):
         try:
             yield
         finally:
-            (home / "cgroup.procs").write_text(str(os.getpid()))
+            # this process and any worker still winding down go back, or the group cannot be removed
+            for pid in [os.getpid(), *(group / "cgroup.procs").read_text().split()]:
+                with contextlib.suppress(OSError):
+                    (home / "cgroup.procs").write_text(str(pid))
     finally:
         group.rmdir()
 
