@@ -192,7 +192,7 @@ def _continuous_submodel(frame, target, cont, disc, classes):
         text = f"{target} = mean of {target} per ({', '.join(disc)})" if disc else f"{target} = {_g(frame[target].mean())}"
         return Submodel(target, tuple(disc), "mean", text, bits, len(groups))
     if len(cont) > 1:
-        return _linear_submodel(frame, target, cont, disc, groups)
+        return _several_submodel(frame, target, cont, disc, groups, classes)
     # One curve per discrete combination; the function type (its operations) is counted once.
     best = None
     for cls in classes:
@@ -218,17 +218,57 @@ def _continuous_submodel(frame, target, cont, disc, classes):
     return Submodel(target, tuple(cont) + tuple(disc), fits[0][1].kind, text, total, len(fits))
 
 
-def _linear_submodel(frame, target, cont, disc, groups):
-    n = len(frame)
-    rss, texts = 0.0, []
-    for key, g in groups:
-        a_mat = np.column_stack([np.ones(len(g))] + [g[c].to_numpy(float) for c in cont])
-        coef, *_ = np.linalg.lstsq(a_mat, g[target].to_numpy(float), rcond=None)
-        r = g[target].to_numpy(float) - a_mat @ coef
-        rss += float(r @ r)
-        texts.append(f"{target} = {_g(coef[0])} + " + " + ".join(f"{_g(b)}*{c}" for b, c in zip(coef[1:], cont)))
-    bits = model_bits((len(cont) + 1) * len(groups), 2 * len(cont), n) + data_bits(rss, n, float(frame[target].var(ddof=0)))
-    return Submodel(target, tuple(cont) + tuple(disc), "linear", "; ".join(texts), bits, len(groups))
+def _several_submodel(frame, target, cont, disc, groups, classes):
+    """Several continuous parents: the shortest of a linear model, an additive model of one curve per
+    parent, and (positive data) a product of powers, each fitted per discrete-parent combination."""
+    best = None
+    for kind, fit in (("linear", _linear_fit), ("additive", _additive_fit), ("product", _product_fit)):
+        fits = [fit(g[cont].to_numpy(float), g[target].to_numpy(float), cont, target, classes) for _, g in groups]
+        if any(f is None for f in fits):
+            continue
+        n_params, n_ops, rss = (sum(f[i] for f in fits) for i in range(3))
+        bits = model_bits(n_params, n_ops, len(frame)) + data_bits(rss, len(frame), float(frame[target].var(ddof=0)))
+        if best is None or bits < best.bits:
+            best = Submodel(target, tuple(cont) + tuple(disc), kind, "; ".join(f[3] for f in fits), bits, len(groups))
+    return best
+
+
+def _linear_fit(X, y, cont, target, classes):
+    """(#parameters, #operations, RSS, formula) of y = a + sum b_j x_j."""
+    a_mat = np.column_stack([np.ones(len(y)), X])
+    coef, *_ = np.linalg.lstsq(a_mat, y, rcond=None)
+    r = y - a_mat @ coef
+    text = f"{target} = {_g(coef[0])} + " + " + ".join(f"{_g(b)}*{c}" for b, c in zip(coef[1:], cont))
+    return len(cont) + 1, 2 * len(cont), float(r @ r), text
+
+
+def _additive_fit(X, y, cont, target, classes, sweeps=5):
+    """y = sum f_j(x_j), each f_j the curve of least description length on the partial residuals of
+    the others (backfitting); the components' intercepts count as one parameter."""
+    if len(y) < 3:
+        return None
+    parts = np.zeros_like(X)
+    fits = [None] * len(cont)
+    for _ in range(sweeps):
+        for j in range(len(cont)):
+            fits[j] = fit_curve(X[:, j], y - parts.sum(axis=1) + parts[:, j], classes, var=cont[j])
+            parts[:, j] = fits[j].predict(X[:, j])
+    r = y - parts.sum(axis=1)
+    n_params = sum(f.n_params for f in fits) - (len(fits) - 1)
+    n_ops = sum(f.n_ops for f in fits) + len(fits) - 1
+    return n_params, n_ops, float(r @ r), f"{target} = " + " + ".join(f"({f.formula})" for f in fits)
+
+
+def _product_fit(X, y, cont, target, classes):
+    """y = a * prod x_j^b_j (least squares on logs), for positive data: how costs compose (n^3 flops
+    times seconds per flop); its RSS is on y itself, like every other hypothesis."""
+    if "power" not in classes or (X <= 0).any() or (y <= 0).any():
+        return None
+    a_mat = np.column_stack([np.ones(len(y)), np.log(X)])
+    coef, *_ = np.linalg.lstsq(a_mat, np.log(y), rcond=None)
+    r = y - np.exp(a_mat @ coef)
+    text = f"{target} = {_g(math.exp(coef[0]))}" + "".join(f"*{c}^{_g(b)}" for b, c in zip(coef[1:], cont))
+    return len(cont) + 1, 2 * len(cont), float(r @ r), text
 
 
 def _discrete_submodel(frame, target, parents):
@@ -252,7 +292,8 @@ def fit_submodel(frame: pd.DataFrame, target: str, parents: Sequence[str], discr
     """MDL regression of `target` on its parents (Lemeire et al. §7.2).
 
     Continuous target, one continuous parent: the best function class, one curve per combination of
-    the discrete parents. Several continuous parents: a linear model per combination. Discrete
+    the discrete parents. Several continuous parents: per combination, the shortest of a linear
+    model, an additive one (a curve per parent) and a product of powers. Discrete
     target: a conditional probability table (continuous parents cut at their quartiles).
     """
     discrete = set(discrete)

@@ -52,6 +52,38 @@ def test_one_curve_per_discrete_parent_value():
     assert "[double] y = " in sub.formula and "[float] y = " in sub.formula
 
 
+def _two_parents(seed, n=400):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(1, 10, n), rng.uniform(1, 10, n), rng.normal(size=n)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_several_parents_linear_data_stays_linear(seed):
+    a, b, e = _two_parents(seed)
+    sub = mdl.fit_submodel(pd.DataFrame({"a": a, "b": b, "y": 3 + 2 * a - b + 0.1 * e}), "y", ["a", "b"])
+    assert sub.kind == "linear" and sub.parents == ("a", "b")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_several_parents_additive_curves(seed):
+    a, b, e = _two_parents(seed)
+    y = 0.5 * a ** 2 + 8 * np.log(b) + 0.1 * e
+    frame = pd.DataFrame({"a": a, "b": b, "y": y})
+    sub = mdl.fit_submodel(frame, "y", ["a", "b"])
+    assert sub.kind == "additive" and "log(b)" in sub.formula and "a^2" in sub.formula
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_several_parents_product_of_powers(seed):
+    # seconds = c * n^3 / speed: the way performance costs compose (Lemeire et al.'s LU example, n^3 operations)
+    n, speed, e = _two_parents(seed)
+    seconds = 0.02 * n ** 3 / speed * np.exp(0.01 * e)
+    sub = mdl.fit_submodel(pd.DataFrame({"n": n, "speed": speed, "t": seconds}), "t", ["n", "speed"])
+    assert sub.kind == "product"
+    exponents = [float(part.split("^")[1]) for part in sub.formula.split("*")[1:]]
+    assert exponents == pytest.approx([3.0, -1.0], abs=0.02)
+
+
 def test_discrete_target_gets_a_table():
     rng = np.random.default_rng(3)
     a = rng.integers(0, 2, 400)
