@@ -12,6 +12,7 @@ import logging
 import time
 
 import pandas as pd
+from causewatch.analytics import mdl
 from causewatch.analytics.background import Background
 from causewatch.analytics.pc import PCLearner
 
@@ -22,6 +23,23 @@ EDGE_HELP = "Strength of a learned causal edge: the weakest conditional mutual i
 MARKOV_GAUGE = "causewatch_markov_violation_bits"
 MARKOV_HELP = ("Information between a variable and its non-descendants given its parents on the newest "
                "tasks, bits (above the test threshold = the model's independence no longer holds)")
+
+
+def submodels(model) -> dict:
+    """Each variable with parents as an MDL-fitted function of them (kind, formula, bits); a variable
+    whose fit fails (too few distinct rows) is left out rather than costing the model its storage."""
+    out = {}
+    dag = model.dag_extension()
+    for v in model.nodes:
+        if not dag.in_degree(v):
+            continue
+        try:
+            sub = mdl.fit_submodel(model.data, v, sorted(dag.predecessors(v)), model.discrete)
+        except ValueError as e:  # MDLError and pandas' own
+            log.info("causal model: no submodel for %s (%s)", v, e)
+            continue
+        out[v] = {"kind": sub.kind, "formula": sub.formula, "bits": round(sub.bits, 1)}
+    return out
 
 
 def task_frame(con, app: str | None = None, since: float | None = None) -> tuple[pd.DataFrame, list[str]]:
@@ -156,11 +174,12 @@ class Job:
         model = st.learner.model_
         now = self.clock()
         edges = model.edges()
+        graph = {**model.to_dict(), "submodels": submodels(model)}
 
         def write(con):
             model_id = con.execute("SELECT coalesce(max(model_id), 0) + 1 FROM models").fetchone()[0]
             con.execute("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [model_id, scope, st.window_start, window_end, st.n_rows, now, model.to_json()])
+                        [model_id, scope, st.window_start, window_end, st.n_rows, now, json.dumps(graph)])
             if edges:
                 rows = pd.DataFrame({"model_id": model_id, "src": [e.src for e in edges],
                                      "dst": [e.dst for e in edges], "strength": [e.strength for e in edges],

@@ -88,12 +88,19 @@ def report(con, seconds: float) -> dict:
         "tasks": rows("SELECT app, count(*) tasks, round(avg(duration), 4) mean_seconds FROM tasks GROUP BY app"),
         "causal_edges": rows("SELECT src, dst, round(strength, 3) strength_bits, directed FROM edges "
                              "WHERE model_id = (SELECT max(model_id) FROM models) ORDER BY strength DESC"),
+        "causal_submodels": _latest_submodels(con),
         "anomalies": rows("SELECT scope, variable, round(score, 3) score FROM anomalies ORDER BY ts DESC LIMIT 5"),
         "bottlenecks": rows("SELECT node, region, metric, term, round(degree, 3) degree FROM scores "
                             "WHERE ts = (SELECT max(ts) FROM scores) ORDER BY severity DESC LIMIT 8"),
         "probe_ranking": rows("SELECT app, node, round(predicted_seconds, 4) predicted_seconds, round(lo, 4) lo, "
                               "round(hi, 4) hi FROM probe_results ORDER BY app, predicted_seconds"),
     }
+
+
+def _latest_submodels(con) -> list[dict]:
+    """The newest model's variables as MDL-fitted functions of their parents."""
+    row = con.execute("SELECT graph->'submodels' FROM models ORDER BY model_id DESC LIMIT 1").fetchone()
+    return [{"variable": v, **sub} for v, sub in json.loads(row[0] if row and row[0] else "{}").items()]
 
 
 def _availability(counters_json: str | None) -> dict:
@@ -112,7 +119,7 @@ def _print(rep: dict) -> None:
     print(f"rows per scope/metric ({len(per_metric)} series; the 15 fullest):")
     for metric, n in sorted(per_metric.items(), key=lambda kv: (-kv[1], kv[0]))[:15]:
         print(f"  {metric:<48} {n:>8,}")
-    for title in ("nodes", "phase_vectors", "top_functions", "tasks", "causal_edges", "anomalies",
+    for title in ("nodes", "phase_vectors", "top_functions", "tasks", "causal_edges", "causal_submodels", "anomalies",
                   "bottlenecks", "probe_ranking"):
         print(f"\n== {title.replace('_', ' ')} ==")
         print("\n".join("  " + "  ".join(f"{k}={v}" for k, v in r.items()) for r in rep[title]) or "  (none yet)")

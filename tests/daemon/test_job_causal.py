@@ -83,6 +83,11 @@ def test_job_learns_stores_updates_and_flags_violations(store):
     assert edges and all(dst not in ("n", "dtype") for _, dst, directed in edges if directed)
     assert not any({s, d} == {"n", "dtype"} for s, d, _ in edges)  # inputs never connect
     assert b"causewatch_edge_strength_bits{" in ctx.metrics.exposition()
+    graph = json.loads(cur.execute("SELECT graph FROM models").fetchone()[0])
+    # every variable with parents is stored as an MDL-fitted function of them
+    assert graph["submodels"] and {d for _, d, directed in edges if directed} <= set(graph["submodels"])
+    instructions = graph["submodels"].get("instructions")
+    assert instructions is None or "n" in instructions["formula"]
 
     learner = job.scopes["app:lu"].learner
     _ingest(store, _tasks(1, 300, 30))

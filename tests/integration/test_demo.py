@@ -17,5 +17,6 @@ def test_demo_reports_every_part(tmp_path):
     assert {p["kind"] for p in rep["phase_vectors"]} >= {"native", "python"}
     assert rep["tasks"][0]["app"] == "demo" and rep["tasks"][0]["tasks"] == frames["task"]
     assert rep["causal_edges"], "the causal job learned no model from the task records"
+    assert rep["causal_submodels"] and all(s["formula"] for s in rep["causal_submodels"])
     assert rep["bottlenecks"], "the fuzzy job scored no region"
     assert {p["node"] for p in rep["probe_ranking"]} == {"demo-node-1", "demo-node-2"}
