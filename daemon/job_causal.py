@@ -1,5 +1,5 @@
-"""Daemon analysis job: per app, a causal model of task parameters, counters and duration, re-learnt
-incrementally (PCLearner.partial_fit) and checked for Markov violations on the newest tasks.
+"""Daemon analysis job: per app, a causal model of task parameters, counters, duration and code phase,
+re-learnt incrementally (PCLearner.partial_fit) and checked for Markov violations on the newest tasks.
 
 Stores a `models` row with its `edges`, `anomalies` for violated variables, and exports the gauges
 causewatch_edge_strength_bits{scope,src,dst} and causewatch_markov_violation_bits{scope,variable}.
@@ -15,6 +15,7 @@ import pandas as pd
 from causewatch.analytics import mdl
 from causewatch.analytics.background import Background
 from causewatch.analytics.pc import PCLearner
+from causewatch.analytics.phases import PhaseTracker
 
 log = logging.getLogger("causewatch.daemon.job_causal")
 
@@ -44,8 +45,8 @@ def submodels(model) -> dict:
 
 def task_frame(con, app: str | None = None, since: float | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Tasks as a wide frame: duration, cpu_seconds, one column per params/counters key (JSON
-    unpacked inside DuckDB), plus `received` (when the daemon stored the row). Returns the frame
-    and the parameter columns (the inputs of the model)."""
+    unpacked inside DuckDB), plus `received` (when the daemon stored the row) and `bbv` (the task's
+    code vector, JSON). Returns the frame and the parameter columns (the inputs of the model)."""
     where, params = "TRUE", []
     if app is not None:
         where, params = "t.app = ?", [app]
@@ -57,7 +58,7 @@ def task_frame(con, app: str | None = None, since: float | None = None) -> tuple
     names.update({k: (k if k not in names and k not in ("duration", "cpu_seconds") else f"counter.{k}") for k in ckeys})
     cols = [f"json_extract_string(t.params, {_path(k)}) AS {_ident(names[k])}" for k in pkeys]
     cols += [f"TRY_CAST(json_extract_string(t.counters, {_path(k)}) AS DOUBLE) AS {_ident(names[k])}" for k in ckeys]
-    sql = (f"SELECT l.received, t.t_start, t.duration, t.cpu_seconds{''.join(', ' + c for c in cols)} "
+    sql = (f"SELECT l.received, t.t_start, t.bbv, t.duration, t.cpu_seconds{''.join(', ' + c for c in cols)} "
            f"FROM {joined} WHERE {where} ORDER BY l.received, t.node, t.seq")
     frame = con.execute(sql, params).df()
     for k in pkeys:  # numeric parameters become numbers, the rest stay text (discrete)
@@ -83,12 +84,32 @@ def _keys(con, column, joined, where, params) -> list[str]:
     return sorted(r[0] for r in rows)
 
 
+BOOKKEEPING = ["received", "t_start", "bbv"]   # task_frame columns that are not variables
+
+
 def model_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """The variables a model is learnt over: no bookkeeping columns, none that never vary or are
     mostly missing, and only complete rows."""
-    data = frame.drop(columns=["received", "t_start"], errors="ignore")
+    data = frame.drop(columns=BOOKKEEPING, errors="ignore")
     data = data.loc[:, data.notna().mean() >= 0.8].dropna()
     return data.loc[:, [c for c in data.columns if data[c].nunique() > 1]].reset_index(drop=True)
+
+
+def with_code_phase(frame: pd.DataFrame, tracker: PhaseTracker, seen_until: float = 0.0) -> pd.DataFrame:
+    """`code_phase`: the online tracker's phase of each task's code vector, a discrete variable for the
+    model (absent when no task carries a vector). Rows received up to `seen_until` taught the tracker
+    before (they were read and left for later), so they are only looked up: none teaches it twice."""
+    if "bbv" not in frame or frame["bbv"].isna().all():
+        return frame
+    ids = []
+    for text, seen in zip(frame["bbv"], frame["received"] <= seen_until):
+        if not isinstance(text, str):
+            ids.append(None)
+            continue
+        vector = json.loads(text)
+        phase = tracker.predict(vector) if seen else tracker.update(vector)
+        ids.append(f"phase-{phase}" if phase >= 0 else None)
+    return frame.assign(code_phase=ids)
 
 
 class _Scope:
@@ -99,6 +120,8 @@ class _Scope:
         self.n_rows = 0
         self.window_start = 0.0
         self.violations: pd.DataFrame | None = None
+        self.tracker = PhaseTracker()
+        self.tracked_until = 0.0   # rows received up to here have taught the tracker already
 
 
 class Job:
@@ -141,6 +164,8 @@ class Job:
         st = self.scopes.setdefault(scope, _Scope())
         if frame.empty:
             return
+        frame = with_code_phase(frame, st.tracker, st.tracked_until)
+        st.tracked_until = max(st.tracked_until, float(frame["received"].max()))
         if st.learner is not None and set(st.columns) <= set(frame.columns):
             data = frame[st.columns].dropna().reset_index(drop=True)  # the model's variables, as they are
         else:

@@ -75,7 +75,8 @@ def load_frame(spec: str, app: str | None = None) -> tuple[pd.DataFrame, list[st
 def _load_duckdb(spec: str, app: str | None):
     import duckdb
 
-    from causewatch.daemon.job_causal import task_frame
+    from causewatch.analytics.phases import PhaseTracker
+    from causewatch.daemon.job_causal import BOOKKEEPING, task_frame, with_code_phase
     _, _, rest = spec.partition(":")
     file, _, table = rest.rpartition(":")
     if not file or not table:
@@ -89,7 +90,7 @@ def _load_duckdb(spec: str, app: str | None):
             frame, inputs = task_frame(con, app)
             if frame.empty:
                 raise InputError(f"{file}: no tasks" + (f" of app {app!r}" if app else ""))
-            return frame, inputs
+            return with_code_phase(frame, PhaseTracker()).drop(columns=BOOKKEEPING), inputs
         if app:
             raise InputError("--app applies only to duckdb:FILE:tasks")
         try:

@@ -34,11 +34,14 @@ def _tasks(seed, start, count, broken=False):
 
 
 def _ingest(store, frame):
+    if "bbv" not in frame:
+        frame = frame.assign(bbv=None)
+
     def write(con):
         con.register("t", frame)
         con.execute("INSERT INTO tasks (node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
-                    "counters) SELECT node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, counters "
-                    "FROM t")
+                    "counters, bbv) SELECT node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
+                    "counters, bbv FROM t")
         con.execute("INSERT INTO ingest_log SELECT node, boot, seq, 'task', t_start, ? FROM t", [time.time()])
         con.unregister("t")
     store.run(write)
@@ -102,10 +105,41 @@ def test_job_learns_stores_updates_and_flags_violations(store):
     assert b'causewatch_markov_violation_bits{scope="app:lu",variable="duration"}' in ctx.metrics.exposition()
 
 
+def _phased_tasks(seed, start, count):
+    """Tasks running one of two code mixes; the second kind takes twice as long."""
+    frame = _tasks(seed, start, count)
+    rng = np.random.default_rng(seed + 100)
+    second = rng.random(count) < 0.5
+    frame["duration"] = np.where(second, 2.0, 1.0) + rng.normal(0, 0.05, count)
+    frame["bbv"] = [json.dumps({"keys": ["b.py:sort"], "counts": [100]}) if s else
+                    json.dumps({"keys": ["a.py:solve", "a.py:read"], "counts": [90, 10]}) for s in second]
+    return frame
+
+
+def test_code_phase_from_task_vectors_is_a_discrete_variable(store):
+    ctx = _ctx(store)
+    job = Job(min_rows=50, min_new=20)
+    _ingest(store, _phased_tasks(0, 0, 150))
+    job.run(ctx)
+    _ingest(store, _phased_tasks(1, 150, 10))   # too few to refit: read again next time
+    job.run(ctx)
+    _ingest(store, _phased_tasks(2, 160, 30))
+    job.run(ctx)
+    st = job.scopes["app:lu"]
+    assert st.tracker.counts_.tolist() and sum(st.tracker.counts_) == 190   # each task taught it once
+    assert len(st.tracker.counts_) == 2
+    model = st.learner.model_
+    assert "code_phase" in model.nodes and "code_phase" in model.discrete
+    assert any({e.src, e.dst} == {"code_phase", "duration"} for e in model.edges())
+
+
 def test_learn_command_reads_the_tasks_table(store, tmp_path, capsys):
     _ingest(store, _tasks(0, 0, 200))
+    _ingest(store, _phased_tasks(1, 200, 100))
     store.close()
     assert main(["learn", f"duckdb:{tmp_path / 'cw.duckdb'}:tasks", "--app", "lu", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
+    # the same variables as the daemon's model: no bookkeeping columns, the code phase of the vectors
     assert {"n", "dtype", "duration", "instructions"} <= set(out["nodes"])
+    assert not {"t_start", "received", "bbv"} & set(out["nodes"]) and "code_phase" in out["nodes"]
     assert all(e["src"] in ("n", "dtype") for e in out["edges"] if {e["src"], e["dst"]} & {"n", "dtype"})
