@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import multiprocessing
 import os
 import resource
 import subprocess
@@ -113,20 +112,27 @@ def measure(worker: Worker, task_input, warmup: int, repeats: int) -> dict:
             "repeats": int(repeats)}
 
 
-def _measure_star(args) -> dict:
-    worker_json, task_input, warmup, repeats = args
-    return measure(Worker.from_json(worker_json), task_input, warmup, repeats)
-
-
 def measure_all(worker: Worker, inputs: list, warmup: int, repeats: int, progress=None) -> list[dict]:
-    """`measure` each input in turn; a callable worker runs in one fresh spawned process, so the build
-    and every probe run time the phases from the same starting state (imports, heap, caches)."""
-    jobs = [(worker.to_json(), x, warmup, repeats) for x in inputs]
+    """`measure` each input in turn; a callable worker runs in one fresh interpreter
+    (`python -m causewatch.probe.kit --measure`), so the build and every probe run time the phases
+    from the same starting state (imports, heap, caches), whatever program asks for the timing. A
+    spawned multiprocessing child would import the asking program's main module first: up to 0.4 s
+    and a heap that differs between the CLI, an agent and a benchmark."""
     if worker.command:
-        results = map(_measure_star, jobs)
-        return [_tick(progress, r) for r in results]
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return [_tick(progress, r) for r in pool.imap(_measure_star, jobs)]
+        return [_tick(progress, measure(worker, x, warmup, repeats)) for x in inputs]
+    jobs = "".join(json.dumps({"worker": worker.to_json(), "input": x, "warmup": warmup, "repeats": repeats}) + "\n"
+                   for x in inputs)
+    with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a chatty worker cannot fill it and stall
+        child = subprocess.Popen([sys.executable, "-m", "causewatch.probe.kit", "--measure"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=errors, text=True)
+        child.stdin.write(jobs)
+        child.stdin.close()
+        results = [_tick(progress, json.loads(line)) for line in child.stdout]
+        if child.wait() or len(results) != len(inputs):
+            errors.seek(0)
+            raise InputError(f"timing worker {worker.callable!r} failed (exit {child.returncode}): "
+                             f"{errors.read()[-500:]}")
+    return results
 
 
 def _tick(progress, value):
@@ -180,9 +186,25 @@ class Progress:
             self.stream.flush()
 
 
+def _measure_main() -> int:
+    """`--measure`: one JSON job per stdin line, one JSON result per stdout line. The worker's own
+    output to fd 1 goes to stderr, so it cannot corrupt the results."""
+    results = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        job = json.loads(line)
+        results.write(json.dumps(measure(Worker.from_json(job["worker"]), job["input"], job["warmup"],
+                                         job["repeats"])) + "\n")
+        results.flush()
+    return 0
+
+
 def _call_main(argv: list[str]) -> int:
+    if argv == ["--measure"]:
+        return _measure_main()
     if len(argv) != 2:
-        print("usage: python -m causewatch.probe.kit module:function INPUT.json", file=sys.stderr)
+        print("usage: python -m causewatch.probe.kit module:function INPUT.json | --measure", file=sys.stderr)
         return 2
     with open(argv[1]) as f:
         Worker(callable=argv[0]).function()(json.load(f))

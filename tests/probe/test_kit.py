@@ -10,7 +10,7 @@ import pytest
 from causewatch.agent.bbv import IPSampler
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource
-from causewatch.probe.kit import Progress, Worker, check_manifest, load_manifest, measure
+from causewatch.probe.kit import Progress, Worker, check_manifest, load_manifest, measure, measure_all
 
 MW = "causewatch.probe.workloads.masterworker:run_task"
 # a command worker whose two task kinds run different programs
@@ -115,3 +115,14 @@ def test_agent_sampled_source_separates_kinds_of_work():
     keys = sorted(set(integer) | set(stream))
     a, b = (np.array([v.get(k, 0) for k in keys], float) for v in (integer, stream))
     assert np.abs(a / a.sum() - b / b.sum()).sum() > 0.8
+
+
+def test_measure_all_times_callables_in_a_fresh_interpreter_and_names_failures():
+    ok = {"id": "a", "type": "integer", "size": 50, "seed": 1}
+    results = measure_all(Worker(callable=MW), [ok, dict(ok, type="dict")], warmup=0, repeats=2)
+    assert [r["repeats"] for r in results] == [2, 2] and all(r["seconds"] > 0 for r in results)
+    # a worker writing to stdout cannot corrupt the results channel
+    chatty = measure_all(Worker(callable="builtins:print"), ["hello"], warmup=0, repeats=1)
+    assert chatty[0]["repeats"] == 1
+    with pytest.raises(InputError, match="type must be one of"):
+        measure_all(Worker(callable=MW), [dict(ok, type="nope")], warmup=0, repeats=1)
