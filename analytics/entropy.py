@@ -4,8 +4,9 @@ Gaussian kernel density estimates for continuous columns, counting for discrete 
 parallel over evaluation points); two estimators: the papers' "lemeire" and the calibrated "kde".
 
 One kernel pass sums, for every evaluation point, the kernel mass of the z, xz, yz and xyz
-subspaces at once (each subspace with its own copy of its columns), so a conditional MI costs one
-O(m·n·d) pass.
+subspaces at once, in nested whitened coordinates (|z|+|x|+2|y| per pair, see _nested_map), with
+a polynomial exp so the loop over pairs vectorises; at the data points themselves (resubstitution)
+each pair is computed once for both of its points. A conditional MI costs one O(m·n·d) pass.
 
 - "lemeire" (Lemeire et al., §7.1 and Eq. 11): raw values, bandwidth 4·range/n per continuous
   column, entropy of the KDE discretised in bins of width Δ. The integral of Eq. 11 is evaluated by
@@ -20,10 +21,16 @@ O(m·n·d) pass.
 from __future__ import annotations
 
 import math
+import os
 
-import numba
-import numpy as np
-from scipy import special
+# numba's parallel loops run on OpenMP threads, which by default spin-wait after each loop and burn
+# CPU that the agent and the daemon's other jobs need (measured: +70 % process CPU on a PC fit).
+# Set before numba loads libgomp; an explicit OMP_WAIT_POLICY in the environment wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy import special  # noqa: E402
 
 ESTIMATORS = ("kde", "lemeire")
 # "kde" bandwidth = this × Silverman's rule. Resubstitution counts each point's own kernel; at the
@@ -37,69 +44,144 @@ class EntropyError(ValueError):
     """Bad input to an entropy or MI estimate (names the column or parameter)."""
 
 
-@numba.njit(parallel=True, cache=True)
-def _subspace_sums(ev, data, block, discrete):
-    """Kernel mass at each row of `ev` for the four subspaces z, xz, yz, xyz (result columns).
+# exp(a) below this is taken as 0: e^-40 ≈ 4e-18, against each point's own kernel mass of 1.
+EXP_FLOOR = -40.0
+# Added to a squared distance where discrete codes differ: that kernel term becomes exactly 0.
+MISMATCH = 1e6
 
-    `block[k]` (0-3) names the subspace column k belongs to: every subspace has its own copy of its
-    columns, already whitened (or scaled) by that subspace's bandwidth matrix, so each sum is a plain
-    Gaussian of squared distances; discrete columns hold integer codes (kernel = indicator).
+
+@numba.njit(fastmath=True, inline="always", cache=True)
+def _exp(a):
+    """e^a for a <= 0 without a libm call, so the loop over pairs vectorises: Taylor series of
+    degree 7 at a/128, squared 7 times (relative error < 4e-7); exactly 0 below EXP_FLOOR."""
+    r = max(a, EXP_FLOOR) * (1.0 / 128.0)
+    p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (1 / 720 + r / 5040))))))
+    for _ in range(7):
+        p = p * p
+    return p if a > EXP_FLOOR else 0.0
+
+
+@numba.njit(fastmath=True, inline="always", cache=True)
+def _add_squares(ev_t, i, data_t, k0, k1, lo, q):
+    """q[j] += Σ_k (ev_t[k, i] - data_t[k, lo + j])² over rows k0..k1-1."""
+    for k in range(k0, k1):
+        e = ev_t[k, i]
+        row = data_t[k, lo:]
+        for j in range(q.size):
+            t = e - row[j]
+            q[j] += t * t
+
+
+@numba.njit(fastmath=True, cache=True)
+def _point_sums(ev_t, i, data_t, ev_codes, codes, widths, lo, q, acc, out):
+    """Adds to out[i] the four kernel sums at evaluation point i over the data points lo..n-1
+    (see _subspace_sums); `q` is (4, n) scratch. With a non-empty `acc` (the symmetric pass, where
+    the evaluation points are the data points) each term also goes to acc[:, j], point j's sums.
+    Loops run over views that start at lo: with a loop start only known at run time, LLVM does
+    not vectorise a loop that stores."""
+    nz, nx, ny = widths[0], widths[1], widths[2]
+    qa, qb, qc, qd = q[0, lo:], q[1, lo:], q[2, lo:], q[3, lo:]
+    qa[:] = 0.0
+    qb[:] = 0.0
+    qc[:] = 0.0
+    qd[:] = 0.0
+    _add_squares(ev_t, i, data_t, 0, nz, lo, qa)
+    _add_squares(ev_t, i, data_t, nz, nz + nx, lo, qb)
+    _add_squares(ev_t, i, data_t, nz + nx, nz + nx + ny, lo, qc)
+    _add_squares(ev_t, i, data_t, nz + nx + ny, nz + nx + 2 * ny, lo, qd)
+    if codes.shape[1]:
+        cz, cx, cy = ev_codes[0, i], ev_codes[1, i], ev_codes[2, i]
+        z_codes, x_codes, y_codes = codes[0, lo:], codes[1, lo:], codes[2, lo:]
+        for j in range(qa.size):
+            qa[j] += MISMATCH * (z_codes[j] != cz)
+            qb[j] += MISMATCH * (x_codes[j] != cx)
+            my = MISMATCH * (y_codes[j] != cy)
+            qc[j] += my
+            qd[j] += my
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    if acc.shape[1]:
+        a0, a1, a2, a3 = acc[0, lo:], acc[1, lo:], acc[2, lo:], acc[3, lo:]
+        for j in range(qa.size):
+            ez = _exp(-0.5 * qa[j])
+            exz = ez * _exp(-0.5 * qb[j])
+            eyz = ez * _exp(-0.5 * qc[j])
+            exyz = exz * _exp(-0.5 * qd[j])
+            s0 += ez
+            s1 += exz
+            s2 += eyz
+            s3 += exyz
+            a0[j] += ez
+            a1[j] += exz
+            a2[j] += eyz
+            a3[j] += exyz
+    else:
+        for j in range(qa.size):
+            ez = _exp(-0.5 * qa[j])
+            exz = ez * _exp(-0.5 * qb[j])
+            s0 += ez
+            s1 += exz
+            s2 += ez * _exp(-0.5 * qc[j])
+            s3 += exz * _exp(-0.5 * qd[j])
+    out[i, 0] += s0
+    out[i, 1] += s1
+    out[i, 2] += s2
+    out[i, 3] += s3
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _subspace_sums(ev_t, data_t, ev_codes, codes, widths, chunks):
+    """Kernel mass at each evaluation point (a column of `ev_t`) in the subspaces z, xz, yz, xyz.
+
+    Rows of `data_t` and `ev_t` are the nested whitened coordinates of kernel_terms: A (z given
+    nothing, widths[0] rows), B (x given z, widths[1]), C (y given z, widths[2]), D (y given x and
+    z, widths[2]); the squared distances are |A|², |A|²+|B|², |A|²+|C|², |A|²+|B|²+|D|².
+    `codes` holds the joint codes of the discrete columns of z, x, y (3 rows, or an empty array
+    when no column is discrete): indicator kernels. Pairs run innermost, branch-free (vectorised).
     """
-    m, d = ev.shape
-    n = data.shape[0]
+    m, n = ev_t.shape[1], data_t.shape[1]
     out = np.zeros((m, 4))
-    for i in numba.prange(m):
-        s0 = 0.0
-        s1 = 0.0
-        s2 = 0.0
-        s3 = 0.0
-        for j in range(n):
-            q0 = 0.0
-            q1 = 0.0
-            q2 = 0.0
-            q3 = 0.0
-            miss = 0  # bit b set: subspace b has a discrete mismatch
-            for k in range(d):
-                b = block[k]
-                t = ev[i, k] - data[j, k]
-                if discrete[k]:
-                    if t != 0.0:
-                        miss |= 1 << b
-                elif b == 0:
-                    q0 += t * t
-                elif b == 1:
-                    q1 += t * t
-                elif b == 2:
-                    q2 += t * t
-                else:
-                    q3 += t * t
-            if not miss & 1:
-                s0 += math.exp(-0.5 * q0)
-            if not miss & 2:
-                s1 += math.exp(-0.5 * q1)
-            if not miss & 4:
-                s2 += math.exp(-0.5 * q2)
-            if not miss & 8:
-                s3 += math.exp(-0.5 * q3)
-        out[i, 0] = s0
-        out[i, 1] = s1
-        out[i, 2] = s2
-        out[i, 3] = s3
+    none = np.zeros((4, 0))
+    for c in numba.prange(chunks):
+        q = np.empty((4, n))
+        for i in range(c, m, chunks):
+            _point_sums(ev_t, i, data_t, ev_codes, codes, widths, 0, q, none, out)
     return out
 
 
-def subspace_sums_reference(ev, data, block, discrete):
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _subspace_sums_symmetric(data_t, codes, widths, chunks):
+    """_subspace_sums at the data points themselves (resubstitution): the kernel is symmetric, so
+    each pair i < j is computed once and counted for both points -- half the work."""
+    n = data_t.shape[1]
+    acc = np.zeros((chunks, 4, n))
+    out = np.ones((n, 4))  # each point's own kernel, exp(0) in all four subspaces
+    for c in numba.prange(chunks):
+        q = np.empty((4, n))
+        for i in range(c, n, chunks):
+            _point_sums(data_t, i, data_t, codes, codes, widths, i + 1, q, acc[c], out)
+    return out + acc.sum(axis=0).T
+
+
+def _chunks(m: int) -> int:
+    """How many slices of the evaluation points the parallel loop deals out (a few per thread)."""
+    return max(min(m, 4 * numba.get_num_threads()), 1)
+
+
+def subspace_sums_reference(ev_t, data_t, ev_codes, codes, widths):
     """Plain numpy version of the numba kernel (the numba one is tested against it)."""
-    out = np.zeros((ev.shape[0], 4))
-    for i in range(ev.shape[0]):
-        diff = ev[i] - data
-        q = np.where(discrete, 0.0, diff * diff)
-        miss = discrete & (diff != 0)
-        for b in range(4):
-            cols = block == b
-            kb = np.exp(-0.5 * q[:, cols].sum(axis=1))
-            kb[miss[:, cols].any(axis=1)] = 0.0
-            out[i, b] = kb.sum()
+    edges = np.cumsum([0, widths[0], widths[1], widths[2], widths[2]])
+    out = np.zeros((ev_t.shape[1], 4))
+    for i in range(ev_t.shape[1]):
+        qa, qb, qc, qd = (((ev_t[edges[b]:edges[b + 1], i, None] - data_t[edges[b]:edges[b + 1]]) ** 2).sum(axis=0)
+                          for b in range(4))
+        same = [codes[b] == ev_codes[b, i] if codes.size else True for b in range(3)]
+        out[i] = [np.sum(np.exp(-0.5 * qa) * same[0]),
+                  np.sum(np.exp(-0.5 * (qa + qb)) * (same[0] & same[1])),
+                  np.sum(np.exp(-0.5 * (qa + qc)) * (same[0] & same[2])),
+                  np.sum(np.exp(-0.5 * (qa + qb + qd)) * (same[0] & same[1] & same[2]))]
     return out
 
 
@@ -158,12 +240,38 @@ def bandwidths(prepared: np.ndarray, discrete: np.ndarray, cols: list[int], esti
     return bw
 
 
-def _whitening(sub: np.ndarray, h: float) -> np.ndarray:
-    """W with W·Wᵀ = (h²·cov)⁻¹: the kernel follows the correlation of the columns, so strongly
-    related conditioning variables do not smear the conditional density across their ridge."""
-    cov = np.atleast_2d(np.cov(sub, rowvar=False, bias=True))
-    cov += np.eye(len(cov)) * 1e-9 * max(np.trace(cov), 1e-12)
+def _whitening(cov: np.ndarray, h: float) -> np.ndarray:
+    """Upper-triangular W with W·Wᵀ = (h²·cov)⁻¹ (W = L⁻ᵀ/h, L the Cholesky factor of cov): its
+    leading k columns depend on the first k variables only and whiten them by their own marginal."""
     return np.linalg.inv(np.linalg.cholesky(cov)).T / h
+
+
+def _nested_map(base, order, nz, nx, prepared, discrete, estimator):
+    """The linear map from the continuous columns `order` (z, then x, then y) of `base` to the
+    coordinates A | B | C | D of _subspace_sums, and the log|det| of the four subspaces' transforms.
+
+    "kde": each subspace's kernel has bandwidth matrix h²·cov, the marginal of one joint kernel.
+    With the Cholesky factor of the (z, x, y) covariance, the whitened z, xz and xyz coordinates are
+    leading blocks of one transform, and that of (z, y) gives yz: |z|+|x|+2|y| squared differences
+    per pair instead of the 4|z|+2|x|+2|y| of four separate whitenings, for the same kernels.
+    "lemeire": diagonal, each column scaled by its own bandwidth.
+    """
+    ny = len(order) - nz - nx
+    yz = list(range(nz)) + list(range(nz + nx, nz + nx + ny))
+    if estimator == "lemeire":
+        w1 = np.diag(1.0 / bandwidths(prepared, discrete, order, "lemeire"))
+        w2 = w1[np.ix_(yz, yz)]
+    else:
+        h = float(bandwidths(prepared, discrete, order, "kde")[0])
+        cov = np.atleast_2d(np.cov(base, rowvar=False, bias=True))
+        cov += np.eye(len(cov)) * 1e-9 * max(np.trace(cov), 1e-12)
+        w1, w2 = _whitening(cov, h), _whitening(cov[np.ix_(yz, yz)], h)
+    m = np.zeros((len(order), nz + nx + 2 * ny))
+    m[:, :nz + nx] = w1[:, :nz + nx]                                 # A, B
+    m[yz, nz + nx:nz + nx + ny] = w2[:, nz:]                        # C
+    m[:, nz + nx + ny:] = w1[:, nz + nx:]                           # D
+    ld1, ld2 = np.log(np.diag(w1)), np.log(np.diag(w2))
+    return m, np.array([ld1[:nz].sum(), ld1[:nz + nx].sum(), ld2.sum(), ld1.sum()])
 
 
 def kernel_terms(prepared, discrete, x, y, z, estimator="kde", seed=0, rows=None, permutation=None):
@@ -175,42 +283,39 @@ def kernel_terms(prepared, discrete, x, y, z, estimator="kde", seed=0, rows=None
     at a subset of the data points only (resubstitution, so each point's own kernel still counts).
     """
     x, y, z = list(x), list(y), list(z)
-    cols = x + y + z
     disc = np.asarray(discrete, dtype=bool)
-    base = prepared[:, cols].copy()
+    blocks = [z, x, y]
+    base = prepared.copy() if permutation is not None else prepared
     if permutation is not None:
-        base[:, :len(x)] = base[permutation, :len(x)]
-    ev_base = base
+        base[:, x] = prepared[permutation][:, x]
+    cont = [[c for c in b if not disc[c]] for b in blocks]
+    order = cont[0] + cont[1] + cont[2]
+    cont_data = base[:, order]
+    ev_data = cont_data
     if estimator == "lemeire":
         # one draw from the KDE per data point: the mean of -log f then estimates the KDE's entropy
-        bw = bandwidths(prepared, discrete, cols, estimator)
-        noise = np.random.default_rng(seed).standard_normal(base.shape) * bw
-        ev_base = base + np.where(disc[cols], 0.0, noise)
+        # (drawn for the columns in x, y, z order, so a seed gives the same draw in every layout)
+        cols = x + y + z
+        noise = np.random.default_rng(seed).standard_normal((len(base), len(cols)))
+        bw = bandwidths(prepared, discrete, order, estimator)
+        ev_data = cont_data + noise[:, [cols.index(c) for c in order]] * bw
+    dsc = [[c for c in b if disc[c]] for b in blocks]
+    codes = np.vstack([cell_codes(base[:, d]) if d else np.zeros(len(base)) for d in dsc]) if any(dsc) \
+        else np.zeros((3, 0))
+    ev_codes = codes
     if rows is not None:
-        ev_base = ev_base[rows]
-    pos = {c: i for i, c in enumerate(cols)}
-    h = bandwidths(prepared, discrete, cols, "kde")[~disc[cols]][:1]
-    data_parts, ev_parts, block, flags, logdet = [], [], [], [], np.zeros(4)
-    for b, members in enumerate((z, x + z, y + z, x + y + z)):
-        idx = [pos[c] for c in members]
-        cont = [i for i in idx if not disc[cols[i]]]
-        dsc = [i for i in idx if disc[cols[i]]]
-        if cont:
-            if estimator == "lemeire":
-                w = np.diag(1.0 / bandwidths(prepared, discrete, [cols[i] for i in cont], "lemeire"))
-            else:
-                w = _whitening(base[:, cont], float(h[0]))
-            logdet[b] = np.linalg.slogdet(w)[1]
-            data_parts.append(base[:, cont] @ w)
-            ev_parts.append(ev_base[:, cont] @ w)
-        data_parts.append(base[:, dsc])
-        ev_parts.append(ev_base[:, dsc])
-        block += [b] * (len(cont) + len(dsc))
-        flags += [False] * len(cont) + [True] * len(dsc)
-    data = np.ascontiguousarray(np.hstack(data_parts)) if block else np.zeros((len(base), 0))
-    ev = np.ascontiguousarray(np.hstack(ev_parts)) if block else np.zeros((len(ev_base), 0))
-    sums = _subspace_sums(ev, data, np.array(block, dtype=np.int64), np.array(flags, dtype=np.bool_))
-    return sums, logdet
+        ev_data = ev_data[rows]
+        ev_codes = codes[:, rows] if codes.size else np.zeros((3, 0))
+    widths = np.array([len(cont[0]), len(cont[1]), len(cont[2])], dtype=np.int64)
+    if order:
+        m, logdet = _nested_map(cont_data, order, len(cont[0]), len(cont[1]), prepared, discrete, estimator)
+        data_t, ev_t = np.ascontiguousarray((cont_data @ m).T), np.ascontiguousarray((ev_data @ m).T)
+    else:
+        logdet = np.zeros(4)
+        data_t, ev_t = np.zeros((0, len(base))), np.zeros((0, len(ev_data)))
+    if ev_data is cont_data:  # resubstitution at every row
+        return _subspace_sums_symmetric(data_t, codes, widths, _chunks(len(base))), logdet
+    return _subspace_sums(ev_t, data_t, np.ascontiguousarray(ev_codes), codes, widths, _chunks(len(ev_t.T))), logdet
 
 
 @numba.njit(cache=True)

@@ -17,6 +17,9 @@ from causewatch.analytics.ci import CIResult, CITest, Dataset, KDEMITest
 from causewatch.analytics.model import CausalModel
 
 ORIENTATIONS = ("majority", "standard")
+# An information equivalence needs I(x;y | s') > 0 by at least this many null sd: a deterministic
+# relation is far above that, a chance rejection at alpha almost never is (Fisher-z: p < 3e-8).
+EQUIVALENCE_MARGIN = 3.0
 
 
 class PCError(ValueError):
@@ -154,14 +157,17 @@ class PCLearner:
         """Lemeire et al. Eq. 12: x and w ∈ s are information equivalent for y (or y and w for x) when
         I(x;y | s') > 0, I(x;y | s) = 0 and I(w;y | s' ∪ {x}) = 0 with s' = s \\ {w}. Keep the edge
         of least complexity; return the kept partner, or None when no equivalence holds or the
-        x–y edge is the more complex one (it is then removed as usual)."""
+        x–y edge is the more complex one (it is then removed as usual). I(x;y | s') > 0 must be
+        decisive (margin at least EQUIVALENCE_MARGIN): a chance rejection at level alpha makes two
+        correlated variables look equivalent for an independent third, and its edge would stay."""
         frame = None
         for target, other in ((y, x), (x, y)):
             for w in s:
                 if w not in adj[target] or self.background_.is_required(w, target):
                     continue
                 rest = tuple(v for v in s if v != w)
-                if self._ci(other, target, rest).independent or not self._ci(w, target, rest + (other,)).independent:
+                if self._ci(other, target, rest).margin < EQUIVALENCE_MARGIN or \
+                        not self._ci(w, target, rest + (other,)).independent:
                     continue
                 frame = self.data_.frame() if frame is None else frame
                 disc = [n for n, d in zip(self.data_.names, self.data_.discrete) if d]

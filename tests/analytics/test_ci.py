@@ -112,3 +112,21 @@ def test_calibrated_kde_test_sees_a_weak_linear_dependence_like_fisher_z():
     assert not ci.FisherZTest().test(data, "x", "y").independent
     assert not ci.KDEMITest().test(data, "x", "y").independent
     assert not ci.KDEMITest().test(data, "x", "y", ["z"]).independent
+
+
+def test_a_clear_conditional_dependence_is_settled_by_one_local_permutation(monkeypatch):
+    # y = x² + z: the copula look sees no partial correlation, the KDE value is far above its
+    # threshold, so the first local permutation already settles the smoothing-leak check.
+    rng = np.random.default_rng(9)
+    x, z = rng.normal(size=400), rng.normal(size=400)
+    data = ci.Dataset(pd.DataFrame({"x": x, "y": x ** 2 + z + 0.3 * rng.normal(size=400), "z": z}))
+    permuted = []
+    real = entropy.cmi_bits
+
+    def counting(*args, **kwargs):
+        permuted.append(kwargs.get("permutation") is not None)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(entropy, "cmi_bits", counting)
+    res = ci.KDEMITest().test(data, "x", "y", ["z"])
+    assert not res.independent
+    assert sum(permuted) == 1

@@ -8,15 +8,42 @@ import pytest
 from causewatch.analytics import entropy
 
 
-def test_numba_kernel_matches_reference_on_mixed_columns():
+@pytest.mark.parametrize("discrete", [False, True])
+def test_numba_kernel_matches_reference(discrete):
     rng = np.random.default_rng(0)
-    data = np.column_stack([rng.normal(size=60), rng.integers(0, 3, 60), rng.normal(size=60),
-                            rng.integers(0, 2, 60), rng.normal(size=60)]).astype(float)
-    block = np.array([0, 1, 1, 2, 3])
-    disc = np.array([False, True, False, True, False])
-    ev = data + rng.normal(size=data.shape) * ~disc
-    fast = entropy._subspace_sums(ev, data, block, disc)
-    np.testing.assert_allclose(fast, entropy.subspace_sums_reference(ev, data, block, disc), rtol=1e-12)
+    widths = np.array([2, 1, 2])  # A: 2 rows, B: 1, C and D: 2 each
+    data_t = rng.normal(size=(7, 80)) * 1.5
+    ev_t = data_t[:, :50] + rng.normal(size=(7, 50)) * 0.3
+    codes = rng.integers(0, 3, size=(3, 80)).astype(float) if discrete else np.zeros((3, 0))
+    ev_codes = np.ascontiguousarray(codes[:, :50]) if discrete else codes
+    fast = entropy._subspace_sums(ev_t, data_t, ev_codes, codes, widths, 3)
+    np.testing.assert_allclose(fast, entropy.subspace_sums_reference(ev_t, data_t, ev_codes, codes, widths),
+                               rtol=1e-9)
+
+
+def test_polynomial_exp_matches_exp_and_vanishes_below_the_floor():
+    a = np.linspace(entropy.EXP_FLOOR + 1e-9, 0.0, 2001)
+    np.testing.assert_allclose([entropy._exp(v) for v in a], np.exp(a), rtol=4e-7)
+    assert entropy._exp(entropy.EXP_FLOOR - 1.0) == 0.0
+
+
+def test_nested_whitening_gives_each_subspace_its_own_bandwidth_matrix():
+    # The kernel of subspace b is N(0, h²·Σ_b) with Σ_b the covariance of b's columns: computed here
+    # directly per subspace, against the one nested transform of kernel_terms.
+    rng = np.random.default_rng(8)
+    z = rng.normal(size=(150, 2))
+    x = z[:, 0] + 0.5 * rng.normal(size=150)
+    y = np.sin(z[:, 1]) + x + 0.5 * rng.normal(size=150)
+    data = np.column_stack([x, y, z])
+    sums, logdet = entropy.kernel_terms(data, np.zeros(4, dtype=bool), [0], [1], [2, 3])
+    h = entropy.bandwidths(data, np.zeros(4, dtype=bool), [0, 1, 2, 3], "kde")[0]
+    for b, cols in enumerate(([2, 3], [0, 2, 3], [1, 2, 3], [0, 1, 2, 3])):
+        cov = np.cov(data[:, cols], rowvar=False, bias=True) * h * h
+        prec = np.linalg.inv(cov)
+        diff = data[:, None, cols] - data[None, :, cols]
+        direct = np.exp(-0.5 * np.einsum("ijk,kl,ijl->ij", diff, prec, diff)).sum(axis=1)
+        np.testing.assert_allclose(sums[:, b], direct, rtol=1e-6)
+        assert logdet[b] == pytest.approx(-0.5 * np.linalg.slogdet(cov)[1], rel=1e-6)
 
 
 def test_counting_equals_indicator_kernel_for_discrete_columns():

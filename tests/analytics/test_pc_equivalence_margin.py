@@ -1,0 +1,41 @@
+"""An information equivalence (Lemeire et al. §6.2) needs a decisive dependence: a chance rejection
+at alpha must not keep the edge of a variable that is independent of everything."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from causewatch.analytics import pc
+from causewatch.analytics.ci import CIResult, CITest
+
+
+class ScriptedTest(CITest):
+    """a and b strongly dependent; t weakly (by chance) dependent on each alone, independent given
+    the other -- the pattern of linear-10v seed 9 in bench/causal.py."""
+
+    name = "scripted"
+
+    def __init__(self, t_margin):
+        super().__init__()
+        self.t_margin = t_margin
+
+    def _compute(self, data, x, y, z):
+        pair = {x, y}
+        if pair == {"a", "b"}:
+            return self._result(50.0)
+        if "t" in pair and not z:
+            return self._result(self.t_margin)
+        return self._result(-5.0)
+
+    @staticmethod
+    def _result(margin):
+        return CIResult(margin, 0.0, margin <= 0, max(margin, 0.0), margin)
+
+
+@pytest.mark.parametrize("t_margin,equivalent", [(0.4, False), (pc.EQUIVALENCE_MARGIN + 10, True)])
+def test_an_equivalence_needs_a_decisive_dependence(t_margin, equivalent):
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "t"])
+    learner = pc.PCLearner(ci_test=ScriptedTest(t_margin), max_depth=2).fit(frame)
+    assert bool(learner.equivalences_) == equivalent
+    t_edges = [e for e in learner.model_.edges() if "t" in (e.src, e.dst)]
+    assert len(t_edges) == (1 if equivalent else 0)
