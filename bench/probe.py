@@ -46,7 +46,7 @@ def generic_loop() -> float:
 @contextlib.contextmanager
 def hog(code: str):
     proc = subprocess.Popen([sys.executable, "-c", code])
-    time.sleep(1.0)  # let the hog reach its steady state (the bandwidth hog allocates 640 MB first)
+    time.sleep(3.0)  # steady state first: the bandwidth hog allocates and faults in 640 MB (~1 s)
     try:
         yield
     finally:
