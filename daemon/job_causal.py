@@ -12,7 +12,6 @@ import logging
 import time
 
 import pandas as pd
-from causewatch.analytics import mdl
 from causewatch.analytics.background import Background
 from causewatch.analytics.pc import PCLearner
 from causewatch.analytics.phases import PhaseTracker
@@ -27,20 +26,15 @@ MARKOV_HELP = ("Information between a variable and its non-descendants given its
 
 
 def submodels(model) -> dict:
-    """Each variable with parents as an MDL-fitted function of them (kind, formula, bits); a variable
-    whose fit fails (too few distinct rows) is left out rather than costing the model its storage."""
-    out = {}
-    dag = model.dag_extension()
-    for v in model.nodes:
-        if not dag.in_degree(v):
-            continue
-        try:
-            sub = mdl.fit_submodel(model.data, v, sorted(dag.predecessors(v)), model.discrete)
-        except ValueError as e:  # MDLError and pandas' own
-            log.info("causal model: no submodel for %s (%s)", v, e)
-            continue
-        out[v] = {"kind": sub.kind, "formula": sub.formula, "bits": round(sub.bits, 1)}
-    return out
+    """Each variable with parents as its MDL-fitted function of them (kind, formula, bits), from
+    CausalModel.fit_submodels; a fit that fails costs the model its formulas, not its storage."""
+    try:
+        fitted = model.fit_submodels()
+    except ValueError as e:  # MDLError and pandas' own
+        log.info("causal model: no submodels (%s)", e)
+        return {}
+    return {v: {"kind": sub.kind, "formula": sub.formula, "bits": round(sub.bits, 1)}
+            for v, sub in fitted.items() if sub.parents}
 
 
 def task_frame(con, app: str | None = None, since: float | None = None) -> tuple[pd.DataFrame, list[str]]:
