@@ -84,6 +84,13 @@ class TokenStream:
             return self.next()
         self.fail(expected or repr(op))
 
+    def parenthesised(self, rule: Callable[["TokenStream"], tuple], expected: str) -> tuple:
+        """At '(': skip it, parse `rule`, then require ')' (`expected` names what else could follow)."""
+        self.next()
+        node = rule(self)
+        self.expect_op(")", expected)
+        return node
+
     def expect_end(self, expected: str) -> None:
         if self.peek().kind != "end":
             self.fail(expected)
@@ -119,10 +126,7 @@ def parse_mod(ts: TokenStream):
         ts.next()
         return ("term", tok.text.lower(), tok.column)
     if tok.kind == "op" and tok.text == "(":
-        ts.next()
-        node = parse_expr(ts)
-        ts.expect_op(")", "')' or AND/OR")
-        return node
+        return ts.parenthesised(parse_expr, "')' or AND/OR")
     ts.fail("a term, a hedge or '('")
 
 

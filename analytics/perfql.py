@@ -50,10 +50,7 @@ def _parse_unary(ts: TokenStream):
         ts.next()
         return ("name", metric_name(tok.text), tok.column)
     if tok.kind == "op" and tok.text == "(":
-        ts.next()
-        node = _parse_sum(ts)
-        ts.expect_op(")", "')' or an arithmetic operator")
-        return node
+        return ts.parenthesised(_parse_sum, "')' or an arithmetic operator")
     ts.fail("a metric name, a number or '('")
 
 
