@@ -2,9 +2,11 @@
 
 Nodes are emulated on this machine, the application pinned to CPU 0: clean; sharing the memory
 system with a bandwidth hog on CPU 1; sharing CPU 0 with a compute hog; under 80 % and 50 % cgroup
-CPU quotas (v1 or v2, when writable). Each node runs the whole workload and the probe; the generic
-predictor scales the reference time by a fixed CPU loop's time (like HTCondor's Mips rating).
-Usage: python bench/probe.py [--tasks 1500] [--seed 0]   (about 13 minutes on a quiet 2-core machine)
+CPU quotas (v1 or v2, when writable). Each node runs the whole workload, the probe and the generic
+rating, then the whole workload again: the node's time is the mean of its two runs, taken around the
+probe, and their difference shows how far one run strays. The generic predictor scales the
+reference time by a fixed CPU loop's time (like HTCondor's Mips rating).
+Usage: python bench/probe.py [--tasks 1500] [--seed 0]   (about 20 minutes on a quiet 2-core machine)
 """
 
 from __future__ import annotations
@@ -13,11 +15,9 @@ import argparse
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from scipy import stats
 
@@ -25,11 +25,9 @@ from causewatch.probe.build import build_kit
 from causewatch.probe.kit import Worker
 from causewatch.probe.run import run_kit
 from causewatch.probe.workloads import masterworker as mw
+from causewatch.probe.workloads.nodes import CPU_HOG, MEMBW_HOG, cpu_quota, hog, quota_available
 
 APP_CPU, OTHER_CPU = 0, 1
-MEMBW_HOG = ("import os, numpy as np; os.sched_setaffinity(0, {%d}); a = np.ones(40_000_000); b = np.empty_like(a)\n"
-             "while True: np.copyto(b, a); np.copyto(a, b)" % OTHER_CPU)
-CPU_HOG = "import os; os.sched_setaffinity(0, {%d})\nx = 0\nwhile True: x = (x * 31 + 7) %% 1000003" % APP_CPU
 
 
 def generic_loop() -> float:
@@ -43,49 +41,40 @@ def generic_loop() -> float:
     return statistics.median(once() for _ in range(3))
 
 
-@contextlib.contextmanager
-def hog(code: str):
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    time.sleep(3.0)  # steady state first: the bandwidth hog allocates and faults in 640 MB (~1 s)
-    try:
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-@contextlib.contextmanager
-def cpu_quota(fraction: float):
-    """Run this process (and the workers it spawns) in a cgroup limited to `fraction` of a CPU."""
-    v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cgroup.controllers")
-    group = (v1 if v1.is_dir() else Path("/sys/fs/cgroup")) / f"causewatch-bench-{os.getpid()}"
-    group.mkdir()
-    try:
-        if v1.is_dir():
-            (group / "cpu.cfs_period_us").write_text("100000")
-            (group / "cpu.cfs_quota_us").write_text(str(int(100000 * fraction)))
-            home = v1
-        elif v2.exists():
-            (group / "cpu.max").write_text(f"{int(100000 * fraction)} 100000")
-            home = Path("/sys/fs/cgroup")
-        (group / "cgroup.procs").write_text(str(os.getpid()))
-        try:
-            yield
-        finally:
-            # this process and any worker still winding down go back, or the group cannot be removed
-            for pid in [os.getpid(), *(group / "cgroup.procs").read_text().split()]:
-                with contextlib.suppress(OSError):
-                    (home / "cgroup.procs").write_text(str(pid))
-    finally:
-        group.rmdir()
-
-
-def quota_available() -> bool:
-    try:
-        with cpu_quota(0.5):
-            return True
-    except OSError:
-        return False
+def report(rows: list[dict], tasks: int) -> None:
+    """Per node: the two runs, the probe's prediction and the generic one against their mean; then the goals."""
+    print(f"\n{'node':<10} {'runs s':>15} {'apart':>6} {'probe pred':>10} {'interval':>16} {'err':>6} {'stretch':>7} "
+          f"{'cpu err':>7} {'probe/run':>9} {'generic':>8} {'err':>6}")
+    for r in rows:
+        truth, probe = statistics.mean(r["runs"]), r["probe"]
+        r["truth"], r["err"] = truth, abs(probe["predicted_seconds"] - truth) / truth
+        r["err_after"] = abs(probe["predicted_seconds"] - r["runs"][1]) / r["runs"][1]
+        r["generic_err_after"] = abs(r["generic"] - r["runs"][1]) / r["runs"][1]
+        r["generic_err"] = abs(r["generic"] - truth) / truth
+        r["apart"] = abs(r["runs"][0] - r["runs"][1]) / truth
+        cpu_err = probe["predicted_cpu_seconds"] / statistics.mean(r["cpu"]) - 1
+        stretch = f"{probe['stretch']:.2f}" if probe["stretch"] is not None else "-"
+        print(f"{r['node']:<10} {'%.1f / %.1f' % r['runs']:>15} {100 * r['apart']:>5.1f}% {probe['predicted_seconds']:>10.2f} "
+              f"{'[%.1f, %.1f]' % (probe['lo'], probe['hi']):>16} {100 * r['err']:>5.1f}% {stretch:>7} "
+              f"{100 * cpu_err:>+6.1f}% {100 * probe['probe_seconds'] / truth:>8.1f}% {r['generic']:>8.2f} "
+              f"{100 * r['generic_err']:>5.1f}%")
+    truth = [r["truth"] for r in rows]
+    rho_probe = stats.spearmanr(truth, [r["probe"]["predicted_seconds"] for r in rows]).statistic
+    rho_generic = stats.spearmanr(truth, [r["generic"] for r in rows]).statistic
+    fraction = statistics.median(r["probe"]["probe_seconds"] / r["truth"] for r in rows)
+    inside = sum(r["probe"]["lo"] <= run <= r["probe"]["hi"] for r in rows for run in r["runs"])
+    print("\n(runs: the whole workload before and after the probe; apart: their difference over their mean; "
+          "cpu err: the predicted CPU task-seconds against the runs'; stretch: wall per CPU second in the probe)")
+    print(f"median error against the mean of a node's two runs: probe {100 * statistics.median(r['err'] for r in rows):.1f} %, "
+          f"generic {100 * statistics.median(r['generic_err'] for r in rows):.1f} %  (goal: probe <= 5 %)")
+    print(f"median error against the run after the probe alone (a broker's order): probe "
+          f"{100 * statistics.median(r['err_after'] for r in rows):.1f} %, generic "
+          f"{100 * statistics.median(r['generic_err_after'] for r in rows):.1f} %; a node's two runs differ by "
+          f"{100 * statistics.median(r['apart'] for r in rows):.1f} % (median)")
+    print(f"runs inside the probe's interval: {inside} of {2 * len(rows)}")
+    print(f"rank correlation with the true order (Spearman): probe {rho_probe:.2f}, generic {rho_generic:.2f}")
+    print(f"probe time / full run: median {100 * fraction:.1f} % at {tasks} tasks; the probe's time does not "
+          f"grow with the run, so <= 2 % from about {int(tasks * fraction / 0.02)} tasks")
 
 
 def main() -> int:
@@ -105,7 +94,8 @@ def main() -> int:
           f"reference {kit['reference_seconds']:.2f} task-s", flush=True)
     ref_loop = generic_loop()
 
-    nodes = {"clean": contextlib.nullcontext, "membw-hog": lambda: hog(MEMBW_HOG), "cpu-hog": lambda: hog(CPU_HOG)}
+    nodes = {"clean": contextlib.nullcontext, "membw-hog": lambda: hog(MEMBW_HOG, OTHER_CPU),
+             "cpu-hog": lambda: hog(CPU_HOG, APP_CPU)}
     if quota_available():
         # a mildly slower CPU: the generic rating puts it behind the bandwidth-starved node, the truth not always
         nodes["quota-80%"] = lambda: cpu_quota(0.8)
@@ -116,34 +106,16 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     for name, emulate in nodes.items():
         with emulate():
-            # probe and rating first, then the run: the order a broker follows before dispatching
+            before = mw.run_master(tasks, workers=1)
             probe, loop = run_kit(kit, repeats=3), generic_loop()
-            full = mw.run_master(tasks, workers=1)["task_seconds"]
-        generic = kit["reference_seconds"] * loop / ref_loop
-        rows.append((name, full, probe["predicted_seconds"], probe["lo"], probe["hi"], probe["probe_seconds"], generic))
+            after = mw.run_master(tasks, workers=1)
+        rows.append({"node": name, "runs": (before["task_seconds"], after["task_seconds"]),
+                     "cpu": (before["task_cpu_seconds"], after["task_cpu_seconds"]), "probe": probe,
+                     "generic": kit["reference_seconds"] * loop / ref_loop})
         print(f"  measured {name}", flush=True)
-
-    print(f"\n{'node':<11} {'full s':>8} {'probe pred':>10} {'interval':>15} {'err':>7} {'probe/full':>10} "
-          f"{'generic':>8} {'err':>7}")
-    probe_err, generic_err = [], []
-    for name, full, pred, lo, hi, probe_s, generic in rows:
-        probe_err.append(abs(pred - full) / full)
-        generic_err.append(abs(generic - full) / full)
-        print(f"{name:<11} {full:>8.2f} {pred:>10.2f} {f'[{lo:.2f}, {hi:.2f}]':>15} {100 * probe_err[-1]:>6.1f}% "
-              f"{100 * probe_s / full:>9.1f}% {generic:>8.2f} {100 * generic_err[-1]:>6.1f}%")
-    truth = [r[1] for r in rows]
-    rho_probe = stats.spearmanr(truth, [r[2] for r in rows]).statistic
-    rho_generic = stats.spearmanr(truth, [r[6] for r in rows]).statistic
-    fraction = statistics.median(r[5] / r[1] for r in rows)
+    report(rows, args.tasks)
     print(f"\n1-minute load average {load_before:.1f} before the nodes, {os.getloadavg()[0]:.1f} after "
           f"(this run's own share is about 1-2; more is other tenants, whose drift these figures include)")
-    print(f"\nmedian error: probe {100 * statistics.median(probe_err):.1f} %, generic {100 * statistics.median(generic_err):.1f} %"
-          f"  (goal: probe <= 5 %)")
-    inside = sum(lo <= full <= hi for _, full, _, lo, hi, _, _ in rows)
-    print(f"full run inside the probe's interval on {inside} of {len(rows)} nodes")
-    print(f"rank correlation with the true order (Spearman): probe {rho_probe:.2f}, generic {rho_generic:.2f}")
-    print(f"probe time / full run: median {100 * fraction:.1f} % at {args.tasks} tasks; the probe's time does not "
-          f"grow with the run, so <= 2 % from about {int(args.tasks * fraction / 0.02)} tasks")
     return 0
 
 

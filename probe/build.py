@@ -1,8 +1,8 @@
 """Build a probe kit (ProbeGen after Strube et al.): record one BBV per task, cluster, time the phases.
 
 A task's input stands in for the paper's checkpoint. Steps: BBVs -> SimPoint phases (each task one
-variable-length interval) -> rounds of (a timed whole run, warm timings of each phase's
-representative task) -> manifest.json + inputs/ + SimPoint files in the kit folder.
+variable-length interval) -> rounds of a timed whole run with warm timings of each phase's
+representative task between its parts -> manifest.json + inputs/ + SimPoint files in the kit folder.
 """
 
 from __future__ import annotations
@@ -21,8 +21,13 @@ import psutil
 from causewatch.analytics import phases
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource
-from causewatch.probe.interval import prediction_interval
+from causewatch.probe.interval import pooled_ratio, prediction_interval
 from causewatch.probe.kit import FORMAT, MANIFEST, Progress, Worker, measure_all
+
+
+# a phase is CPU-bound when its timings on the (idle) reference keep one thread busy: wall ~ CPU time.
+# Its time on another node is then its CPU time there times that node's wall per CPU second.
+CPU_BOUND = (0.9, 1.1)
 
 
 def reference_facts() -> dict:
@@ -45,18 +50,6 @@ def _timed_in_worker(args):
     return Worker.from_json(worker_json).timed(task_input)
 
 
-def time_workload(worker: Worker, tasks: list, workers: int, progress=None) -> np.ndarray:
-    """Run every task once the way the application does (`workers` spawned processes); (wall, cpu) per task."""
-    ctx = multiprocessing.get_context("spawn")
-    out = []
-    with ctx.Pool(workers) as pool:
-        for timing in pool.imap(_timed_in_worker, [(worker.to_json(), t) for t in tasks]):
-            out.append(timing)
-            if progress:
-                progress()
-    return np.array(out)
-
-
 def _reference(prefix: str, totals: np.ndarray, min_spread: float) -> dict:
     """Mean of the whole runs, their relative sd, and the 95 % interval for one more run here."""
     centre = float(totals.mean())
@@ -67,13 +60,13 @@ def _reference(prefix: str, totals: np.ndarray, min_spread: float) -> dict:
 
 def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None = None, workers: int = 2,
               bbv: str = "auto", max_k: int | None = None, merge_distance: float = 0.5, coverage: float = 0.99,
-              seed: int = 0, reference_runs: int = 3,
+              seed: int = 0, reference_runs: int = 3, windows: int = 4,
               warmup: int = 1, repeats: int = 5, min_spread: float = 0.05, show_progress: bool = False) -> dict:
     """Build a kit for `app` from `tasks` (JSON-able task inputs) in `out_dir`; return its manifest."""
     if len(tasks) < 2:
         raise InputError(f"a kit needs at least 2 tasks, got {len(tasks)}")
-    if reference_runs < 1 or repeats < 1 or warmup < 0:
-        raise InputError("reference_runs and repeats must be >= 1 and warmup >= 0")
+    if reference_runs < 1 or windows < 1 or repeats < 1 or warmup < 0:
+        raise InputError("reference_runs, windows and repeats must be >= 1 and warmup >= 0")
     if not 0 < coverage <= 1:
         raise InputError(f"coverage must lie in (0, 1], got {coverage}")
     out = Path(out_dir)
@@ -87,14 +80,16 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
     model, kit_phases = _cluster(out, vectors, max_k, merge_distance, seed)
     kept = covering(kit_phases.weights_, coverage)
     reps = [int(kit_phases.simpoints_[p]) for p in kept]
-    runs, rounds = _reference_rounds(worker, tasks, reps, workers, reference_runs, warmup, repeats,
-                                     Progress("reference runs", reference_runs * (len(tasks) + len(reps)),
+    windows = min(windows, len(tasks))
+    runs, timings = _reference_rounds(worker, tasks, reps, workers, reference_runs, windows, warmup, repeats,
+                                     Progress("reference runs", reference_runs * (len(tasks) + windows * len(reps)),
                                               force=show_progress))
     per_task = np.median(np.stack(runs), axis=0)       # tasks x (wall, cpu)
     totals = np.array([r.sum(axis=0) for r in runs])     # runs x (wall, cpu)
     covered = np.isin(kit_phases.labels_, kept)
-    rows = [_phase_row(out, p, tasks[rep], rep, kit_phases, per_task, covered, [r[i] for r in rounds])
+    rows = [_phase_row(out, p, tasks[rep], rep, kit_phases, per_task, covered, [t[i] for t in timings])
             for i, (p, rep) in enumerate(zip(kept, reps))]
+    bound = [i for i, row in enumerate(rows) if row["cpu_bound"]]
     manifest = {
         "format": FORMAT, "app": app, "kit": kit or f"{app}-{time.strftime('%Y%m%dT%H%M%S')}",
         "created": time.time(), "reference": reference_facts(), "worker": worker.to_json(),
@@ -102,11 +97,12 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
         "simpoint": {"k": int(model.k_), "max_k": model.max_k, "seed": seed,
                      "bic": {str(k): v for k, v in model.bic_.items()},
                      "merge_distance": merge_distance, "merged_k": kit_phases.k_, "coverage": coverage},
-        "reference_runs": reference_runs, "warmup": warmup, "repeats": repeats, "min_spread": min_spread,
+        "reference_runs": reference_runs, "reference_windows": windows, "warmup": warmup, "repeats": repeats, "min_spread": min_spread,
         # task-seconds of the whole workload (mean of the runs), with a 95 % interval for one more run
         **_reference("reference", totals[:, 0], min_spread),
         **_reference("reference_cpu", totals[:, 1], min_spread),
         "covered_weight": float(per_task[covered, 0].sum() / per_task[:, 0].sum()),
+        **_stretch("reference_stretch", [t[i] for t in timings for i in bound]),
         "phases": rows,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
@@ -122,18 +118,36 @@ def covering(weights: np.ndarray, coverage: float) -> list[int]:
     return sorted(int(p) for p in order[:n])
 
 
-def _reference_rounds(worker: Worker, tasks: list, reps: list[int], workers: int, rounds: int, warmup: int,
-                      repeats: int, progress) -> tuple[list[np.ndarray], list[list[dict]]]:
-    """`rounds` times: the whole workload as the application runs it, then the representatives timed.
+def _reference_rounds(worker: Worker, tasks: list, reps: list[int], workers: int, rounds: int, windows: int,
+                      warmup: int, repeats: int, progress) -> tuple[list[np.ndarray], list[list[dict]]]:
+    """`rounds` times: the whole workload as the application runs it (`workers` spawned processes),
+    (wall, cpu) per task, with the representatives timed after each of `windows` equal parts of it.
 
-    Timed right after each whole run, the representatives share its state of the node (other load,
-    clock, memory), so drift between rounds reaches T_ref and every t_i(ref) alike.
+    Timed inside the runs, the representatives sample the node over the same minutes as T_ref:
+    other load, clock and memory drift over minutes, and a t_i(ref) timed at a few moments apart
+    from the runs put every node's prediction off by the same few per cent.
     """
+    ctx = multiprocessing.get_context("spawn")
     runs, timings = [], []
     for _ in range(rounds):
-        runs.append(time_workload(worker, tasks, workers, progress))
-        timings.append(measure_all(worker, [tasks[r] for r in reps], warmup, repeats, progress))
+        run = []
+        with ctx.Pool(workers) as pool:
+            for part in np.array_split(np.arange(len(tasks)), windows):
+                for timing in pool.imap(_timed_in_worker, [(worker.to_json(), tasks[i]) for i in part]):
+                    run.append(timing)
+                    progress()
+                timings.append(measure_all(worker, [tasks[r] for r in reps], warmup, repeats, progress))
+        runs.append(np.array(run))
     return runs, timings
+
+
+def _stretch(key: str, timings: list[dict]) -> dict:
+    """Wall per CPU second of the CPU-bound phases' timing blocks, pooled, and its squared relative
+    standard error (none without a CPU-bound phase)."""
+    if not timings:
+        return {}
+    value, se2 = pooled_ratio([t["span_seconds"] for t in timings], [t["span_cpu_seconds"] for t in timings])
+    return {key: value, f"{key}_se2": se2}
 
 
 def _cluster(out: Path, vectors: list[dict], max_k: int | None, merge_distance: float,
@@ -161,7 +175,7 @@ def _cluster(out: Path, vectors: list[dict], max_k: int | None, merge_distance: 
 def _phase_row(out: Path, p: int, task_input, rep: int, kit_phases: phases.MergedPhases, per_task: np.ndarray,
                covered: np.ndarray, timings: list[dict]) -> dict:
     """One phase of the manifest: its share of the covered reference time (and CPU time), representative,
-    and its timings over the rounds: the mean and its standard error."""
+    its timings over the windows (the mean and its standard error) and whether it is CPU-bound."""
     members = kit_phases.labels_ == p
     name = f"phase-{p}"
     (out / "inputs" / f"{name}.json").write_text(json.dumps(task_input))
@@ -172,12 +186,19 @@ def _phase_row(out: Path, p: int, task_input, rep: int, kit_phases: phases.Merge
             "input": task_input, "input_file": f"inputs/{name}.json",
             **_mean_se("ref_seconds", "ref_se", [t["seconds"] for t in timings], timings[0]["sd"], timings[0]["repeats"]),
             **_mean_se("ref_cpu_seconds", "ref_cpu_se", [t["cpu_seconds"] for t in timings], timings[0]["cpu_sd"],
-                       timings[0]["repeats"])}
+                       timings[0]["repeats"]),
+            "cpu_bound": cpu_bound(timings)}
+
+
+def cpu_bound(timings: list[dict]) -> bool:
+    """Whether a phase's timing blocks kept one thread busy: wall per CPU second within CPU_BOUND."""
+    wall, cpu = sum(t["span_seconds"] for t in timings), sum(t["span_cpu_seconds"] for t in timings)
+    return cpu > 0 and CPU_BOUND[0] <= wall / cpu <= CPU_BOUND[1]
 
 
 def _mean_se(mean_key: str, se_key: str, means: list[float], sd: float, repeats: int) -> dict:
-    """The mean of per-round means and its standard error: from the rounds' scatter when there are
-    several (it holds the drift between rounds), else from the one round's repeats."""
+    """The mean of per-window means and its standard error: from the windows' scatter when there are
+    several (it holds the node's drift over the runs), else from the one window's repeats."""
     values = np.array(means)
     se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else sd / np.sqrt(repeats)
     return {mean_key: float(values.mean()), se_key: float(se)}

@@ -1,11 +1,13 @@
 """Prediction intervals of probe predictions, log-normal: the timing noise of the probe's repeats and
 of the kit's reference timings, plus the run-to-run spread of whole runs on the reference node.
+Also the pooled ratio (wall per CPU second over a probe's blocks) with its standard error.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 from scipy import stats
 
 
@@ -20,6 +22,20 @@ def ratio_se2(weights, ratios, rel_se2) -> float:
     if p <= 0:
         return 0.0
     return sum((w * r / p) ** 2 * v for w, r, v in zip(weights, ratios, rel_se2))
+
+
+def pooled_ratio(numerators, denominators) -> tuple[float, float]:
+    """R = sum y / sum x over blocks, and its squared relative standard error: the survey-sampling ratio
+    estimator with the blocks as clusters. Adjacent blocks that share out one node's throttling (one
+    gets the throttle the next escapes) scatter more than their sum, so the error is conservative."""
+    y, x = np.asarray(numerators, float), np.asarray(denominators, float)
+    if len(x) == 0 or x.sum() <= 0 or y.sum() <= 0:
+        raise ValueError("a pooled ratio needs blocks with positive totals")
+    r = y.sum() / x.sum()
+    n = len(x)
+    if n < 2:
+        return float(r), 0.0
+    return float(r), float(((y - r * x) ** 2).sum() / (n * (n - 1) * (x.mean() * r) ** 2))
 
 
 def prediction_interval(centre: float, probe_se2: float, run_rel_sd: float, runs: int,

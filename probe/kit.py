@@ -68,19 +68,24 @@ class Worker:
         """Run once; return (wall seconds, CPU seconds of the worker)."""
         if self.callable:
             fn = self.function()
-            w0, c0 = time.perf_counter(), time.process_time()
+            w0, c0 = time.perf_counter(), self.cpu_clock()
             fn(task_input)
-            return time.perf_counter() - w0, time.process_time() - c0
+            return time.perf_counter() - w0, self.cpu_clock() - c0
         with input_file(task_input) as path:
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            w0 = time.perf_counter()
+            w0, c0 = time.perf_counter(), self.cpu_clock()
             done = subprocess.run(self.argv(path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            wall = time.perf_counter() - w0
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall, cpu = time.perf_counter() - w0, self.cpu_clock() - c0
         if done.returncode:
             raise InputError(f"worker command {self.argv(path)} exited with {done.returncode}: "
                              f"{done.stderr.decode(errors='replace')[-300:]}")
-        return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return wall, cpu
+
+    def cpu_clock(self) -> float:
+        """CPU seconds the worker has used so far: this process for a callable, finished children for a command."""
+        if self.callable:
+            return time.process_time()
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
 
 
 @contextlib.contextmanager
@@ -95,21 +100,28 @@ def input_file(task_input):
         os.unlink(path)
 
 
-def measure(worker: Worker, task_input, warmup: int, repeats: int) -> dict:
-    """Warm up, then time `repeats` back-to-back runs: mean, sd, median, min and max of wall and CPU seconds.
+def measure(worker: Worker, task_input, warmup: int, repeats: int, first: bool = False) -> dict:
+    """Warm up, then time `repeats` back-to-back runs: mean, sd, median, min and max of wall and CPU seconds,
+    and the span: wall and CPU seconds of the whole block, warm-up included (for the `first` block of
+    a probe, after its first warm-up run: it follows idle time, and a CPU quota's budget is full then).
 
     The mean is the estimate: on a time-sliced node (CPU quota, shared core) single runs are either
-    unthrottled or throttled, and the median of such a two-valued sample misses the throughput.
+    unthrottled or throttled, and the median of such a two-valued sample misses the throughput. The
+    spans of adjacent blocks tile the probe, so their wall per CPU second counts every throttle once.
     """
-    for _ in range(warmup):
+    w0, c0 = time.perf_counter(), worker.cpu_clock()
+    for i in range(warmup):
         worker.timed(task_input)
+        if first and i == 0:
+            w0, c0 = time.perf_counter(), worker.cpu_clock()
     runs = np.array([worker.timed(task_input) for _ in range(repeats)])
+    span = (time.perf_counter() - w0, worker.cpu_clock() - c0)
     wall, cpu = runs[:, 0], runs[:, 1]
     ddof = 1 if repeats > 1 else 0
     return {"seconds": float(wall.mean()), "sd": float(wall.std(ddof=ddof)), "median": float(np.median(wall)),
             "lo": float(wall.min()), "hi": float(wall.max()), "cpu_seconds": float(cpu.mean()),
             "cpu_sd": float(cpu.std(ddof=ddof)), "cpu_lo": float(cpu.min()), "cpu_hi": float(cpu.max()),
-            "repeats": int(repeats)}
+            "span_seconds": span[0], "span_cpu_seconds": span[1], "repeats": int(repeats)}
 
 
 def measure_all(worker: Worker, inputs: list, warmup: int, repeats: int, progress=None) -> list[dict]:
@@ -119,9 +131,9 @@ def measure_all(worker: Worker, inputs: list, warmup: int, repeats: int, progres
     spawned multiprocessing child would import the asking program's main module first: up to 0.4 s
     and a heap that differs between the CLI, an agent and a benchmark."""
     if worker.command:
-        return [_tick(progress, measure(worker, x, warmup, repeats)) for x in inputs]
-    jobs = "".join(json.dumps({"worker": worker.to_json(), "input": x, "warmup": warmup, "repeats": repeats}) + "\n"
-                   for x in inputs)
+        return [_tick(progress, measure(worker, x, warmup, repeats, i == 0)) for i, x in enumerate(inputs)]
+    jobs = "".join(json.dumps({"worker": worker.to_json(), "input": x, "warmup": warmup, "repeats": repeats,
+                               "first": i == 0}) + "\n" for i, x in enumerate(inputs))
     with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a chatty worker cannot fill it and stall
         child = subprocess.Popen([sys.executable, "-m", "causewatch.probe.kit", "--measure"], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=errors, text=True)
@@ -192,12 +204,28 @@ def _measure_main() -> int:
     results = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    for line in sys.stdin:
+    for i, line in enumerate(sys.stdin):
         job = json.loads(line)
-        results.write(json.dumps(measure(Worker.from_json(job["worker"]), job["input"], job["warmup"],
-                                         job["repeats"])) + "\n")
+        worker = Worker.from_json(job["worker"])
+        if i == 0 and worker.callable:
+            worker.function()   # the worker's imports, and the threads they start, before any timing
+            wait_until_quiet()
+        results.write(json.dumps(measure(worker, job["input"], job["warmup"], job["repeats"], job["first"])) + "\n")
         results.flush()
     return 0
+
+
+def wait_until_quiet(limit: float = 1.0, tick: float = 0.01) -> None:
+    """Wait (at most `limit` s) until this process burns no CPU while its main thread sleeps.
+
+    numpy's OpenBLAS threads spin for about 0.1 s after it loads: timed then, the first phase would
+    share its core with them and count their CPU time as its own."""
+    end = time.perf_counter() + limit
+    while time.perf_counter() < end:
+        c0 = time.process_time()
+        time.sleep(tick)
+        if time.process_time() - c0 < 0.1 * tick:
+            return
 
 
 def _call_main(argv: list[str]) -> int:

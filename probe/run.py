@@ -1,8 +1,11 @@
 """Run a probe kit on this node and predict the application's time here (Strube et al., formulas 1-2).
 
 Each phase's representative runs with a warm-up and repeats; P = sum_i w_i * t_i(node) / t_i(ref)
-with w_i the phase's fraction of reference time, and T_pred = T_ref * P. The interval combines the
-standard errors of the repeats here and of the reference timings with the spread of whole runs.
+with w_i the phase's fraction of reference time, and T_pred = T_ref * P. A CPU-bound phase's
+t_i(node) is its CPU time here times the node's wall per CPU second (the stretch), pooled over all
+CPU-bound phases: a quota or a shared core stretches every phase alike, and a 40 ms timing is
+either throttled or not, while the probe as a whole sees the node's share. The interval combines
+the standard errors of the timings here and of the reference with the spread of whole runs.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import time
 
 from causewatch.errors import InputError
-from causewatch.probe.interval import prediction_interval, ratio_se2, relative_se2
+from causewatch.probe.interval import pooled_ratio, prediction_interval, ratio_se2, relative_se2
 from causewatch.probe.kit import Worker, check_manifest, load_manifest, measure_all
 
 
@@ -24,38 +27,58 @@ def run_kit(manifest: dict, warmup: int | None = None, repeats: int | None = Non
         raise InputError("repeats must be >= 1 and warmup >= 0")
     start = time.perf_counter()
     timings = measure_all(worker, [p["input"] for p in manifest["phases"]], warmup, repeats, progress)
-    rows = [_row(phase, here) for phase, here in zip(manifest["phases"], timings)]
-    wall = _predict(manifest, rows, "reference", "weight", "ratio")
-    cpu = _predict(manifest, rows, "reference_cpu", "weight_cpu", "cpu_ratio")
+    stretch = _stretch(manifest, timings)
+    rows = [_row(phase, here, stretch) for phase, here in zip(manifest["phases"], timings)]
+    wall = _predict(manifest, rows, "reference", "weight", "ratio", stretch["se2"] if stretch else 0.0)
+    cpu = _predict(manifest, rows, "reference_cpu", "weight_cpu", "cpu_ratio", 0.0)
     return {"app": manifest["app"], "kit": manifest["kit"], **wall,
             "predicted_cpu_seconds": cpu["predicted_seconds"], "cpu_lo": cpu["lo"], "cpu_hi": cpu["hi"],
             "cpu_ratio": cpu["ratio"], "reference_seconds": manifest["reference_seconds"],
+            "stretch": stretch["here"] if stretch else None,
+            "reference_stretch": manifest.get("reference_stretch"),
             "probe_seconds": time.perf_counter() - start, "phases": rows}
 
 
-def _row(phase: dict, here: dict) -> dict:
-    """One phase: its time here against the reference, and the ratio's squared relative standard error."""
+def _stretch(manifest: dict, timings: list[dict]) -> dict | None:
+    """The node's wall per CPU second over the CPU-bound phases' blocks, against the reference's:
+    None when the kit marks no phase CPU-bound (then every phase compares wall times)."""
+    bound = [t for phase, t in zip(manifest["phases"], timings) if phase.get("cpu_bound")]
+    if not bound or "reference_stretch" not in manifest:
+        return None
+    here, here_se2 = pooled_ratio([t["span_seconds"] for t in bound], [t["span_cpu_seconds"] for t in bound])
+    return {"here": here, "factor": here / manifest["reference_stretch"],
+            "se2": here_se2 + manifest.get("reference_stretch_se2", 0.0)}
+
+
+def _row(phase: dict, here: dict, stretch: dict | None) -> dict:
+    """One phase: its time here against the reference, and the ratio's squared relative standard error
+    (for a CPU-bound phase without the stretch's, which is common to all of them)."""
     n = here["repeats"]
     # a kit without CPU timings (hand-written) predicts no CPU time rather than failing
     ref_cpu = max(phase.get("ref_cpu_seconds", 0.0), 1e-9)
+    cpu_ratio = here["cpu_seconds"] / ref_cpu
+    cpu_se2 = relative_se2(here["cpu_seconds"], here["cpu_sd"], n) + relative_se2(ref_cpu, phase.get("ref_cpu_se", 0.0), 1)
+    wall_ratio = here["seconds"] / phase["ref_seconds"]
+    wall_se2 = relative_se2(here["seconds"], here["sd"], n) + relative_se2(phase["ref_seconds"], phase.get("ref_se", 0.0), 1)
+    stretched = bool(stretch and phase.get("cpu_bound"))
     return {"phase": phase["phase"], "weight": phase["weight"], "weight_cpu": phase.get("weight_cpu", phase["weight"]),
             "seconds": here["seconds"], "median": here["median"], "ref_seconds": phase["ref_seconds"],
-            "ratio": here["seconds"] / phase["ref_seconds"],
-            "ratio_se2": relative_se2(here["seconds"], here["sd"], n)
-            + relative_se2(phase["ref_seconds"], phase.get("ref_se", 0.0), 1),
-            "cpu_seconds": here["cpu_seconds"], "cpu_ratio": here["cpu_seconds"] / ref_cpu,
-            "cpu_ratio_se2": relative_se2(here["cpu_seconds"], here["cpu_sd"], n)
-            + relative_se2(ref_cpu, phase.get("ref_cpu_se", 0.0), 1)}
+            "wall_ratio": wall_ratio, "stretched": stretched,
+            "ratio": cpu_ratio * stretch["factor"] if stretched else wall_ratio,
+            "ratio_se2": cpu_se2 if stretched else wall_se2,
+            "cpu_seconds": here["cpu_seconds"], "cpu_ratio": cpu_ratio, "cpu_ratio_se2": cpu_se2}
 
 
-def _predict(manifest: dict, rows: list[dict], reference: str, weight: str, ratio: str) -> dict:
-    """T_pred = T_ref * P with P = sum w_i r_i / sum w_i, and its 95 % interval for one whole run here."""
+def _predict(manifest: dict, rows: list[dict], reference: str, weight: str, ratio: str, stretch_se2: float) -> dict:
+    """T_pred = T_ref * P with P = sum w_i r_i / sum w_i, and its 95 % interval for one whole run here.
+    The stretch's error moves all stretched phases together: it enters once, by their share of P."""
     weights, ratios = [r[weight] for r in rows], [r[ratio] for r in rows]
     p = sum(w * r for w, r in zip(weights, ratios)) / sum(weights)
+    stretched = sum(w * r for w, r, row in zip(weights, ratios, rows) if row["stretched"]) / sum(weights)
+    se2 = ratio_se2(weights, ratios, [r[f"{ratio}_se2"] for r in rows]) + (stretched / p) ** 2 * stretch_se2
     predicted = manifest.get(f"{reference}_seconds", 0.0) * p
-    lo, hi = prediction_interval(predicted, ratio_se2(weights, ratios, [r[f"{ratio}_se2"] for r in rows]),
-                                 manifest.get(f"{reference}_rel_sd", 0.0), manifest.get("reference_runs", 1),
-                                 manifest.get("min_spread", 0.05))
+    lo, hi = prediction_interval(predicted, se2, manifest.get(f"{reference}_rel_sd", 0.0),
+                                 manifest.get("reference_runs", 1), manifest.get("min_spread", 0.05))
     return {"predicted_seconds": predicted, "lo": lo, "hi": hi, "ratio": p}
 
 
@@ -64,11 +87,13 @@ def probe_result_body(result: dict) -> dict:
     return {"app": result["app"], "kit": result["kit"], "predicted_seconds": result["predicted_seconds"],
             "lo": result["lo"], "hi": result["hi"], "ratio": result["ratio"],
             "probe_seconds": result["probe_seconds"],
-            "phases": [{"phase": r["phase"], "weight": r["weight"], "ratio": r["ratio"],
-                        "seconds": r["seconds"], "ref_seconds": r["ref_seconds"]} for r in result["phases"]],
+            "phases": [{"phase": r["phase"], "weight": r["weight"], "ratio": r["ratio"], "wall_ratio": r["wall_ratio"],
+                        "cpu_ratio": r["cpu_ratio"], "stretched": r["stretched"], "seconds": r["seconds"],
+                        "ref_seconds": r["ref_seconds"]} for r in result["phases"]],
             "extra": {"predicted_cpu_seconds": result["predicted_cpu_seconds"], "cpu_lo": result["cpu_lo"],
                       "cpu_hi": result["cpu_hi"], "cpu_ratio": result["cpu_ratio"],
-                      "reference_seconds": result["reference_seconds"]}}
+                      "reference_seconds": result["reference_seconds"], "stretch": result["stretch"],
+                      "reference_stretch": result["reference_stretch"]}}
 
 
 def handle_run_probe(body: dict) -> dict:
@@ -82,9 +107,13 @@ def handle_run_probe(body: dict) -> dict:
 
 
 def format_table(result: dict) -> str:
-    lines = [f"{'phase':>5} {'weight':>7} {'ref s':>9} {'here s':>9} {'ratio':>7}"]
+    lines = [f"{'phase':>5} {'weight':>7} {'ref s':>9} {'here s':>9} {'wall ratio':>10} {'ratio':>7}"]
     for r in result["phases"]:
-        lines.append(f"{r['phase']:>5} {r['weight']:>7.3f} {r['ref_seconds']:>9.4f} {r['seconds']:>9.4f} {r['ratio']:>7.3f}")
+        lines.append(f"{r['phase']:>5} {r['weight']:>7.3f} {r['ref_seconds']:>9.4f} {r['seconds']:>9.4f} "
+                     f"{r['wall_ratio']:>10.3f} {r['ratio']:>7.3f}{' *' if r['stretched'] else ''}")
+    if result["stretch"] is not None:
+        lines.append(f"* CPU-bound: CPU-time ratio x stretch {result['stretch']:.3f} wall s per CPU s here "
+                     f"/ {result['reference_stretch']:.3f} on the reference")
     lines.append(f"P = {result['ratio']:.3f}; predicted {result['predicted_seconds']:.2f} task-s "
                  f"[{result['lo']:.2f}, {result['hi']:.2f}] (reference {result['reference_seconds']:.2f}); "
                  f"CPU {result['predicted_cpu_seconds']:.2f} [{result['cpu_lo']:.2f}, {result['cpu_hi']:.2f}]; "

@@ -20,3 +20,5 @@ def test_demo_reports_every_part(tmp_path):
     assert rep["causal_submodels"] and all(s["formula"] for s in rep["causal_submodels"])
     assert rep["bottlenecks"], "the fuzzy job scored no region"
     assert {p["node"] for p in rep["probe_ranking"]} == {"demo-node-1", "demo-node-2"}
+    assert all(0 <= p["cpu_bound_phases"] <= p["phases"] and p["phases"] >= 1 and p["ratio"] > 0
+               for p in rep["probe_ranking"])

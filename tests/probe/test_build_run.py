@@ -10,9 +10,10 @@ from support import run_cli
 from causewatch import wire
 from causewatch.analytics.phases import read_labels
 from causewatch.errors import InputError
-from causewatch.probe.build import covering
+from causewatch.probe.build import covering, cpu_bound
 from causewatch.probe.run import handle_run_probe, probe_result_body, run_kit
 from causewatch.probe.workloads import masterworker as mw
+from causewatch.probe.workloads.nodes import cpu_quota, quota_available
 
 TASKS, SCALE = 16, 0.3
 
@@ -34,6 +35,7 @@ def test_manifest_describes_phases_and_reference(kit):
     assert sum(p["weight"] for p in manifest["phases"]) == pytest.approx(1.0)
     assert sum(p["tasks"] for p in manifest["phases"]) <= TASKS and 0.95 <= manifest["covered_weight"] <= 1.0
     assert manifest["reference_lo"] <= manifest["reference_seconds"] <= manifest["reference_hi"]
+    assert manifest["reference_runs"] == 3 and manifest["reference_windows"] == 4
     tasks = mw.make_tasks(TASKS, 0, SCALE)
     labels, _ = read_labels(out / "tasks.labels")
     for p in manifest["phases"]:
@@ -41,6 +43,24 @@ def test_manifest_describes_phases_and_reference(kit):
         assert 0 <= p["ref_se"] < p["ref_seconds"] and 0 <= p["ref_cpu_se"] < p["ref_cpu_seconds"]
         # a phase holds tasks of one type: the profile vectors separate the kinds of work
         assert len({tasks[i]["type"] for i in range(TASKS) if labels[i] == p["phase"]}) == 1
+
+
+def test_cpu_bound_phases_and_the_reference_stretch(kit):
+    _, manifest = kit
+    assert all(isinstance(p["cpu_bound"], bool) for p in manifest["phases"])
+    if any(p["cpu_bound"] for p in manifest["phases"]):
+        assert 0.9 <= manifest["reference_stretch"] <= 1.1 and manifest["reference_stretch_se2"] >= 0
+    else:
+        assert "reference_stretch" not in manifest
+
+
+def test_a_phase_is_cpu_bound_when_its_blocks_keep_one_thread_busy():
+    def block(wall, cpu):
+        return {"span_seconds": wall, "span_cpu_seconds": cpu}
+    assert cpu_bound([block(0.20, 0.19), block(0.21, 0.20)])
+    assert not cpu_bound([block(0.20, 0.02)])            # sleeps or waits on I/O
+    assert not cpu_bound([block(0.20, 0.39)])            # two busy threads
+    assert not cpu_bound([block(0.20, 0.0)])
 
 
 def test_coverage_keeps_the_largest_phases_in_phase_order():
@@ -69,6 +89,44 @@ def test_full_run_falls_inside_the_reported_interval(same_node):
     result, full = same_node
     # CPU task-seconds: the wall time of a run on 2 cores shared with other test processes depends on them
     assert result["cpu_lo"] <= full["task_cpu_seconds"] <= result["cpu_hi"]
+
+
+def test_cpu_bound_phases_scale_their_cpu_time_by_the_stretch(same_node):
+    result, _ = same_node
+    for row in result["phases"]:
+        if row["stretched"]:
+            factor = result["stretch"] / result["reference_stretch"]
+            assert row["ratio"] == pytest.approx(row["cpu_ratio"] * factor)
+        else:
+            assert row["ratio"] == pytest.approx(row["wall_ratio"])
+
+
+def _all_cpu_bound(manifest: dict) -> dict:
+    """The kit with every phase marked CPU-bound: whether the build saw them so depends on how idle the
+    machine was then, and these tests are about the run."""
+    return {**manifest, "reference_stretch": manifest.get("reference_stretch", 1.0), "reference_stretch_se2": 0.0,
+            "phases": [{**p, "cpu_bound": True} for p in manifest["phases"]]}
+
+
+@pytest.mark.skipif(not quota_available(), reason="cgroup CPU quotas are not writable here")
+def test_a_real_cpu_quota_stretches_the_prediction(kit):
+    """Under a 50 % CFS quota the probe's blocks take twice their CPU time: the stretch finds 2, and the
+    prediction grows by it (CPU time itself may grow too: a throttled task comes back to cold caches)."""
+    manifest = _all_cpu_bound(kit[1])
+    free = run_kit(manifest, repeats=10)
+    with cpu_quota(0.5):
+        limited = run_kit(manifest, repeats=10)
+    grown = limited["stretch"] / free["stretch"]
+    assert 1.8 <= grown <= 2.3
+    assert limited["ratio"] / free["ratio"] >= 0.9 * grown
+    assert limited["lo"] <= limited["predicted_seconds"] <= limited["hi"]
+
+
+def test_a_kit_without_cpu_bound_phases_compares_wall_times(kit):
+    manifest = {**kit[1], "phases": [{**p, "cpu_bound": False} for p in kit[1]["phases"]]}
+    result = run_kit(manifest, repeats=2)
+    assert result["stretch"] is None
+    assert all(not r["stretched"] and r["ratio"] == r["wall_ratio"] for r in result["phases"])
 
 
 def test_run_probe_frame_gives_a_valid_probe_result(kit):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from causewatch.probe.interval import prediction_interval, ratio_se2, relative_se2
+from causewatch.probe.interval import pooled_ratio, prediction_interval, ratio_se2, relative_se2
 
 
 def test_without_noise_the_interval_is_the_floor():
@@ -46,3 +46,40 @@ def test_intervals_cover_about_95_percent_of_simulated_runs():
         lo, hi = prediction_interval(ref_runs.mean() * ratio, se2, ref_runs.std(ddof=1) / ref_runs.mean(), runs, 0.0)
         inside += lo <= new_run <= hi
     assert 0.92 <= inside / trials <= 0.99
+
+
+def test_pooled_ratio_and_its_error():
+    assert pooled_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0]) == pytest.approx((2.0, 0.0))
+    r, se2 = pooled_ratio([3.0, 2.0], [1.0, 1.0])
+    # blocks 3 and 2 around R = 2.5: sum (y - R x)^2 / (n (n-1) (x_bar R)^2) = 0.5 / (2 * 6.25)
+    assert r == pytest.approx(2.5) and se2 == pytest.approx(0.04)
+    assert pooled_ratio([5.0], [2.0]) == (2.5, 0.0)
+    with pytest.raises(ValueError):
+        pooled_ratio([], [])
+
+
+def _quota_walls(cpu_times, offset, budget=0.05, period=0.1):
+    """Wall seconds of tasks run back to back under a CFS quota of `budget` CPU seconds per `period`,
+    starting `offset` CPU seconds into a period's budget: the process runs from each period's start
+    until the budget is spent, then waits for the next period."""
+    marks = offset + np.concatenate([[0.0], np.cumsum(cpu_times)])
+    wall = np.floor(marks / budget) * period + np.mod(marks, budget)
+    return np.diff(wall)
+
+
+def test_pooled_stretch_sees_a_quota_that_single_timings_miss():
+    """Simulated 50 % quota, 100 ms period: 40 ms tasks are either throttled or not, so a phase's block
+    of 4 timings strays far from 2x; the pooled wall per CPU second over adjacent blocks does not, and
+    its 95 % interval holds the truth at least that often."""
+    rng = np.random.default_rng(3)
+    pooled, per_block, inside = [], [], 0
+    for _ in range(200):
+        cpu = rng.uniform(0.03, 0.05, size=20)
+        wall = _quota_walls(cpu, offset=rng.uniform(0, 0.05))
+        ys, xs = wall.reshape(5, 4).sum(axis=1), cpu.reshape(5, 4).sum(axis=1)
+        r, se2 = pooled_ratio(ys, xs)
+        pooled.append(r)
+        per_block.extend(ys / xs)
+        inside += abs(r - 2.0) <= 1.96 * r * np.sqrt(se2)
+    assert np.max(np.abs(np.array(pooled) - 2.0)) < 0.1 < 0.2 < np.max(np.abs(np.array(per_block) - 2.0))
+    assert inside >= 0.95 * 200

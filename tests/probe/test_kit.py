@@ -3,6 +3,8 @@
 import json
 import os
 import shutil
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from causewatch.agent.bbv import IPSampler
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource
-from causewatch.probe.kit import Progress, Worker, check_manifest, load_manifest, measure, measure_all
+from causewatch.probe.kit import Progress, Worker, check_manifest, load_manifest, measure, measure_all, wait_until_quiet
 
 MW = "causewatch.probe.workloads.masterworker:run_task"
 # a command worker whose two task kinds run different programs
@@ -41,10 +43,22 @@ def test_failing_command_worker_is_reported():
         Worker(command=("sh", "-c", "exit 3", "{input}")).timed({})
 
 
-def test_measure_reports_median_and_spread():
-    m = measure(Worker(callable=MW), {"id": "a", "type": "dict", "size": 2000, "seed": 1}, warmup=1, repeats=3)
+@pytest.mark.parametrize("worker, task", [(Worker(callable=MW), {"id": "a", "type": "dict", "size": 2000, "seed": 1}),
+                                          (Worker(command=SH), "sort")])
+def test_measure_reports_mean_spread_and_the_blocks_span(worker, task):
+    m = measure(worker, task, warmup=1, repeats=3)
     assert m["lo"] <= m["seconds"] <= m["hi"] and m["cpu_lo"] <= m["cpu_seconds"] <= m["cpu_hi"]
     assert m["repeats"] == 3
+    # the span covers the warm-up and the three timed runs, back to back
+    assert 3 * m["seconds"] < m["span_seconds"] < 3 * m["seconds"] + 10 * m["hi"]
+    assert 3 * m["cpu_seconds"] < m["span_cpu_seconds"] + 1e-6
+
+
+def test_a_probes_first_block_spans_from_after_its_first_warm_up():
+    """The first block follows idle time (start-up, the wait for quiet), when a CPU quota's budget is full."""
+    nap = Worker(callable="time:sleep")
+    whole, first = (measure(nap, 0.05, warmup=2, repeats=2, first=f)["span_seconds"] for f in (False, True))
+    assert 0.2 <= whole < 0.3 and 0.15 <= first < 0.2
 
 
 def test_manifest_errors_name_the_problem(tmp_path):
@@ -126,3 +140,22 @@ def test_measure_all_times_callables_in_a_fresh_interpreter_and_names_failures()
     assert chatty[0]["repeats"] == 1
     with pytest.raises(InputError, match="type must be one of"):
         measure_all(Worker(callable=MW), [dict(ok, type="nope")], warmup=0, repeats=1)
+
+
+def test_timing_waits_until_start_up_threads_stop_spinning():
+    """Like OpenBLAS's threads after numpy loads: a thread that burns CPU for 0.3 s after start-up."""
+    stop = time.perf_counter() + 0.3
+
+    def spin():
+        while time.perf_counter() < stop:
+            pass
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    t0 = time.perf_counter()
+    wait_until_quiet()
+    waited = time.perf_counter() - t0
+    spinner.join()
+    assert 0.25 <= waited < 1.0
+    t0 = time.perf_counter()
+    wait_until_quiet()
+    assert time.perf_counter() - t0 < 0.25
