@@ -22,12 +22,13 @@ from causewatch.analytics import phases
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource
 from causewatch.probe.interval import pooled_ratio, prediction_interval
-from causewatch.probe.kit import FORMAT, MANIFEST, Progress, Worker, measure_all
+from causewatch.probe.kit import FORMAT, MANIFEST, Progress, Worker, measure_all, wait_until_quiet
 
 
 # a phase is CPU-bound when its timings on the (idle) reference keep one thread busy: wall ~ CPU time.
 # Its time on another node is then its CPU time there times that node's wall per CPU second.
 CPU_BOUND = (0.9, 1.1)
+MIN_PART_TASKS = 50   # tasks per part of a reference run, at least (--windows)
 
 
 def reference_facts() -> dict:
@@ -43,6 +44,15 @@ def reference_facts() -> dict:
     return {"node": socket.gethostname(), "cpu_model": cpu_model, "cores": os.cpu_count(),
             "memory_bytes": psutil.virtual_memory().total, "python": platform.python_version(),
             "platform": platform.platform()}
+
+
+def _settle(worker_json: dict) -> None:
+    """Pool initializer: a callable worker's imports, and the threads they start, settle before the
+    first task is timed (as the bundled workload's own workers do)."""
+    worker = Worker.from_json(worker_json)
+    if worker.callable:
+        worker.function()
+        wait_until_quiet()
 
 
 def _timed_in_worker(args):
@@ -80,7 +90,8 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
     model, kit_phases = _cluster(out, vectors, max_k, merge_distance, seed)
     kept = covering(kit_phases.weights_, coverage)
     reps = [int(kit_phases.simpoints_[p]) for p in kept]
-    windows = min(windows, len(tasks))
+    # each part comes after a pause (workers idle, caches cold): only long parts time like the whole run
+    windows = max(1, min(windows, len(tasks) // MIN_PART_TASKS))
     runs, timings = _reference_rounds(worker, tasks, reps, workers, reference_runs, windows, warmup, repeats,
                                      Progress("reference runs", reference_runs * (len(tasks) + windows * len(reps)),
                                               force=show_progress))
@@ -131,7 +142,7 @@ def _reference_rounds(worker: Worker, tasks: list, reps: list[int], workers: int
     runs, timings = [], []
     for _ in range(rounds):
         run = []
-        with ctx.Pool(workers) as pool:
+        with ctx.Pool(workers, initializer=_settle, initargs=(worker.to_json(),)) as pool:
             for part in np.array_split(np.arange(len(tasks)), windows):
                 for timing in pool.imap(_timed_in_worker, [(worker.to_json(), tasks[i]) for i in part]):
                     run.append(timing)

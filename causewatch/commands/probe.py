@@ -51,9 +51,11 @@ def add_arguments(parser) -> None:
                         "default 0.99): stray tasks in a phase of their own cost probe time for nothing")
     b.add_argument("--seed", type=int, default=0, help="clustering seed")
     b.add_argument("--reference-runs", type=int, default=3, help="whole-workload timing runs (default 3)")
+    b.add_argument("--min-spread", type=float, default=0.05,
+                   help="the prediction interval's least half-width, relative (default 0.05)")
     b.add_argument("--windows", type=int, default=4,
                    help="timings of the representatives inside each reference run, after each of this many equal "
-                        "parts (default 4)")
+                        "parts (default 4; fewer when a part would hold under 50 tasks)")
     b.add_argument("--warmup", type=int, default=1, help="warm-up runs per representative")
     b.add_argument("--repeats", type=int, default=5, help="timed runs per representative")
     b.add_argument("--register", metavar="DB", help="also register the kit in this DuckDB store (daemon stopped)")
@@ -112,7 +114,7 @@ def _build(args) -> int:
     from causewatch.probe.registry import register_kit_file
     manifest = build_kit(args.app, _worker(args), _tasks(args), args.out, kit=args.kit, workers=args.workers,
                          bbv=args.bbv, max_k=args.max_k, seed=args.seed, reference_runs=args.reference_runs,
-                         windows=args.windows,
+                         windows=args.windows, min_spread=args.min_spread,
                          merge_distance=args.merge_distance, coverage=args.coverage, warmup=args.warmup, repeats=args.repeats,
                          show_progress=sys.stderr.isatty())
     if args.register:

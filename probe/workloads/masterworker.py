@@ -126,12 +126,17 @@ def make_tasks(n: int, seed: int = 0, scale: float = 1.0) -> list[dict]:
     return tasks
 
 
-def _instrumented_worker() -> None:
-    """Pool initializer: pool workers end without atexit, so flush task records in a finalizer."""
-    from multiprocessing.util import Finalize
+def _worker_start(app: str | None) -> None:
+    """Pool initializer: settle before the first task (numpy's OpenBLAS threads spin for about 0.1 s
+    after loading, CPU time the first tasks would be charged); with `app`, flush task records in a
+    finalizer, since pool workers end without atexit."""
+    from causewatch.probe.kit import wait_until_quiet
+    wait_until_quiet()
+    if app:
+        from multiprocessing.util import Finalize
 
-    from causewatch.agent import api
-    Finalize(None, api.flush, exitpriority=10)
+        from causewatch.agent import api
+        Finalize(None, api.flush, exitpriority=10)
 
 
 def run_master(tasks: list[dict], workers: int = 2, progress=None, app: str | None = None) -> dict:
@@ -142,7 +147,7 @@ def run_master(tasks: list[dict], workers: int = 2, progress=None, app: str | No
     ctx = multiprocessing.get_context("spawn")
     w0 = time.perf_counter()
     records = []
-    with ctx.Pool(workers, initializer=_instrumented_worker if app else None) as pool:
+    with ctx.Pool(workers, initializer=_worker_start, initargs=(app,)) as pool:
         for record in pool.imap(functools.partial(timed_task, app=app), tasks):
             records.append(record)
             if progress:

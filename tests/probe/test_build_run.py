@@ -1,6 +1,8 @@
 """Build a kit of the bundled workload on this node, run it here, check the prediction and the wire body."""
 
 import json
+import subprocess
+import sys
 
 import msgpack
 import numpy as np
@@ -15,14 +17,16 @@ from causewatch.probe.run import handle_run_probe, probe_result_body, run_kit
 from causewatch.probe.workloads import masterworker as mw
 from causewatch.probe.workloads.nodes import cpu_quota, quota_available
 
-TASKS, SCALE = 16, 0.3
+TASKS, SCALE = 16, 1.0
 
 
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory):
     out = tmp_path_factory.mktemp("kit") / "mw"
     done = run_cli("probe", "build", "mw", "--workload", "masterworker", "--tasks", str(TASKS), "--scale", str(SCALE),
-                   "--reference-runs", "3", "--repeats", "3", "--kit", "mw-test", "--out", str(out), "--json")
+                   "--reference-runs", "3", "--repeats", "3", "--kit", "mw-test", "--out", str(out),
+                   # a 16-task run on a machine the rest of the suite shares strays more than a long one
+                   "--min-spread", "0.1", "--json")
     assert done.returncode == 0, done.stderr
     return out, json.loads(done.stdout)
 
@@ -35,7 +39,8 @@ def test_manifest_describes_phases_and_reference(kit):
     assert sum(p["weight"] for p in manifest["phases"]) == pytest.approx(1.0)
     assert sum(p["tasks"] for p in manifest["phases"]) <= TASKS and 0.95 <= manifest["covered_weight"] <= 1.0
     assert manifest["reference_lo"] <= manifest["reference_seconds"] <= manifest["reference_hi"]
-    assert manifest["reference_runs"] == 3 and manifest["reference_windows"] == 4
+    # 16 tasks are too few to time in parts: one window, after the whole run
+    assert manifest["reference_runs"] == 3 and manifest["reference_windows"] == 1 and manifest["min_spread"] == 0.1
     tasks = mw.make_tasks(TASKS, 0, SCALE)
     labels, _ = read_labels(out / "tasks.labels")
     for p in manifest["phases"]:
@@ -73,9 +78,13 @@ def test_coverage_keeps_the_largest_phases_in_phase_order():
 
 @pytest.fixture(scope="module")
 def same_node(kit):
-    """The kit run on the node it was built on, and one more full run of the workload there."""
+    """The kit run on the node it was built on, and one more full run of the workload there, as the
+    application runs it: workers spawned from pytest import pytest first and run tasks 20 % slower."""
     _, manifest = kit
-    return run_kit(manifest), mw.run_master(mw.make_tasks(TASKS, 0, SCALE), workers=manifest["workers"])
+    full = subprocess.run([sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--tasks", str(TASKS),
+                           "--scale", str(SCALE), "--workers", str(manifest["workers"]), "--json"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    return run_kit(manifest), json.loads(full.stdout)
 
 
 def test_kit_predicts_its_own_node(same_node):
