@@ -21,8 +21,8 @@ import psutil
 from causewatch.analytics import phases
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource
-from causewatch.probe.interval import pooled_ratio, prediction_interval
-from causewatch.probe.kit import FORMAT, MANIFEST, Progress, Worker, measure_all, wait_until_quiet
+from causewatch.probe.interval import prediction_interval, span_stretch
+from causewatch.probe.kit import FORMAT, MANIFEST, Progress, Worker, measure_all
 
 
 # a phase is CPU-bound when its timings on the (idle) reference keep one thread busy: wall ~ CPU time.
@@ -44,15 +44,6 @@ def reference_facts() -> dict:
     return {"node": socket.gethostname(), "cpu_model": cpu_model, "cores": os.cpu_count(),
             "memory_bytes": psutil.virtual_memory().total, "python": platform.python_version(),
             "platform": platform.platform()}
-
-
-def _settle(worker_json: dict) -> None:
-    """Pool initializer: a callable worker's imports, and the threads they start, settle before the
-    first task is timed (as the bundled workload's own workers do)."""
-    worker = Worker.from_json(worker_json)
-    if worker.callable:
-        worker.function()
-        wait_until_quiet()
 
 
 def _timed_in_worker(args):
@@ -108,7 +99,8 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
         "simpoint": {"k": int(model.k_), "max_k": model.max_k, "seed": seed,
                      "bic": {str(k): v for k, v in model.bic_.items()},
                      "merge_distance": merge_distance, "merged_k": kit_phases.k_, "coverage": coverage},
-        "reference_runs": reference_runs, "reference_windows": windows, "warmup": warmup, "repeats": repeats, "min_spread": min_spread,
+        "reference_runs": reference_runs, "reference_windows": windows, "warmup": warmup, "repeats": repeats,
+        "min_spread": min_spread,
         # task-seconds of the whole workload (mean of the runs), with a 95 % interval for one more run
         **_reference("reference", totals[:, 0], min_spread),
         **_reference("reference_cpu", totals[:, 1], min_spread),
@@ -139,12 +131,14 @@ def _reference_rounds(worker: Worker, tasks: list, reps: list[int], workers: int
     from the runs put every node's prediction off by the same few per cent.
     """
     ctx = multiprocessing.get_context("spawn")
+    worker_json = worker.to_json()
     runs, timings = [], []
     for _ in range(rounds):
         run = []
-        with ctx.Pool(workers, initializer=_settle, initargs=(worker.to_json(),)) as pool:
+        # workers settle before their first task, as the bundled workload's own do
+        with ctx.Pool(workers, initializer=Worker.settle, initargs=(worker,)) as pool:
             for part in np.array_split(np.arange(len(tasks)), windows):
-                for timing in pool.imap(_timed_in_worker, [(worker.to_json(), tasks[i]) for i in part]):
+                for timing in pool.imap(_timed_in_worker, [(worker_json, tasks[i]) for i in part]):
                     run.append(timing)
                     progress()
                 timings.append(measure_all(worker, [tasks[r] for r in reps], warmup, repeats, progress))
@@ -157,7 +151,7 @@ def _stretch(key: str, timings: list[dict]) -> dict:
     standard error (none without a CPU-bound phase)."""
     if not timings:
         return {}
-    value, se2 = pooled_ratio([t["span_seconds"] for t in timings], [t["span_cpu_seconds"] for t in timings])
+    value, se2 = span_stretch(timings)
     return {key: value, f"{key}_se2": se2}
 
 
@@ -203,8 +197,9 @@ def _phase_row(out: Path, p: int, task_input, rep: int, kit_phases: phases.Merge
 
 def cpu_bound(timings: list[dict]) -> bool:
     """Whether a phase's timing blocks kept one thread busy: wall per CPU second within CPU_BOUND."""
-    wall, cpu = sum(t["span_seconds"] for t in timings), sum(t["span_cpu_seconds"] for t in timings)
-    return cpu > 0 and CPU_BOUND[0] <= wall / cpu <= CPU_BOUND[1]
+    if sum(t["span_cpu_seconds"] for t in timings) <= 0:
+        return False
+    return CPU_BOUND[0] <= span_stretch(timings)[0] <= CPU_BOUND[1]
 
 
 def _mean_se(mean_key: str, se_key: str, means: list[float], sd: float, repeats: int) -> dict:

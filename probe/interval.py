@@ -38,6 +38,12 @@ def pooled_ratio(numerators, denominators) -> tuple[float, float]:
     return float(r), float(((y - r * x) ** 2).sum() / (n * (n - 1) * (x.mean() * r) ** 2))
 
 
+def span_stretch(timings: list[dict]) -> tuple[float, float]:
+    """Wall per CPU second of `kit.measure` blocks (their spans), pooled, and its squared relative
+    standard error."""
+    return pooled_ratio([t["span_seconds"] for t in timings], [t["span_cpu_seconds"] for t in timings])
+
+
 def prediction_interval(centre: float, probe_se2: float, run_rel_sd: float, runs: int,
                         min_spread: float) -> tuple[float, float]:
     """95 % interval for one more whole run predicted at `centre`.

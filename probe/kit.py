@@ -80,6 +80,12 @@ class Worker:
                              f"{done.stderr.decode(errors='replace')[-300:]}")
         return wall, cpu
 
+    def settle(self) -> None:
+        """Before the first timing: a callable worker's imports, and the threads they start, settle."""
+        if self.callable:
+            self.function()
+            wait_until_quiet()
+
     def cpu_clock(self) -> float:
         """CPU seconds the worker has used so far: this process for a callable, finished children for a command."""
         if self.callable:
@@ -207,9 +213,8 @@ def _measure_main() -> int:
     for i, line in enumerate(sys.stdin):
         job = json.loads(line)
         worker = Worker.from_json(job["worker"])
-        if i == 0 and worker.callable:
-            worker.function()   # the worker's imports, and the threads they start, before any timing
-            wait_until_quiet()
+        if i == 0:
+            worker.settle()
         results.write(json.dumps(measure(worker, job["input"], job["warmup"], job["repeats"], job["first"])) + "\n")
         results.flush()
     return 0

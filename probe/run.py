@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from causewatch.errors import InputError
-from causewatch.probe.interval import pooled_ratio, prediction_interval, ratio_se2, relative_se2
+from causewatch.probe.interval import prediction_interval, ratio_se2, relative_se2, span_stretch
 from causewatch.probe.kit import Worker, check_manifest, load_manifest, measure_all
 
 
@@ -45,7 +45,7 @@ def _stretch(manifest: dict, timings: list[dict]) -> dict | None:
     bound = [t for phase, t in zip(manifest["phases"], timings) if phase.get("cpu_bound")]
     if not bound or "reference_stretch" not in manifest:
         return None
-    here, here_se2 = pooled_ratio([t["span_seconds"] for t in bound], [t["span_cpu_seconds"] for t in bound])
+    here, here_se2 = span_stretch(bound)
     return {"here": here, "factor": here / manifest["reference_stretch"],
             "se2": here_se2 + manifest.get("reference_stretch_se2", 0.0)}
 

@@ -115,7 +115,8 @@ def _build(args) -> int:
     manifest = build_kit(args.app, _worker(args), _tasks(args), args.out, kit=args.kit, workers=args.workers,
                          bbv=args.bbv, max_k=args.max_k, seed=args.seed, reference_runs=args.reference_runs,
                          windows=args.windows, min_spread=args.min_spread,
-                         merge_distance=args.merge_distance, coverage=args.coverage, warmup=args.warmup, repeats=args.repeats,
+                         merge_distance=args.merge_distance, coverage=args.coverage, warmup=args.warmup,
+                         repeats=args.repeats,
                          show_progress=sys.stderr.isatty())
     if args.register:
         register_kit_file(args.register, args.out)
