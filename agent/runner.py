@@ -28,8 +28,8 @@ import zmq
 
 from causewatch import __version__, wire
 from causewatch.agent import perf
-from causewatch.agent.api import listening
-from causewatch.agent.bbv import BBVCollector
+from causewatch.agent.instrument import listening
+from causewatch.agent.ipsampler import BBVCollector
 from causewatch.agent.system import NodeCollector, ProcessCollector
 from causewatch.config import AgentConfig
 from causewatch.errors import InputError, WireError
@@ -121,12 +121,15 @@ class Batch:
 
 
 class Agent:
-    """One node's agent. `sender` is anything with send(kind, body) / flush(timeout) / close()."""
+    """One node's agent. `sender` is anything with send(kind, body) / flush(timeout) / close();
+    `run_probe(body) -> probe_result body` is handed in by the command that builds the agent (the
+    agent never imports the probe); without it a run_probe command is logged and ignored."""
 
     def __init__(self, cfg: AgentConfig, sender, target: Target | None = None, batch_seconds: float = 1.0,
                  notify: Callable[[str], bool] = sd_notify, clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic, proc: str = "/proc"):
-        self.cfg, self.sender, self.target = cfg, sender, target
+                 monotonic: Callable[[], float] = time.monotonic, proc: str = "/proc",
+                 run_probe: Callable[[dict], dict] | None = None):
+        self.cfg, self.sender, self.target, self.run_probe = cfg, sender, target, run_probe
         self.batch_seconds, self.notify = batch_seconds, notify
         self.clock, self.monotonic, self.proc = clock, monotonic, proc
         self.node_counters = perf.CounterCollector("system", proc=proc)
@@ -260,7 +263,10 @@ class Agent:
 
     # ---- daemon commands ----
     def on_command(self, frame: wire.Frame) -> None:
-        if frame.type == "run_probe":
+        if frame.type == "run_probe" and self.run_probe is None:
+            log.warning("run_probe %s/%s ignored: this agent was built without a probe runner",
+                        frame.body.get("app"), frame.body.get("kit"))
+        elif frame.type == "run_probe":
             probe = threading.Thread(target=self._run_probe, args=(frame.body,), name="causewatch-probe",
                                      daemon=True)
             self._probes.append(probe)
@@ -268,8 +274,7 @@ class Agent:
 
     def _run_probe(self, body: dict) -> None:
         try:
-            from causewatch.probe.run import handle_run_probe
-            self.sender.send("probe_result", handle_run_probe(body))
+            self.sender.send("probe_result", self.run_probe(body))
         except Exception:   # a failing kit must not take the agent down
             log.exception("run_probe %s/%s failed", body.get("app"), body.get("kit"))
 

@@ -1,4 +1,5 @@
-"""causewatch.analytics: entropy/MI, PC learner, MDL, fuzzy scores, PERFQL, phases.
+"""causewatch.analytics: three libraries usable offline on a CSV, each a sub-package.
 
-A library usable offline; it imports nothing else of causewatch.
+causal (entropy/MI, PC learner, MDL), fuzzy (scores, bottlenecks, PERFQL), phases (SimPoint, tracker).
+They take frames and matrices, never a store connection, and import nothing else of causewatch.
 """

@@ -24,14 +24,14 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pandas as pd
-from causewatch.analytics.ci import (
+from causewatch.analytics.causal.ci import (
     Dataset,
     DSeparationOracle,
     FisherZTest,
     KDEMITest,
     oracle_dataset,
 )
-from causewatch.analytics.pc import PCLearner
+from causewatch.analytics.causal.pc import PCLearner
 
 MECHANISMS = [np.tanh, np.sin, lambda v: v ** 2 / 2, lambda v: np.exp(-v ** 2), lambda v: np.abs(v),
               lambda v: np.cbrt(v) * 2]

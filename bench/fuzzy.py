@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from causewatch.analytics import hedges, perfql
-from causewatch.analytics.fuzzy import Membership, owa
+from causewatch.analytics.fuzzy import hedges, perfql
+from causewatch.analytics.fuzzy.score import Membership, owa
 from causewatch.daemon.store import migrate
 
 

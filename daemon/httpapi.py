@@ -44,7 +44,7 @@ def _number(params: dict, key: str, kind=float, default=None):
 
 def query(params: dict, con) -> list[dict]:
     """PERFQL over the live store: /api/query?q=(cpi is high)&min_degree=0.3&top=10&last=3600."""
-    from causewatch.analytics import perfql
+    from causewatch.analytics.fuzzy import perfql
     if not params.get("q"):
         raise InputError("q: give a PERFQL statement, e.g. /api/query?q=(cpi is high)")
     last = _number(params, "last")
@@ -58,7 +58,7 @@ def query(params: dict, con) -> list[dict]:
 
 def bottlenecks(params: dict, con) -> list[dict]:
     """Fuzzy bottleneck search over the live store: /api/bottlenecks?top=20&last=600."""
-    from causewatch.analytics import perfql
+    from causewatch.analytics.fuzzy import perfql
     from causewatch.analytics.regions import region_summaries
     last = _number(params, "last")
     found = perfql.find_bottlenecks(region_summaries(con, None if last is None else time.time() - last))

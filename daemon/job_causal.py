@@ -12,9 +12,9 @@ import logging
 import time
 
 import pandas as pd
-from causewatch.analytics.background import Background
-from causewatch.analytics.pc import PCLearner
-from causewatch.analytics.phases import PhaseTracker
+from causewatch.analytics.causal.background import Background
+from causewatch.analytics.causal.pc import PCLearner
+from causewatch.analytics.phases.simpoint import PhaseTracker
 
 log = logging.getLogger("causewatch.daemon.job_causal")
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from causewatch.analytics.perfql import find_bottlenecks
+from causewatch.analytics.fuzzy.perfql import find_bottlenecks
 from causewatch.analytics.regions import region_summaries
-from causewatch.analytics.terms import load_terms
+from causewatch.analytics.fuzzy.terms import load_terms
 
 GAUGE = "causewatch_bottleneck_severity"
 HELP = ("Fuzzy bottleneck severity of a code region for a metric: degree of the most severe term "

@@ -108,7 +108,7 @@ def _pc_names(path: str) -> dict[int, str]:
 
 
 class AgentSampledSource:
-    """Sampled: the agent's perf_event_open IP sampler (causewatch.agent.bbv) on the worker while it
+    """Sampled: the agent's perf_event_open IP sampler (causewatch.agent.ipsampler) on the worker while it
     runs, samples folded to 'module:function'. A callable runs on a thread of this process, a command
     as a child (the first milliseconds before the sampler attaches are missed)."""
     name, kind = "agent", "native"
@@ -138,7 +138,7 @@ class AgentSampledSource:
         return vector
 
     def _open(self, pid: int):
-        from causewatch.agent.bbv import BBVCollector
+        from causewatch.agent.ipsampler import BBVCollector
         collector = BBVCollector("probe-build", pid=pid, frequency=self.frequency, interval_cpu=0.05, min_samples=1)
         status = collector.open()
         if status != "ok":

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from causewatch.analytics import phases
+from causewatch.analytics.phases import simpoint as phases
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource
-from causewatch.probe.interval import prediction_interval, span_stretch
+from causewatch.probe.prediction import prediction_interval, span_stretch
 from causewatch.probe.kit import FORMAT, MANIFEST, Progress, Worker, measure_all
 
 

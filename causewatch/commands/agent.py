@@ -55,10 +55,11 @@ def run(args) -> int:
     stop = runner.StopSignal()
     runner.install_signal_handlers(stop)
     from causewatch.agent.sender import Sender
+    from causewatch.probe.run import handle_run_probe
     agent = None
     try:
         sender = Sender(cfg, on_command=lambda frame: agent and agent.on_command(frame))
-        agent = runner.Agent(cfg, sender, target)
+        agent = runner.Agent(cfg, sender, target, run_probe=handle_run_probe)
         hello = agent.open()
         sender.start()
     except BaseException:

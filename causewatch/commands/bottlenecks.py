@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 
-from causewatch.analytics import perfql
+from causewatch.analytics.fuzzy import perfql
 from causewatch.analytics.regions import region_summaries
 from causewatch.commands.query import add_store_arguments, open_store, print_table, since, termsets
 from causewatch.errors import InputError

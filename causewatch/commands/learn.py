@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from causewatch.analytics.background import Background, BackgroundError
-from causewatch.analytics.ci import CIError, make_ci_test
-from causewatch.analytics.pc import PCLearner
+from causewatch.analytics.causal.background import Background, BackgroundError
+from causewatch.analytics.causal.ci import CIError, make_ci_test
+from causewatch.analytics.causal.pc import PCLearner
 from causewatch.errors import InputError
 
 HELP = "learn a causal model (PC-stable, KDE mutual information) from CSV, Parquet or a DuckDB table"
@@ -75,7 +75,7 @@ def load_frame(spec: str, app: str | None = None) -> tuple[pd.DataFrame, list[st
 def _load_duckdb(spec: str, app: str | None):
     import duckdb
 
-    from causewatch.analytics.phases import PhaseTracker
+    from causewatch.analytics.phases.simpoint import PhaseTracker
     from causewatch.daemon.job_causal import BOOKKEEPING, task_frame, with_code_phase
     _, _, rest = spec.partition(":")
     file, _, table = rest.rpartition(":")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from causewatch.analytics import phases
+from causewatch.analytics.phases import simpoint as phases
 from causewatch.errors import InputError
 
 HELP = "cluster basic block vectors into phases (SimPoint 3 compatible)"

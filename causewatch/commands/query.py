@@ -10,9 +10,9 @@ import time
 
 import pandas as pd
 
-from causewatch.analytics import perfql
-from causewatch.analytics.membership import MODES
-from causewatch.analytics.terms import TermsError, load_terms
+from causewatch.analytics.fuzzy import perfql
+from causewatch.analytics.fuzzy.membership import MODES
+from causewatch.analytics.fuzzy.terms import TermsError, load_terms
 from causewatch.config import DaemonConfig
 from causewatch.errors import InputError
 

@@ -97,7 +97,7 @@ def timed_task(task: dict, app: str | None = None) -> dict:
     """
     w0, c0 = time.perf_counter(), time.process_time()
     if app:
-        from causewatch.agent.api import region, task as measured
+        from causewatch.agent.instrument import region, task as measured
         with measured(app, params={"type": task["type"], "size": task["size"]}, task_id=task["id"]):
             with region(task["type"], app=app):
                 checksum = run_task(task)
@@ -135,7 +135,7 @@ def _worker_start(app: str | None) -> None:
     if app:
         from multiprocessing.util import Finalize
 
-        from causewatch.agent import api
+        from causewatch.agent import instrument as api
         Finalize(None, api.flush, exitpriority=10)
 
 

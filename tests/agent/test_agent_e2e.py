@@ -20,7 +20,7 @@ HARDWARE = ("cycles", "instructions", "cache_references", "cache_misses", "branc
             "branch_misses", "l1d_read_misses", "llc_read_misses")
 APP = """
 import time
-from causewatch.agent.api import region, task
+from causewatch.agent.instrument import region, task
 
 def work(n):
     t = time.thread_time()

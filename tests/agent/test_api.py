@@ -8,7 +8,7 @@ import time
 import pytest
 from support import agent_config, query, wait_for
 
-from causewatch.agent import api
+from causewatch.agent import instrument as api
 from causewatch.agent.runner import Agent
 
 

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from causewatch.agent import bbv
+from causewatch.agent import ipsampler as bbv
 
 # Alternates two phases of distinct native code (Python integer arithmetic / zlib deflate), switching
 # every 0.3 s of CPU time; prints each switch as "<unix time> <phase>".

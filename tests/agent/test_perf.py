@@ -176,7 +176,7 @@ def test_cgroup_scope_counts_the_processes_in_it():
         os.mkdir(group)
     except OSError as e:
         pytest.skip(f"cannot make a cgroup here: {e}")
-    from causewatch.agent.bbv import BBVCollector
+    from causewatch.agent.ipsampler import BBVCollector
     p = subprocess.Popen([sys.executable, "-c", BUSY], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline() == "ready\n"

@@ -100,7 +100,7 @@ def test_a_match_finds_the_oldest_process_of_that_name(tmp_path):
 
 def test_hello_reports_node_facts_and_counter_reasons(tmp_path):
     from causewatch.config import AgentConfig
-    agent = runner.Agent(AgentConfig(node="n", spool=str(tmp_path)), sender=None,
+    agent = runner.Agent(AgentConfig(node="n", spool=str(tmp_path)), sender=_Recorder(),
                          target=runner.find_target(pid=os.getpid()))
     hello = agent.open()
     frame = wire.decode(wire.encode("hello", "n", "b", 1, hello))
@@ -140,20 +140,27 @@ class _Recorder:
         self.event.set()
 
 
-def test_run_probe_runs_in_a_thread_and_sends_its_result(tmp_path, monkeypatch, caplog):
+def test_run_probe_runs_the_handed_in_runner_in_a_thread_and_sends_its_result(tmp_path, caplog):
     from causewatch.config import AgentConfig
-    from causewatch.probe import run as probe_run
     result = {"app": "mw", "kit": "k", "predicted_seconds": 2.0, "lo": 1.5, "hi": 2.5, "ratio": 1.1,
               "probe_seconds": 0.2}
-    monkeypatch.setattr(probe_run, "handle_run_probe", lambda body: dict(result, kit=body["kit"]))
-    agent = runner.Agent(AgentConfig(node="n", spool=str(tmp_path)), sender=_Recorder())
+    agent = runner.Agent(AgentConfig(node="n", spool=str(tmp_path)), sender=_Recorder(),
+                         run_probe=lambda body: dict(result, kit=body["kit"]))
     agent.on_command(wire.Frame("run_probe", "daemon", "b", 1, 0.0, {"app": "mw", "kit": "k7"}))
     assert agent.sender.event.wait(10)
     assert agent.sender.sent == [("probe_result", dict(result, kit="k7"))]
     # a failing kit is logged; the agent carries on and sends nothing
-    monkeypatch.setattr(probe_run, "handle_run_probe", lambda body: 1 / 0)
+    agent.run_probe = lambda body: 1 / 0
     agent.sender = _Recorder()
     agent.on_command(wire.Frame("run_probe", "daemon", "b", 2, 0.0, {"app": "mw", "kit": "bad"}))
     from support import wait_for
     assert wait_for(lambda: "run_probe mw/bad failed" in caplog.text)
     assert agent.sender.sent == []
+
+
+def test_an_agent_built_without_a_probe_runner_logs_and_ignores_run_probe(tmp_path, caplog):
+    from causewatch.config import AgentConfig
+    agent = runner.Agent(AgentConfig(node="n", spool=str(tmp_path)), sender=_Recorder())
+    agent.on_command(wire.Frame("run_probe", "daemon", "b", 1, 0.0, {"app": "mw", "kit": "k7"}))
+    assert "run_probe mw/k7 ignored" in caplog.text
+    assert agent.sender.sent == [] and not agent._probes

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from causewatch.probe.interval import pooled_ratio, prediction_interval, ratio_se2, relative_se2
+from causewatch.probe.prediction import pooled_ratio, prediction_interval, ratio_se2, relative_se2
 
 
 def test_without_noise_the_interval_is_the_floor():

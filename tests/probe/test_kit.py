@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from causewatch.agent.bbv import IPSampler
+from causewatch.agent.ipsampler import IPSampler
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource
 from causewatch.probe.kit import Progress, Worker, check_manifest, load_manifest, measure, measure_all, wait_until_quiet

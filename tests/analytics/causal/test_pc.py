@@ -1,4 +1,4 @@
-"""Tests of causewatch.analytics.pc: exact CPDAGs with the d-separation oracle, Fig. 1 of the
+"""Tests of causewatch.analytics.causal.pc: exact CPDAGs with the d-separation oracle, Fig. 1 of the
 papers from data, deterministic chains, background knowledge, PC-stable order independence,
 partial_fit equal to fit."""
 
@@ -8,13 +8,13 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
-from causewatch.analytics.background import Background, BackgroundError
-from causewatch.analytics.ci import (
+from causewatch.analytics.causal.background import Background, BackgroundError
+from causewatch.analytics.causal.ci import (
     DSeparationOracle,
     FisherZTest,
     oracle_dataset,
 )
-from causewatch.analytics.pc import PCLearner
+from causewatch.analytics.causal.pc import PCLearner
 
 
 def _edges(model):

@@ -1,4 +1,4 @@
-"""Tests of causewatch.analytics.ci: caching per data version, the calibrated KDE test's false
+"""Tests of causewatch.analytics.causal.ci: caching per data version, the calibrated KDE test's false
 positive rate across sample sizes and conditioning sets, the papers' thresholds, the baselines."""
 
 import math
@@ -7,7 +7,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
-from causewatch.analytics import ci, entropy
+from causewatch.analytics.causal import ci, entropy
 
 
 def _frame(seed, n, k):

@@ -1,11 +1,11 @@
-"""Tests of causewatch.analytics.entropy: the numba kernel against its reference, known entropies,
+"""Tests of causewatch.analytics.causal.entropy: the numba kernel against its reference, known entropies,
 and the drift of the papers' estimator that motivates the calibrated default."""
 
 import math
 
 import numpy as np
 import pytest
-from causewatch.analytics import entropy
+from causewatch.analytics.causal import entropy
 
 
 @pytest.mark.parametrize("discrete", [False, True])

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 import networkx as nx
 import numpy as np
 import pandas as pd
-from causewatch.analytics import entropy
-from causewatch.analytics.nulls import evaluation_rows, null_moments
+from causewatch.analytics.causal import entropy
+from causewatch.analytics.causal.kde_null import evaluation_rows, null_moments
 from scipy import special, stats
 
 
@@ -126,7 +126,7 @@ GAUSS_GATE = 3.0
 
 
 class KDEMITest(CITest):
-    """Conditional MI on kernel density estimates (causewatch.analytics.entropy).
+    """Conditional MI on kernel density estimates (causewatch.analytics.causal.entropy).
 
     estimator "kde" (default): two looks at each estimate. (1) The whole value against the
     (1 - KDE_LOOK_SHARE·alpha) quantile of a Gamma fitted to the estimator's null distribution on

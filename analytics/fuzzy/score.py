@@ -8,10 +8,10 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from causewatch.analytics.hedges import HEDGES, intensify
-from causewatch.analytics.linguistic import ExpressionError, degrees, parse
-from causewatch.analytics.membership import MODES, Membership, MembershipError, PointSet
-from causewatch.analytics.terms import (Bottleneck, TermLearner, TermSet, TermsError, default_terms, dump_terms,
+from causewatch.analytics.fuzzy.hedges import HEDGES, intensify
+from causewatch.analytics.fuzzy.linguistic import ExpressionError, degrees, parse
+from causewatch.analytics.fuzzy.membership import MODES, Membership, MembershipError, PointSet
+from causewatch.analytics.fuzzy.terms import (Bottleneck, TermLearner, TermSet, TermsError, default_terms, dump_terms,
                                         load_terms, parse_terms)
 
 __all__ = ["BASES", "Bottleneck", "ExpressionError", "HEDGES", "MODES", "Membership", "MembershipError", "PointSet",

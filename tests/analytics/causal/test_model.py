@@ -1,4 +1,4 @@
-"""Tests of causewatch.analytics.model.CausalModel: exports, diff, submodels and Markov violations."""
+"""Tests of causewatch.analytics.causal.model.CausalModel: exports, diff, submodels and Markov violations."""
 
 import json
 
@@ -6,10 +6,10 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
-from causewatch.analytics import mdl
-from causewatch.analytics.ci import DSeparationOracle, oracle_dataset
-from causewatch.analytics.model import CausalModel, ModelError
-from causewatch.analytics.pc import PCLearner
+from causewatch.analytics.causal import mdl
+from causewatch.analytics.causal.ci import DSeparationOracle, oracle_dataset
+from causewatch.analytics.causal.model import CausalModel, ModelError
+from causewatch.analytics.causal.pc import PCLearner
 
 
 def _model():

@@ -9,8 +9,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from causewatch.analytics import hedges
-from causewatch.analytics.membership import Membership
+from causewatch.analytics.fuzzy import hedges
+from causewatch.analytics.fuzzy.membership import Membership
 
 _TOKEN = re.compile(r"""\s*(?:(?P<number>\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)
                         |(?P<name>[A-Za-z_][A-Za-z0-9_]*)|"(?P<quoted>[^"]*)"|(?P<op>[()+\-*/]))""", re.X)

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 
 import networkx as nx
 import pandas as pd
-from causewatch.analytics import mdl
-from causewatch.analytics.ci import CITest, Dataset, KDEMITest
+from causewatch.analytics.causal import mdl
+from causewatch.analytics.causal.ci import CITest, Dataset, KDEMITest
 
 
 class ModelError(ValueError):

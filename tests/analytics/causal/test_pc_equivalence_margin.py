@@ -4,8 +4,8 @@ at alpha must not keep the edge of a variable that is independent of everything.
 import numpy as np
 import pandas as pd
 import pytest
-from causewatch.analytics import pc
-from causewatch.analytics.ci import CIResult, CITest
+from causewatch.analytics.causal import pc
+from causewatch.analytics.causal.ci import CIResult, CITest
 
 
 class ScriptedTest(CITest):

@@ -15,7 +15,7 @@ each pair is computed once for both of its points. A conditional MI costs one O(
   monotone maps, so this loses nothing and gives every column the same scale); each subspace's
   kernel has bandwidth matrix h²·cov (the marginal of one joint kernel, h from Silverman's rule for
   the joint dimension), resubstitution at the data points. Its independence threshold comes from a
-  null calibrated on independent data (causewatch.analytics.ci), not from a fixed number of bits.
+  null calibrated on independent data (causewatch.analytics.causal.ci), not from a fixed number of bits.
 """
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from causewatch.analytics import linguistic
-from causewatch.analytics.fuzzy import DEGREE_EPS, bottleneck_search, format_degrees
-from causewatch.analytics.linguistic import ExpressionError, TokenStream
+from causewatch.analytics.fuzzy import linguistic
+from causewatch.analytics.fuzzy.score import DEGREE_EPS, bottleneck_search, format_degrees
+from causewatch.analytics.fuzzy.linguistic import ExpressionError, TokenStream
 from causewatch.analytics.regions import KEYS, metric_name, region_summaries
-from causewatch.analytics.terms import TermSet, default_terms
+from causewatch.analytics.fuzzy.terms import TermSet, default_terms
 
 PerfQLError = ExpressionError
 _OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}

@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from itertools import combinations
 
 import pandas as pd
-from causewatch.analytics import mdl
-from causewatch.analytics.background import Background
-from causewatch.analytics.ci import CIResult, CITest, Dataset, KDEMITest
-from causewatch.analytics.model import CausalModel
+from causewatch.analytics.causal import mdl
+from causewatch.analytics.causal.background import Background
+from causewatch.analytics.causal.ci import CIResult, CITest, Dataset, KDEMITest
+from causewatch.analytics.causal.model import CausalModel
 
 ORIENTATIONS = ("majority", "standard")
 # An information equivalence needs I(x;y | s') > 0 by at least this many null sd: a deterministic

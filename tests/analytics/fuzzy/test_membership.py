@@ -4,7 +4,7 @@ point lists, the set algebra (expand, and/or, height)."""
 import numpy as np
 import pytest
 
-from causewatch.analytics.membership import Membership, MembershipError, PointSet, s_curve, z_curve
+from causewatch.analytics.fuzzy.membership import Membership, MembershipError, PointSet, s_curve, z_curve
 
 RNG = np.random.default_rng(5)
 
@@ -101,7 +101,7 @@ def test_and_or_of_point_sets_add_the_crossings():
 
 
 def test_trapezoid_kernel_matches_the_plain_python_reference():
-    from causewatch.analytics.membership import trapezoid, trapezoid_reference
+    from causewatch.analytics.fuzzy.membership import trapezoid, trapezoid_reference
     x = np.concatenate([RNG.uniform(-1, 6, 300), [0, 1, 2, 5, np.nan]])
     for p in [(0, 1, 2, 5), (0, 1, 1, 5), (1, 1, 2, 2), (0, 0, 0, 5), (0, 5, 5, 5)]:
         np.testing.assert_array_equal(trapezoid(x, *p), trapezoid_reference(x, *p))

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causewatch.analytics import perfql
-from causewatch.analytics.fuzzy import Membership, TermSet
-from causewatch.analytics.perfql import PerfQLError, Query, find_bottlenecks, parse_metric
+from causewatch.analytics.fuzzy import perfql
+from causewatch.analytics.fuzzy.score import Membership, TermSet
+from causewatch.analytics.fuzzy.perfql import PerfQLError, Query, find_bottlenecks, parse_metric
 from causewatch.daemon.store import migrate
 
 TERMS = {"ratio": TermSet("ratio", {"low": Membership("z", (0.2, 0.4)), "high": Membership("s", (0.5, 0.9))},

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from causewatch.analytics import fuzzy
-from causewatch.analytics.fuzzy import (Bottleneck, Membership, TermLearner, TermsError, bottleneck_search,
+from causewatch.analytics.fuzzy import score as fuzzy
+from causewatch.analytics.fuzzy.score import (Bottleneck, Membership, TermLearner, TermsError, bottleneck_search,
                                         classify, default_terms, dump_terms, format_degrees, owa, parse_terms,
                                         performance_score, similarity, similarity_to_base)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from causewatch.analytics import phases as ph
+from causewatch.analytics.phases import simpoint as ph
 from causewatch.cli import main
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from causewatch.analytics.hedges import HEDGES
-from causewatch.analytics.membership import Membership, MembershipError
+from causewatch.analytics.fuzzy.hedges import HEDGES
+from causewatch.analytics.fuzzy.membership import Membership, MembershipError
 
 RESERVED = {*HEDGES, "and", "or", "is"}
 
@@ -96,7 +96,7 @@ def parse_terms(text: str, where: str = "<terms>") -> dict[str, TermSet]:
 
 
 def default_terms() -> dict[str, TermSet]:
-    text = resources.files("causewatch.analytics").joinpath("default_terms.toml").read_text()
+    text = resources.files("causewatch.analytics.fuzzy").joinpath("default_terms.toml").read_text()
     return parse_terms(text, "default_terms.toml")
 
 

@@ -1,4 +1,4 @@
-"""Tests of causewatch.analytics.mdl: Eq. 15, the class chosen on noisy samples of each class,
+"""Tests of causewatch.analytics.causal.mdl: Eq. 15, the class chosen on noisy samples of each class,
 one curve per discrete value, tables for discrete targets."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from causewatch.analytics import mdl
+from causewatch.analytics.causal import mdl
 
 GENERATORS = {
     "poly1": lambda x: 3 + 2 * x,

@@ -4,9 +4,9 @@ expressions: grammar, precedence, case, errors with columns."""
 import numpy as np
 import pytest
 
-from causewatch.analytics import hedges
-from causewatch.analytics.linguistic import ExpressionError, degrees, parse
-from causewatch.analytics.membership import Membership, PointSet
+from causewatch.analytics.fuzzy import hedges
+from causewatch.analytics.fuzzy.linguistic import ExpressionError, degrees, parse
+from causewatch.analytics.fuzzy.membership import Membership, PointSet
 
 TERMS = {"low": Membership("z", (0.7, 0.8)), "medium": Membership("pi", (0.85, 0.2)),
          "high": Membership("s", (0.9, 1.0))}
