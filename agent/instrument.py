@@ -25,6 +25,7 @@ import zmq
 
 from causewatch import config
 from causewatch.agent import perf
+from causewatch.agent.sender import Sender
 from causewatch.config import AgentConfig
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,6 @@ class Transport:
             self._push.setsockopt(zmq.LINGER, 5000)          # deliver what is queued at exit
             self._push.connect(self.cfg.ipc)
         else:
-            from causewatch.agent.sender import Sender
             spool = f"{self.cfg.spool}-{os.path.basename(sys.argv[0]) or 'python'}-{os.getpid()}"
             self._sender = Sender(dataclasses.replace(self.cfg, spool=spool)).start()
             log.info("no agent listens on %s: sending straight to %s", self.cfg.ipc, self.cfg.daemon)

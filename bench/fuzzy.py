@@ -14,6 +14,7 @@ import numpy as np
 from causewatch.analytics.fuzzy import hedges, perfql
 from causewatch.analytics.fuzzy.score import Membership, owa
 from causewatch.daemon.store import migrate
+from causewatch.daemon.tables import perfql_matches, region_summaries
 
 
 def best(fn, repeat: int = 3) -> float:
@@ -76,11 +77,11 @@ def bench_perfql(n: int) -> None:
         text = "(time_share is high) OR (cache_miss_ratio is very high) AND (cpi is not low)"
         result = []
         cpu = time.process_time()
-        t = best(lambda: result.append(perfql.run(con, text, top=10)), repeat=2)
+        t = best(lambda: result.append(perfql_matches(con, perfql.Query(text), top=10)), repeat=2)
         cpu = (time.process_time() - cpu) / 2
         print(f"PERFQL over {n} regions (summaries in DuckDB + evaluation): {t:.3f} s wall, {cpu:.3f} s CPU "
               f"(all threads), {len(result[-1])} shown; query {text!r}")
-        frame = perfql.region_summaries(con, metrics=perfql.Query(text).required_metrics())
+        frame = region_summaries(con, metrics=perfql.Query(text).required_metrics())
         t_eval = best(lambda: perfql.Query(text).evaluate(frame, top=10))
         print(f"  of which evaluation on the frame: {t_eval:.3f} s ({n / t_eval / 1e6:.1f} M regions/s)")
         con.close()

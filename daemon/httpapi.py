@@ -14,25 +14,22 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+from causewatch.analytics.fuzzy import perfql
+from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_bottlenecks
+from causewatch.analytics.fuzzy.summaries import records
+from causewatch.daemon import tables
 from causewatch.errors import CausewatchError, InputError
+from causewatch.probe.rank import rank_nodes
 
 log = logging.getLogger("causewatch.daemon.http")
 
-TABLES = ("nodes", "samples", "bbv", "tasks", "regions", "models", "edges", "anomalies", "scores",
-          "probe_kits", "probe_results", "ingest_log")
-
-
 def stats(params: dict, con) -> dict:
     """Row counts per table and per sample metric."""
-    counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
-    per_metric = dict(con.execute("SELECT metric, count(*) FROM samples GROUP BY metric ORDER BY metric").fetchall())
-    return {"tables": counts, "samples_per_metric": per_metric}
+    return {"tables": tables.table_counts(con), "samples_per_metric": tables.samples_per_metric(con)}
 
 
 def nodes(params: dict, con) -> list[dict]:
-    cur = con.execute("SELECT * EXCLUDE (counters, extra) FROM nodes ORDER BY node")
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row)) for row in cur.fetchall()]
+    return tables.nodes(con)
 
 
 def _number(params: dict, key: str, kind=float, default=None):
@@ -44,31 +41,31 @@ def _number(params: dict, key: str, kind=float, default=None):
 
 def query(params: dict, con) -> list[dict]:
     """PERFQL over the live store: /api/query?q=(cpi is high)&min_degree=0.3&top=10&last=3600."""
-    from causewatch.analytics.fuzzy import perfql
     if not params.get("q"):
         raise InputError("q: give a PERFQL statement, e.g. /api/query?q=(cpi is high)")
     last = _number(params, "last")
     try:
-        found = perfql.run(con, params["q"], min_degree=_number(params, "min_degree", default=0.0),
-                           top=_number(params, "top", int), since=None if last is None else time.time() - last)
+        found = tables.perfql_matches(con, perfql.Query(params["q"]), None if last is None else time.time() - last,
+                                      min_degree=_number(params, "min_degree", default=0.0),
+                                      top=_number(params, "top", int))
     except ValueError as e:
         raise InputError(str(e)) from None
-    return perfql.records(found)
+    return records(found)
 
 
 def bottlenecks(params: dict, con) -> list[dict]:
     """Fuzzy bottleneck search over the live store: /api/bottlenecks?top=20&last=600."""
-    from causewatch.analytics.fuzzy import perfql
-    from causewatch.analytics.regions import region_summaries
     last = _number(params, "last")
-    found = perfql.find_bottlenecks(region_summaries(con, None if last is None else time.time() - last))
-    return perfql.records(perfql.summarise_bottlenecks(found).head(_number(params, "top", int)))
+    found = find_bottlenecks(tables.region_summaries(con, None if last is None else time.time() - last))
+    return records(summarise_bottlenecks(found).head(_number(params, "top", int)))
 
 
 def rank(params: dict, con) -> dict:
     """Nodes ranked by predicted task time for an app: /api/rank?app=lu."""
-    from causewatch.probe.rank import api_rank
-    return api_rank(params, con)
+    app = params.get("app")
+    if not app:
+        raise InputError("GET /api/rank needs ?app=NAME")
+    return {"app": app, "nodes": rank_nodes(app, tables.latest_probes(con, app))}
 
 
 ROUTES: dict[str, Callable] = {"/api/stats": stats, "/api/nodes": nodes, "/api/query": query,

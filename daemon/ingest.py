@@ -23,7 +23,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from causewatch import wire
 from causewatch.config import DaemonConfig, is_loopback
 from causewatch.errors import ConfigError, WireError
-from causewatch.daemon.metrics import LatestState
+from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.store import Store
 
 log = logging.getLogger("causewatch.daemon.ingest")
@@ -33,7 +33,7 @@ _STOP = object()
 class Ingest:
     """ROUTER IO thread + writer thread. `call(fn)` runs fn(con) on the writer thread in one transaction."""
 
-    def __init__(self, cfg: DaemonConfig, store: Store, metrics: LatestState, on_hello=None):
+    def __init__(self, cfg: DaemonConfig, store: Store, metrics: Exporter, on_hello=None):
         self.cfg, self.store, self.metrics = cfg, store, metrics
         self.on_hello = on_hello or (lambda node, body: None)
         self.boot = uuid.uuid4().hex[:16]

@@ -1,8 +1,11 @@
 """Daemon analysis job: per app, a causal model of task parameters, counters, duration and code phase,
-re-learnt incrementally (PCLearner.partial_fit) and checked for Markov violations on the newest tasks.
+re-learnt incrementally (PCLearner.partial_fit), and dependency anomalies against a baseline model.
 
-Stores a `models` row with its `edges`, `anomalies` for violated variables, and exports the gauges
-causewatch_edge_strength_bits{scope,src,dst} and causewatch_markov_violation_bits{scope,variable}.
+Stores a `models` row with its `edges` per version; the baseline of a scope is the first stable
+version (its edges equal the version before) unless an operator pins one. An anomaly (a new
+dependency on the newest tasks, an edge that appeared or disappeared, a strength out of its band) is
+raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength_bits,
+causewatch_markov_violation_bits and causewatch_dependency_anomaly{scope,src,dst,kind} (1 while open).
 """
 
 from __future__ import annotations
@@ -12,9 +15,15 @@ import logging
 import time
 
 import pandas as pd
+
+from causewatch.analytics.causal import anomalies, features
 from causewatch.analytics.causal.background import Background
+from causewatch.analytics.causal.model import CausalModel
 from causewatch.analytics.causal.pc import PCLearner
 from causewatch.analytics.phases.simpoint import PhaseTracker
+from causewatch.daemon import store, tables
+from causewatch.daemon.exporter import gauge_family
+from causewatch.daemon.jobs import JobContext
 
 log = logging.getLogger("causewatch.daemon.job_causal")
 
@@ -23,6 +32,9 @@ EDGE_HELP = "Strength of a learned causal edge: the weakest conditional mutual i
 MARKOV_GAUGE = "causewatch_markov_violation_bits"
 MARKOV_HELP = ("Information between a variable and its non-descendants given its parents on the newest "
                "tasks, bits (above the test threshold = the model's independence no longer holds)")
+ANOMALY_GAUGE = "causewatch_dependency_anomaly"
+ANOMALY_HELP = ("1 while a dependency anomaly is open: the newest tasks or model depart from the scope's "
+                "baseline model (kind: new_dependency, edge_appeared, edge_disappeared, strength_changed)")
 
 
 def submodels(model) -> dict:
@@ -37,75 +49,6 @@ def submodels(model) -> dict:
             for v, sub in fitted.items() if sub.parents}
 
 
-def task_frame(con, app: str | None = None, since: float | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """Tasks as a wide frame: duration, cpu_seconds, one column per params/counters key (JSON
-    unpacked inside DuckDB), plus `received` (when the daemon stored the row) and `bbv` (the task's
-    code vector, JSON). Returns the frame and the parameter columns (the inputs of the model)."""
-    where, params = "TRUE", []
-    if app is not None:
-        where, params = "t.app = ?", [app]
-    if since is not None:
-        where, params = f"{where} AND l.received > ?", params + [since]
-    joined = "tasks t JOIN ingest_log l USING (node, boot, seq)"
-    pkeys, ckeys = (_keys(con, column, joined, where, params) for column in ("params", "counters"))
-    names = {k: k for k in pkeys}
-    names.update({k: (k if k not in names and k not in ("duration", "cpu_seconds") else f"counter.{k}") for k in ckeys})
-    cols = [f"json_extract_string(t.params, {_path(k)}) AS {_ident(names[k])}" for k in pkeys]
-    cols += [f"TRY_CAST(json_extract_string(t.counters, {_path(k)}) AS DOUBLE) AS {_ident(names[k])}" for k in ckeys]
-    sql = (f"SELECT l.received, t.t_start, t.bbv, t.duration, t.cpu_seconds{''.join(', ' + c for c in cols)} "
-           f"FROM {joined} WHERE {where} ORDER BY l.received, t.node, t.seq")
-    frame = con.execute(sql, params).df()
-    for k in pkeys:  # numeric parameters become numbers, the rest stay text (discrete)
-        numeric = pd.to_numeric(frame[names[k]], errors="coerce")
-        if numeric.notna().sum() == frame[names[k]].notna().sum():
-            frame[names[k]] = numeric
-    return frame, [names[k] for k in pkeys]
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _path(key: str) -> str:
-    """A JSON path literal for one key (keys come from agents: quote, never trust)."""
-    inner = '$."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return "'" + inner.replace("'", "''") + "'"
-
-
-def _keys(con, column, joined, where, params) -> list[str]:
-    rows = con.execute(f"SELECT DISTINCT unnest(json_keys(t.{column})) FROM {joined} "
-                       f"WHERE t.{column} IS NOT NULL AND {where}", params).fetchall()
-    return sorted(r[0] for r in rows)
-
-
-BOOKKEEPING = ["received", "t_start", "bbv"]   # task_frame columns that are not variables
-
-
-def model_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """The variables a model is learnt over: no bookkeeping columns, none that never vary or are
-    mostly missing, and only complete rows."""
-    data = frame.drop(columns=BOOKKEEPING, errors="ignore")
-    data = data.loc[:, data.notna().mean() >= 0.8].dropna()
-    return data.loc[:, [c for c in data.columns if data[c].nunique() > 1]].reset_index(drop=True)
-
-
-def with_code_phase(frame: pd.DataFrame, tracker: PhaseTracker, seen_until: float = 0.0) -> pd.DataFrame:
-    """`code_phase`: the online tracker's phase of each task's code vector, a discrete variable for the
-    model (absent when no task carries a vector). Rows received up to `seen_until` taught the tracker
-    before (they were read and left for later), so they are only looked up: none teaches it twice."""
-    if "bbv" not in frame or frame["bbv"].isna().all():
-        return frame
-    ids = []
-    for text, seen in zip(frame["bbv"], frame["received"] <= seen_until):
-        if not isinstance(text, str):
-            ids.append(None)
-            continue
-        vector = json.loads(text)
-        phase = tracker.predict(vector) if seen else tracker.update(vector)
-        ids.append(f"phase-{phase}" if phase >= 0 else None)
-    return frame.assign(code_phase=ids)
-
-
 class _Scope:
     def __init__(self):
         self.learner: PCLearner | None = None
@@ -116,54 +59,59 @@ class _Scope:
         self.violations: pd.DataFrame | None = None
         self.tracker = PhaseTracker()
         self.tracked_until = 0.0   # rows received up to here have taught the tracker already
+        self.baseline: CausalModel | None = None
+        self.baseline_id: int | None = None
+        self.previous_edges: set | None = None   # the version before's edges, for the first stable one
+        self.open: dict[tuple[str, str, str], int] | None = None   # (kind, src, dst) -> anomaly_id
+        self.seen: dict[tuple[str, str, str], int] = {}   # not yet raised: evaluations in a row it was found
 
 
-class Job:
+class CausalJob:
     name = "causal"
     interval = 60.0
 
     def __init__(self, min_rows: int = 50, max_rows: int = 2000, min_new: int = 20, max_depth: int = 2,
-                 clock=time.time):
+                 confirm: int = 2, clock=time.time):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
+        self.confirm = confirm   # evaluations in a row a finding must be seen in before it is raised
         self.clock = clock
         self.scopes: dict[str, _Scope] = {}
 
-    def run(self, ctx) -> None:
-        cur = ctx.read()
-        try:
-            apps = [r[0] for r in cur.execute("SELECT DISTINCT app FROM tasks ORDER BY app").fetchall()]
-            fresh = {app: task_frame(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
-                     for app in apps}
-        finally:
-            cur.close()
-        for app, (frame, inputs) in fresh.items():
-            self._update(ctx, f"app:{app}", frame, inputs)
-        self._publish(ctx)
+    def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
+        """A model is of an app's tasks, not of a node: nothing to do when an agent starts."""
 
-    def _publish(self, ctx) -> None:
-        """Republish every scope's gauges, so edges that disappeared stop being exported."""
-        ctx.metrics.clear(EDGE_GAUGE)
-        ctx.metrics.clear(MARKOV_GAUGE)
+    def run(self, ctx: JobContext) -> None:
+        with ctx.read() as cur:
+            fresh = {app: tables.task_frame(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
+                     for app in tables.task_apps(cur)}
+        for app, (frame, params, counters) in fresh.items():
+            self._update(ctx, f"app:{app}", *features.name_task_columns(frame, params, counters))
+        ctx.exporter.publish(self.name, self._families())
+
+    def _families(self) -> list:
+        """Every scope's gauges, so edges that disappeared stop being exported."""
+        edges, markov, open_ = [], [], []
         for scope, st in self.scopes.items():
+            open_ += [({"scope": scope, "kind": k, "src": a, "dst": b}, 1.0) for k, a, b in st.open or {}]
             if st.learner is None:
                 continue
-            for e in st.learner.model_.edges():
-                ctx.metrics.set_gauge(EDGE_GAUGE, EDGE_HELP, {"scope": scope, "src": e.src, "dst": e.dst}, e.strength)
+            edges += [({"scope": scope, "src": e.src, "dst": e.dst}, e.strength) for e in st.learner.model_.edges()]
             if st.violations is not None:
-                for row in st.violations.itertuples():
-                    ctx.metrics.set_gauge(MARKOV_GAUGE, MARKOV_HELP, {"scope": scope, "variable": row.variable},
-                                          row.bits)
+                markov += [({"scope": scope, "variable": r.variable}, r.bits) for r in st.violations.itertuples()]
+        return [gauge_family(EDGE_GAUGE, EDGE_HELP, ["scope", "src", "dst"], edges),
+                gauge_family(MARKOV_GAUGE, MARKOV_HELP, ["scope", "variable"], markov),
+                gauge_family(ANOMALY_GAUGE, ANOMALY_HELP, ["scope", "src", "dst", "kind"], open_)]
 
     def _update(self, ctx, scope: str, frame: pd.DataFrame, inputs: list[str]) -> None:
         st = self.scopes.setdefault(scope, _Scope())
         if frame.empty:
             return
-        frame = with_code_phase(frame, st.tracker, st.tracked_until)
+        frame = features.with_code_phase(frame, st.tracker, st.tracked_until)
         st.tracked_until = max(st.tracked_until, float(frame["received"].max()))
         if st.learner is not None and set(st.columns) <= set(frame.columns):
             data = frame[st.columns].dropna().reset_index(drop=True)  # the model's variables, as they are
         else:
-            data = model_columns(frame)
+            data = features.model_variables(frame, drop=tuple(features.BOOKKEEPING)).data
         grown = st.learner is not None and list(data.columns) == st.columns
         if grown and len(data) < self.min_new:
             return  # too few new rows to be worth a refit; they are read again next time
@@ -187,36 +135,65 @@ class Job:
         st.received = float(frame["received"].max())
         if violations is not None:
             st.violations = violations
-        self._store(ctx, scope, st, float(frame["t_start"].max()), violations)
+        model_id = self._store(ctx, scope, st, float(frame["t_start"].max()))
+        self._track(ctx, scope, st, model_id, data if grown or violations is not None else None)
 
-    def _store(self, ctx, scope, st: _Scope, window_end: float, violations) -> None:
+    def _store(self, ctx: JobContext, scope: str, st: _Scope, window_end: float) -> int:
         model = st.learner.model_
-        now = self.clock()
-        edges = model.edges()
+        edges = pd.DataFrame([{"src": e.src, "dst": e.dst, "strength": e.strength, "directed": e.directed}
+                              for e in model.edges()])
         graph = {**model.to_dict(), "submodels": submodels(model)}
+        return ctx.write(lambda con: store.insert_model(con, scope, (st.window_start, window_end), st.n_rows,
+                                                        self.clock(), graph, edges))
+
+    # ---- anomalies against the baseline ----
+    def _track(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, newest: pd.DataFrame | None) -> None:
+        """Choose or reload the baseline, then raise, update and resolve the scope's anomalies. The new
+        dependencies are judged only on a model update's newest rows (`newest`), edges on every version."""
+        model, now = st.learner.model_, self.clock()
+        with ctx.read() as cur:
+            chosen = tables.baseline(cur, scope)
+            if st.open is None:   # after a restart the open anomalies go on where they were
+                st.open = {(a["kind"], a["src"], a["dst"]): a["anomaly_id"]
+                           for a in tables.anomalies(cur, scope, open_only=True, limit=10_000)}
+            if chosen is not None and chosen["model_id"] != st.baseline_id:
+                st.baseline_id = chosen["model_id"]
+                st.baseline = CausalModel.from_json(tables.model_graph(cur, scope, st.baseline_id)[1])
+        pairs = {(e.src, e.dst) for e in model.edges()}
+        if st.baseline is None and pairs == st.previous_edges:
+            st.baseline, st.baseline_id = CausalModel.from_json(model.to_dict()), model_id   # a copy: the learner goes on
+            ctx.write(lambda con: store.set_baseline(con, scope, model_id, "first stable", now))
+        st.previous_edges = pairs
+        if st.baseline is None:
+            return
+        found = anomalies.edge_changes(st.baseline, model)
+        judged = newest is not None and set(st.baseline.nodes) <= set(newest.columns)
+        if judged:
+            found += anomalies.new_dependencies(st.baseline, newest, st.learner.ci_test)
+        # without fresh rows to judge them, open new dependencies stay as they are
+        keep = set() if judged else {k for k in st.open if k[0] == "new_dependency"}
+        found = {f.key: f for f in found}
+        st.seen = {k: st.seen.get(k, 0) + 1 for k in found if k not in st.open}
+        confirmed = {k: f for k, f in found.items() if k in st.open or st.seen[k] >= self.confirm}
+        self._lifecycle(ctx, scope, st, model_id, confirmed, keep, now)
+
+    def _lifecycle(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, found: dict, keep: set,
+                   now: float) -> None:
+        window = [st.window_start, now]
 
         def write(con):
-            model_id = con.execute("SELECT coalesce(max(model_id), 0) + 1 FROM models").fetchone()[0]
-            con.execute("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [model_id, scope, st.window_start, window_end, st.n_rows, now, json.dumps(graph)])
-            if edges:
-                rows = pd.DataFrame({"model_id": model_id, "src": [e.src for e in edges],
-                                     "dst": [e.dst for e in edges], "strength": [e.strength for e in edges],
-                                     "directed": [e.directed for e in edges]})
-                _insert(con, "edges", rows)
-            if violations is not None and violations.violated.any():
-                bad = violations[violations.violated]
-                rows = pd.DataFrame({"ts": now, "scope": scope, "model_id": model_id, "variable": bad.variable,
-                                     "score": bad.bits,
-                                     "detail": [json.dumps({"threshold": t, "kind": "markov_violation"})
-                                                for t in bad.threshold]})
-                _insert(con, "anomalies", rows)
+            for key, f in found.items():
+                evidence = {**f.evidence, "window": window, "threshold": f.threshold, "score": f.score}
+                if key in st.open:
+                    store.update_anomaly(con, st.open[key], now, model_id, f.score, f.threshold, evidence)
+                    continue
+                st.open[key] = store.raise_anomaly(con, {
+                    "scope": scope, "kind": f.kind, "src": f.src, "dst": f.dst, "opened": now,
+                    "baseline_id": st.baseline_id, "model_id": model_id, "score": f.score,
+                    "threshold": f.threshold, "evidence": evidence})
+                log.warning("anomaly %s %s: %s -> %s (%.3f bits, threshold %.3f)", scope, f.kind, f.src, f.dst,
+                            f.score, f.threshold)
+            for key in set(st.open) - set(found) - keep:
+                store.resolve_anomaly(con, st.open.pop(key), now)
+                log.info("anomaly %s %s: %s -> %s resolved", scope, *key)
         ctx.write(write)
-
-
-def _insert(con, table: str, rows: pd.DataFrame) -> None:
-    con.register("causal_batch", rows)
-    try:
-        con.execute(f"INSERT INTO {table} ({', '.join(rows.columns)}) SELECT * FROM causal_batch")
-    finally:
-        con.unregister("causal_batch")

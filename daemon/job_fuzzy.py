@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import time
 
-from causewatch.analytics.fuzzy.perfql import find_bottlenecks
-from causewatch.analytics.regions import region_summaries
-from causewatch.analytics.fuzzy.terms import load_terms
+from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks
+from causewatch.analytics.fuzzy.terms import TermSet
+from causewatch.daemon import store, tables
+from causewatch.daemon.exporter import gauge_family
+from causewatch.daemon.jobs import JobContext
 
 GAUGE = "causewatch_bottleneck_severity"
 HELP = ("Fuzzy bottleneck severity of a code region for a metric: degree of the most severe term "
@@ -16,38 +18,24 @@ HELP = ("Fuzzy bottleneck severity of a code region for a metric: degree of the 
 COLUMNS = ["ts", "node", "app", "region", "source", "metric", "value", "term", "degree", "severity"]
 
 
-class Job:
+class FuzzyJob:
     name = "fuzzy"
     interval = 30.0
 
-    def __init__(self, window: float = 600.0, mode: str = "compatible", terms: str | None = None,
-                 clock=time.time):
-        self.window, self.mode, self.clock = window, mode, clock
-        self.termsets = load_terms(terms)
+    def __init__(self, termsets: dict[str, TermSet] | None = None, window: float = 600.0,
+                 mode: str = "compatible", clock=time.time):
+        self.termsets, self.window, self.mode, self.clock = termsets, window, mode, clock
 
-    @classmethod
-    def from_config(cls, cfg) -> "Job":
-        return cls(terms=cfg.fuzzy_terms)
+    def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
+        """Scores are of regions already stored: nothing to do when an agent starts."""
 
-    def run(self, ctx) -> None:
+    def run(self, ctx: JobContext) -> None:
         now = self.clock()
-        cur = ctx.read()
-        try:
-            frame = region_summaries(cur, since=now - self.window)
-        finally:
-            cur.close()
+        with ctx.read() as cur:
+            frame = tables.region_summaries(cur, since=now - self.window)
         found = find_bottlenecks(frame, self.termsets, mode=self.mode).assign(ts=now)[COLUMNS]
         if len(found):
-            ctx.write(lambda con: _insert(con, found))
-        ctx.metrics.clear(GAUGE)
+            ctx.write(lambda con: store.insert_frame(con, "scores", found))
         worst = found.groupby(["node", "region", "metric"], sort=False)["severity"].max()
-        for (node, region, metric), severity in worst.items():
-            ctx.metrics.set_gauge(GAUGE, HELP, {"node": node, "region": region, "metric": metric}, float(severity))
-
-
-def _insert(con, rows) -> None:
-    con.register("fuzzy_scores_batch", rows)
-    try:
-        con.execute(f"INSERT INTO scores ({', '.join(COLUMNS)}) SELECT * FROM fuzzy_scores_batch")
-    finally:
-        con.unregister("fuzzy_scores_batch")
+        series = [({"node": n, "region": r, "metric": m}, s) for (n, r, m), s in worst.items()]
+        ctx.exporter.publish(self.name, [gauge_family(GAUGE, HELP, ["node", "region", "metric"], series)])

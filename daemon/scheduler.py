@@ -1,55 +1,25 @@
-"""Analysis scheduler: runs the daemon's jobs (modules daemon/job_*.py) on their intervals.
+"""Analysis scheduler: runs the daemon's jobs (daemon.jobs.Job) on their intervals, on one thread.
 
-Each job module defines `class Job` with `name`, `interval` (s), `run(ctx)` and optionally
-`on_hello(ctx, node, body)` and a `from_config(cfg)` constructor (else `Job()`). Jobs read through `ctx.read()`, write through `ctx.write(fn)` (the
-writer thread, one transaction) and publish gauges through `ctx.metrics`. A job that raises is
-logged and counted; the daemon and the other jobs carry on.
+Hello events go first, then whichever jobs are due. A job that raises is logged and counted; the
+daemon and the other jobs carry on.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 import queue
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable
 
-from causewatch import daemon as daemon_pkg
-from causewatch.daemon.metrics import LatestState
+from causewatch.daemon.jobs import Job, JobContext
 
 log = logging.getLogger("causewatch.daemon.scheduler")
-
-
-@dataclass
-class JobContext:
-    """What a job may touch: a read cursor, the writer, the agents, the metrics cache."""
-    read: Callable
-    write: Callable
-    send: Callable[[str, str, dict], bool]
-    metrics: LatestState
-
-
-def discover_jobs(cfg=None) -> list:
-    """One instance of every daemon/job_*.py; a module that cannot load is logged and left out."""
-    jobs = []
-    for info in sorted(pkgutil.iter_modules(daemon_pkg.__path__), key=lambda i: i.name):
-        if not info.name.startswith("job_"):
-            continue
-        try:
-            job_class = importlib.import_module(f"{daemon_pkg.__name__}.{info.name}").Job
-            jobs.append(job_class.from_config(cfg) if cfg and hasattr(job_class, "from_config") else job_class())
-        except Exception:
-            log.exception("analysis job %s cannot load; the daemon runs without it", info.name)
-    return jobs
 
 
 class Scheduler:
     """One thread: hello events first, then whichever jobs are due."""
 
-    def __init__(self, ctx: JobContext, jobs: list):
+    def __init__(self, ctx: JobContext, jobs: list[Job]):
         self.ctx = ctx
         self.jobs = jobs
         self.runs: dict[str, int] = {job.name: 0 for job in self.jobs}
@@ -81,15 +51,14 @@ class Scheduler:
             try:
                 node, body = self._hellos.get(timeout=0.2)
                 for job in self.jobs:
-                    if hasattr(job, "on_hello"):
-                        self._guard(job, job.on_hello, self.ctx, node, body)
+                    self._guard(job, job.on_hello, self.ctx, node, body)
             except queue.Empty:
                 pass
             self.run_due(time.monotonic(), due)
 
-    def _guard(self, job, fn, *args) -> None:
+    def _guard(self, job: Job, fn, *args) -> None:
         try:
             fn(*args)
         except Exception:
-            self.ctx.metrics.job_errors.labels(job.name).inc()
+            self.ctx.exporter.job_errors.labels(job.name).inc()
             log.exception("analysis job %s failed", job.name)

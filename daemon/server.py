@@ -10,28 +10,43 @@ import logging
 import signal
 import threading
 
+from causewatch.analytics.fuzzy.terms import TermsError, load_terms
 from causewatch.config import DaemonConfig
+from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.httpapi import HttpApi
 from causewatch.daemon.ingest import Ingest
-from causewatch.daemon.metrics import LatestState
-from causewatch.daemon.scheduler import JobContext, Scheduler, discover_jobs
+from causewatch.daemon.job_causal import CausalJob
+from causewatch.daemon.job_fuzzy import FuzzyJob
+from causewatch.daemon.job_probe import ProbeJob
+from causewatch.daemon.jobs import Job, JobContext
+from causewatch.daemon.scheduler import Scheduler
 from causewatch.daemon.store import Store
+from causewatch.errors import ConfigError
 from causewatch.systemd import sd_notify
 
 log = logging.getLogger("causewatch.daemon")
 
 
+def default_jobs(cfg: DaemonConfig) -> list[Job]:
+    """The daemon's analyses: causal models of tasks, fuzzy bottleneck scores, software probes."""
+    try:
+        termsets = load_terms(cfg.fuzzy_terms)
+    except (OSError, TermsError) as e:
+        raise ConfigError("fuzzy_terms", f"cannot load the term sets {cfg.fuzzy_terms!r} ({e})") from None
+    return [CausalJob(), FuzzyJob(termsets), ProbeJob()]
+
+
 class Daemon:
-    def __init__(self, cfg: DaemonConfig, jobs: list | None = None, routes: dict | None = None):
+    def __init__(self, cfg: DaemonConfig, jobs: list[Job] | None = None, routes: dict | None = None):
         self.cfg = cfg
-        self.metrics = LatestState()
+        self.exporter = Exporter()
         self.store = Store(cfg.db)
-        self.ingest = Ingest(cfg, self.store, self.metrics)
+        self.ingest = Ingest(cfg, self.store, self.exporter)
         ctx = JobContext(read=self.store.cursor, write=self.ingest.call, send=self.ingest.send,
-                         metrics=self.metrics)
-        self.scheduler = Scheduler(ctx, discover_jobs(cfg) if jobs is None else jobs)
+                         exporter=self.exporter)
+        self.scheduler = Scheduler(ctx, default_jobs(cfg) if jobs is None else jobs)
         self.ingest.on_hello = self.scheduler.hello
-        self.http = HttpApi(cfg.http, self.metrics, self.store.cursor, routes) if cfg.http else None
+        self.http = HttpApi(cfg.http, self.exporter, self.store.cursor, routes) if cfg.http else None
         self.endpoint: str | None = None
 
     def start(self) -> "Daemon":

@@ -42,6 +42,15 @@ MIGRATIONS: list[tuple[int, str]] = [
     CREATE TABLE probe_results (node VARCHAR, boot VARCHAR, seq BIGINT, ts DOUBLE, app VARCHAR, kit VARCHAR,
         predicted_seconds DOUBLE, lo DOUBLE, hi DOUBLE, ratio DOUBLE, probe_seconds DOUBLE, phases JSON);
     """),
+    # Anomalies with a lifecycle (raised once, updated while they last, resolved when gone) against a
+    # per-scope baseline model; the version-1 rows were point events and are not carried over.
+    (2, """
+    DROP TABLE anomalies;
+    CREATE TABLE anomalies (anomaly_id BIGINT PRIMARY KEY, scope VARCHAR, kind VARCHAR, src VARCHAR, dst VARCHAR,
+        opened DOUBLE, updated DOUBLE, resolved DOUBLE, baseline_id BIGINT, model_id BIGINT, score DOUBLE,
+        threshold DOUBLE, evidence JSON);
+    CREATE TABLE baselines (scope VARCHAR PRIMARY KEY, model_id BIGINT, chosen DOUBLE, how VARCHAR);
+    """),
 ]
 
 
@@ -221,3 +230,69 @@ class Store:
         except BaseException:
             self.con.rollback()
             raise
+
+
+# ---- analysis writes: jobs hand these to the writer thread (ctx.write), inside its transaction ----
+
+def insert_frame(con: duckdb.DuckDBPyConnection, table: str, rows) -> None:
+    """Append a DataFrame whose columns are a subset of `table`'s, named alike."""
+    con.register("analysis_batch", rows)
+    try:
+        con.execute(f"INSERT INTO {table} ({', '.join(rows.columns)}) SELECT * FROM analysis_batch")
+    finally:
+        con.unregister("analysis_batch")
+
+
+def insert_model(con: duckdb.DuckDBPyConnection, scope: str, window: tuple[float, float], n_rows: int,
+                 learned_at: float, graph: dict, edges) -> int:
+    """A new `models` version with its `edges` rows (a DataFrame without model_id); returns its id."""
+    model_id = con.execute("SELECT coalesce(max(model_id), 0) + 1 FROM models").fetchone()[0]
+    con.execute("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [model_id, scope, window[0], window[1], n_rows, learned_at, json.dumps(graph)])
+    if len(edges):
+        insert_frame(con, "edges", edges.assign(model_id=model_id))
+    return model_id
+
+
+def set_baseline(con: duckdb.DuckDBPyConnection, scope: str, model_id: int, how: str, now: float) -> None:
+    """Make model `model_id` the baseline of `scope` (`how`: 'first stable' or 'pinned')."""
+    con.execute("INSERT INTO baselines VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET "
+                "model_id = excluded.model_id, chosen = excluded.chosen, how = excluded.how",
+                [scope, model_id, now, how])
+
+
+def raise_anomaly(con: duckdb.DuckDBPyConnection, row: dict) -> int:
+    """A new open anomaly (row: scope, kind, src, dst, opened, baseline_id, model_id, score, threshold,
+    evidence); returns its id."""
+    anomaly_id = con.execute("SELECT coalesce(max(anomaly_id), 0) + 1 FROM anomalies").fetchone()[0]
+    con.execute("INSERT INTO anomalies VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)",
+                [anomaly_id, row["scope"], row["kind"], row["src"], row["dst"], row["opened"], row["opened"],
+                 row["baseline_id"], row["model_id"], row["score"], row["threshold"], json.dumps(row["evidence"])])
+    return anomaly_id
+
+
+def update_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float, model_id: int | None,
+                   score: float, threshold: float, evidence: dict) -> None:
+    con.execute("UPDATE anomalies SET updated = ?, model_id = coalesce(?, model_id), score = ?, threshold = ?, "
+                "evidence = ? WHERE anomaly_id = ?", [now, model_id, score, threshold, json.dumps(evidence), anomaly_id])
+
+
+def resolve_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float) -> None:
+    con.execute("UPDATE anomalies SET resolved = ?, updated = ? WHERE anomaly_id = ?", [now, now, anomaly_id])
+
+
+def register_kit(con: duckdb.DuckDBPyConnection, row: dict) -> None:
+    """Insert or replace (app, kit) in probe_kits (row from probe.registry.kit_row)."""
+    con.execute("DELETE FROM probe_kits WHERE app = ? AND kit = ?", [row["app"], row["kit"]])
+    con.execute("INSERT INTO probe_kits VALUES (?, ?, ?, ?, ?)",
+                [row["app"], row["kit"], row["path"], row["manifest"], row["registered"]])
+
+
+def register_kit_file(db: str, row: dict) -> None:
+    """Register a kit in the store file `db` of a stopped daemon (DuckDB allows one writing process)."""
+    con = duckdb.connect(db)
+    try:
+        migrate(con)
+        register_kit(con, row)
+    finally:
+        con.close()

@@ -19,6 +19,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from causewatch.agent.ipsampler import BBVCollector
 from causewatch.errors import InputError
 from causewatch.probe.kit import Worker, input_file
 
@@ -138,7 +139,6 @@ class AgentSampledSource:
         return vector
 
     def _open(self, pid: int):
-        from causewatch.agent.ipsampler import BBVCollector
         collector = BBVCollector("probe-build", pid=pid, frequency=self.frequency, interval_cpu=0.05, min_samples=1)
         status = collector.open()
         if status != "ok":

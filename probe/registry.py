@@ -1,7 +1,7 @@
-"""The daemon's list of probe kits (table probe_kits): register a built kit, list the kits to send.
+"""Probe kits as the daemon keeps them: one registry row per (app, kit) with the manifest inline.
 
-Offline registration opens the DuckDB file for writing, so the daemon must be stopped (DuckDB
-allows one writing process per file); a running daemon's jobs register through ctx.write.
+`kit_row` checks a built kit's manifest and makes its row; the daemon's writer stores it
+(`store.register_kit`), so agents get the whole manifest in run_probe.
 """
 
 from __future__ import annotations
@@ -13,30 +13,13 @@ from pathlib import Path
 from causewatch.probe.kit import check_manifest, load_manifest
 
 
-def register_kit(con, manifest: dict, path: str = "") -> None:
-    """Insert or replace (app, kit) in probe_kits, the manifest stored whole so agents get it inline."""
+def kit_row(manifest: dict, path: str = "", now: float | None = None) -> dict:
+    """The probe_kits row of a checked manifest: app, kit, path, manifest (JSON), registered."""
     check_manifest(manifest)
-    con.execute("DELETE FROM probe_kits WHERE app = ? AND kit = ?", [manifest["app"], manifest["kit"]])
-    con.execute("INSERT INTO probe_kits VALUES (?, ?, ?, ?, ?)",
-                [manifest["app"], manifest["kit"], path, json.dumps(manifest), time.time()])
+    return {"app": manifest["app"], "kit": manifest["kit"], "path": path, "manifest": json.dumps(manifest),
+            "registered": time.time() if now is None else now}
 
 
-def register_kit_file(db: str, kit: str) -> dict:
-    """Register the kit folder `kit` in the store `db` (the daemon must not be running)."""
-    import duckdb
-    from causewatch.daemon.store import migrate
-
-    manifest = load_manifest(kit)
-    con = duckdb.connect(db)
-    try:
-        migrate(con)
-        register_kit(con, manifest, str(Path(kit).resolve()))
-    finally:
-        con.close()
-    return manifest
-
-
-def registered_kits(con) -> list[dict]:
-    """Every registered kit as {app, kit, path, manifest}."""
-    rows = con.execute("SELECT app, kit, path, manifest FROM probe_kits ORDER BY app, kit").fetchall()
-    return [{"app": a, "kit": k, "path": p, "manifest": json.loads(m) if m else None} for a, k, p, m in rows]
+def kit_folder_row(kit: str) -> dict:
+    """The row of the built kit in folder `kit` (its manifest loaded and checked)."""
+    return kit_row(load_manifest(kit), str(Path(kit).resolve()))

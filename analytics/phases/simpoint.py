@@ -111,7 +111,7 @@ def read_labels(path) -> tuple[np.ndarray, np.ndarray]:
     return np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows])
 
 
-# ---- sparse string-keyed vectors (agent BBVs, DuckDB `bbv` rows) ---------------------------------
+# ---- sparse string-keyed vectors (agent BBVs) -----------------------------------------------------
 
 def vectors_to_matrix(vectors, keys: list[str] | None = None) -> tuple[sp.csr_matrix, list[str]]:
     """Stack sparse vectors given as {key: count} or {"keys": [...], "counts": [...]} into CSR.
@@ -134,26 +134,6 @@ def vectors_to_matrix(vectors, keys: list[str] | None = None) -> tuple[sp.csr_ma
                       shape=(len(indptr) - 1, max(len(keys), 1)))
     X.sum_duplicates()
     return X, keys
-
-
-def bbv_matrix(con, where: str = "TRUE", params=()) -> tuple[sp.csr_matrix, list[str], list[tuple]]:
-    """Read vectors from the DuckDB `bbv` table (one row per (vector, key)) into a CSR matrix.
-
-    Returns (X, keys, index) where index[i] = (node, boot, seq, target, kind, t_start, t_end) of row i.
-    `where` is a SQL condition on the table's columns with `?` placeholders bound to `params`.
-    """
-    df = con.execute(
-        f"SELECT node, boot, seq, target, kind, t_start, t_end, key, count FROM bbv WHERE {where} "
-        "ORDER BY t_start, node, boot, seq", list(params)).df()
-    if df.empty:
-        return sp.csr_matrix((0, 1)), [], []
-    ident = ["node", "boot", "seq", "target", "kind", "t_start", "t_end"]
-    # groups are numbered in order of first appearance, the same order drop_duplicates keeps
-    row_codes = df.groupby(ident, sort=False, dropna=False).ngroup().to_numpy()
-    rows = list(df[ident].drop_duplicates().itertuples(index=False, name=None))
-    key_codes, key_uniques = df["key"].factorize()
-    X = sp.csr_matrix((df["count"].to_numpy(float), (row_codes, key_codes)), shape=(len(rows), len(key_uniques)))
-    return X, list(key_uniques), rows
 
 
 # ---- projection and the k-means kernels ----------------------------------------------------------

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 
-
-from causewatch.analytics.fuzzy import perfql
-from causewatch.analytics.regions import region_summaries
-from causewatch.commands.query import add_store_arguments, open_store, print_table, since, termsets
+from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_bottlenecks
+from causewatch.analytics.fuzzy.summaries import records
+from causewatch.commands.query import add_store_arguments, print_table, since, termsets
 from causewatch.errors import InputError
 
 HELP = "find bottleneck regions with fuzzy severity degrees (low/medium/high, negligible)"
@@ -38,17 +37,18 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
-    con = open_store(args.db)
+    from causewatch.daemon import tables
+    con = tables.open_store(args.db, need=("regions", "bbv"))
     try:
-        frame = region_summaries(con, since(args), nodes=args.node)
-        found = perfql.find_bottlenecks(frame, termsets(args), args.metric, args.mode, args.negligible)
+        frame = tables.region_summaries(con, since(args), nodes=args.node)
+        found = find_bottlenecks(frame, termsets(args), args.metric, args.mode, args.negligible)
     except ValueError as e:
         raise InputError(f"bottlenecks: {e}") from None
     finally:
         con.close()
-    table = perfql.summarise_bottlenecks(found).head(args.top)
+    table = summarise_bottlenecks(found).head(args.top)
     if args.json:
-        print(json.dumps(perfql.records(table.round({"severity": 3})), indent=1))
+        print(json.dumps(records(table.round({"severity": 3})), indent=1))
     else:
         print_table(table.drop(columns="degrees").round({"severity": 3}))
     return 0

@@ -23,12 +23,6 @@ EPILOG = """examples:
   causewatch demo --json               # the final report as JSON
 """
 
-LIVE = [("frames", "SELECT count(*) FROM ingest_log"), ("sample rows", "SELECT count(*) FROM samples"),
-        ("metrics", "SELECT count(DISTINCT metric) FROM samples"),
-        ("phase vectors", "SELECT count(DISTINCT (node, boot, seq)) FROM bbv"),
-        ("tasks", "SELECT count(*) FROM tasks"), ("regions", "SELECT count(*) FROM regions")]
-
-
 def add_arguments(p):
     p.add_argument("--dir", default="demo-out", help="demo folder (DuckDB file, spool, kits); emptied first")
     p.add_argument("--seconds", type=float, default=20.0, help="how long the agent streams (default 20)")
@@ -61,7 +55,8 @@ def _agents(folder: Path, endpoint: str, seconds: float) -> dict[str, subprocess
 
 
 def _live(con, t0: float, quiet: bool) -> dict:
-    counts = {name: con.execute(sql).fetchone()[0] for name, sql in LIVE}
+    from causewatch.daemon import tables
+    counts = tables.live_counts(con)
     if not quiet:
         print(f"  t={time.monotonic() - t0:5.1f}s  " + "  ".join(f"{k} {v:,}" for k, v in counts.items()),
               flush=True)
@@ -70,47 +65,9 @@ def _live(con, t0: float, quiet: bool) -> dict:
 
 def report(con, seconds: float) -> dict:
     """What is in the store, from the store: ingest figures, then each analysis' latest output."""
-    def rows(sql):
-        cur = con.execute(sql)
-        return [dict(zip([d[0] for d in cur.description], r)) for r in cur.fetchall()]
-
-    values = con.execute("SELECT count(*) FROM samples").fetchone()[0]
-    return {
-        "frames_by_type": {r["type"]: r["n"] for r in rows("SELECT type, count(*) n FROM ingest_log GROUP BY type")},
-        "sample_values": values, "ingest_values_per_s": values / seconds,
-        "rows_per_metric": {f'{r["scope"]}/{r["metric"]}': r["n"] for r in rows(
-            "SELECT scope, metric, count(*) n FROM samples GROUP BY ALL ORDER BY scope, metric")},
-        "nodes": [dict(r, counters=_availability(r["counters"])) for r in rows(
-            "SELECT node, hostname, cores, counters FROM nodes ORDER BY node")],
-        "phase_vectors": rows("SELECT kind, count(DISTINCT (node, boot, seq)) vectors, count(DISTINCT key) functions "
-                              "FROM bbv GROUP BY kind"),
-        "top_functions": rows("SELECT key, sum(count) samples FROM bbv GROUP BY key ORDER BY samples DESC LIMIT 5"),
-        "tasks": rows("SELECT app, count(*) tasks, round(avg(duration), 4) mean_seconds FROM tasks GROUP BY app"),
-        "causal_edges": rows("SELECT src, dst, round(strength, 3) strength_bits, directed FROM edges "
-                             "WHERE model_id = (SELECT max(model_id) FROM models) ORDER BY strength DESC"),
-        "causal_submodels": _latest_submodels(con),
-        "anomalies": rows("SELECT scope, variable, round(score, 3) score FROM anomalies ORDER BY ts DESC LIMIT 5"),
-        "bottlenecks": rows("SELECT node, region, metric, term, round(degree, 3) degree FROM scores "
-                            "WHERE ts = (SELECT max(ts) FROM scores) ORDER BY severity DESC LIMIT 8"),
-        "probe_ranking": rows("SELECT app, node, round(predicted_seconds, 4) predicted_seconds, round(lo, 4) lo, "
-                              "round(hi, 4) hi, round(ratio, 3) ratio, "
-                              "len(list_filter(phases->>'$[*].stretched', lambda s: s = 'true')) cpu_bound_phases, "
-                              "len(phases->'$[*]') phases FROM probe_results ORDER BY app, predicted_seconds"),
-    }
-
-
-def _latest_submodels(con) -> list[dict]:
-    """The newest model's variables as MDL-fitted functions of their parents."""
-    row = con.execute("SELECT graph->'submodels' FROM models ORDER BY model_id DESC LIMIT 1").fetchone()
-    return [{"variable": v, **sub} for v, sub in json.loads(row[0] if row and row[0] else "{}").items()]
-
-
-def _availability(counters_json: str | None) -> dict:
-    """hello's {event: "ok" | reason} as {"ok": n, reason: n, …}."""
-    counts: dict[str, int] = {}
-    for state in json.loads(counters_json or "{}").values():
-        counts[state] = counts.get(state, 0) + 1
-    return counts
+    from causewatch.daemon import tables
+    rep = tables.overview(con)
+    return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds)
 
 
 def _print(rep: dict) -> None:

@@ -223,4 +223,4 @@ def run(args) -> int:
             print(frame.to_json(orient="records"))
         return 0
     data = frame[frame.exit_code == 0].drop(columns=["exit_code"])
-    return learn_cmd.report(learn_cmd.learn(data, args, [s.name for s in specs]), args)
+    return learn_cmd.report(learn_cmd.learn(learn_cmd.variables(data, args), args, [s.name for s in specs]), args)

@@ -22,16 +22,23 @@ EPILOG = """examples:
   causewatch learn runs.csv --discrete dtype --tier inputs:n,dtype --tier outputs:seconds
   causewatch learn runs.parquet --forbid n-dtype --require n->instructions --max-depth 2 --json
   causewatch learn duckdb:causewatch.duckdb:tasks --app lu --dot lu.dot --tetrad lu.txt
+  causewatch learn duckdb:causewatch.duckdb:samples --metric cpu_seconds --metric page_faults --bucket 5
   causewatch learn runs.csv --estimator lemeire --submodels     # the papers' estimator, fitted formulas
 
 DATA is a .csv / .parquet file or duckdb:FILE:TABLE. For the daemon's `tasks` table the JSON params
-and counters become columns (params are inputs unless --tier says otherwise).
+and counters become columns (params are inputs unless --tier says otherwise) and task code vectors a
+code_phase, as in the daemon's model; its `samples` become one column per scope/metric, one row per
+node and --bucket seconds. Columns present in under 80 % of the rows are left out (and said so).
 """
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("data", help="CSV or Parquet file, or duckdb:FILE:TABLE")
     parser.add_argument("--app", help="with duckdb:FILE:tasks, only this app's tasks")
+    parser.add_argument("--metric", action="append", metavar="NAME",
+                        help="with duckdb:FILE:samples, only this metric (repeatable; default all)")
+    parser.add_argument("--bucket", type=float, metavar="SECONDS",
+                        help="with duckdb:FILE:samples, the time bucket rows are averaged over (default 1)")
     add_learning_arguments(parser)
 
 
@@ -55,48 +62,52 @@ def add_learning_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print {nodes, edges, equivalences} as JSON")
 
 
-def load_frame(spec: str, app: str | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """The table DATA names, and the columns known to be inputs (task parameters)."""
+def load_frame(spec: str, args) -> tuple[pd.DataFrame, list[str], tuple[str, ...]]:
+    """The table DATA names, the columns known to be inputs (task parameters) and the bookkeeping
+    columns that are not variables."""
     if spec.startswith("duckdb:"):
-        return _load_duckdb(spec, app)
-    if app:
-        raise InputError("--app applies only to duckdb:FILE:tasks")
+        return _load_duckdb(spec, args)
+    if args.app or args.metric or args.bucket:
+        raise InputError("--app, --metric and --bucket apply only to duckdb:FILE:tasks / duckdb:FILE:samples")
     path = Path(spec)
     if not path.exists():
         raise InputError(f"{spec}: no such file (expected a .csv, .parquet or duckdb:FILE:TABLE)")
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
-            return pd.read_parquet(path), []
-        return pd.read_csv(path), []
+            return pd.read_parquet(path), [], ()
+        return pd.read_csv(path), [], ()
     except (ValueError, OSError) as e:
         raise InputError(f"{spec}: cannot read as {'Parquet' if path.suffix.lower() in ('.parquet', '.pq') else 'CSV'} ({e})") from None
 
 
-def _load_duckdb(spec: str, app: str | None):
-    import duckdb
-
+def _load_duckdb(spec: str, args):
+    """duckdb:FILE:TABLE. The daemon's `tasks` get their params and counters unpacked and a code phase
+    (as the daemon's causal job has them); its `samples` become one column per scope/metric per node
+    and time bucket; any other table is read as it is."""
+    from causewatch.analytics.causal import features
     from causewatch.analytics.phases.simpoint import PhaseTracker
-    from causewatch.daemon.job_causal import BOOKKEEPING, task_frame, with_code_phase
+    from causewatch.daemon import tables
     _, _, rest = spec.partition(":")
     file, _, table = rest.rpartition(":")
     if not file or not table:
         raise InputError(f"{spec}: expected duckdb:FILE:TABLE")
-    try:
-        con = duckdb.connect(file, read_only=True)
-    except duckdb.Error as e:
-        raise InputError(f"{file}: cannot open the DuckDB file read-only ({e})") from None
+    if args.app and table != "tasks":
+        raise InputError("--app applies only to duckdb:FILE:tasks")
+    if (args.metric or args.bucket) and table != "samples":
+        raise InputError("--metric and --bucket apply only to duckdb:FILE:samples")
+    con = tables.open_store(file)
     try:
         if table == "tasks":
-            frame, inputs = task_frame(con, app)
+            frame, inputs = features.name_task_columns(*tables.task_frame(con, args.app))
             if frame.empty:
-                raise InputError(f"{file}: no tasks" + (f" of app {app!r}" if app else ""))
-            return with_code_phase(frame, PhaseTracker()).drop(columns=BOOKKEEPING), inputs
-        if app:
-            raise InputError("--app applies only to duckdb:FILE:tasks")
-        try:
-            return con.execute(f'SELECT * FROM "{table}"').df(), []
-        except duckdb.Error as e:
-            raise InputError(f"{file}: cannot read table {table!r} ({e})") from None
+                raise InputError(f"{file}: no tasks" + (f" of app {args.app!r}" if args.app else ""))
+            return features.with_code_phase(frame, PhaseTracker()), inputs, tuple(features.BOOKKEEPING)
+        if table == "samples":
+            long = tables.samples_frame(con, args.metric)
+            if long.empty:
+                raise InputError(f"{file}: no samples" + (f" of {', '.join(args.metric)}" if args.metric else ""))
+            return features.samples_wide(long, args.bucket or 1.0), [], ("node", "t")
+        return tables.read_table(con, table), [], ()
     finally:
         con.close()
 
@@ -129,26 +140,28 @@ def background_from_args(args, inputs: list[str]) -> Background:
     return Background(tiers=tiers, forbidden=forbidden, required=required)
 
 
-def usable_columns(frame: pd.DataFrame, wanted: list[str] | None, discrete: list[str]) -> pd.DataFrame:
-    """The chosen columns without rows holding missing values; constant columns are dropped."""
+def variables(frame: pd.DataFrame, args, drop: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The model's variables by the shared preparation (analytics.causal.features), said on stderr."""
+    from causewatch.analytics.causal import features
+    wanted = _names(args.columns) if args.columns else None
     if wanted:
         missing = [c for c in wanted if c not in frame.columns]
         if missing:
             raise InputError(f"--columns: no column(s) {missing}; the data has {list(frame.columns)}")
-        frame = frame[wanted]
-    unknown = [c for c in discrete if c not in frame.columns]
+    unknown = [c for c in _names(args.discrete) if c not in frame.columns]
     if unknown:
         raise InputError(f"--discrete: no column(s) {unknown}; the data has {list(frame.columns)}")
-    frame = frame.dropna()
-    keep = [c for c in frame.columns if frame[c].nunique() > 1]
-    if len(keep) < 2:
-        raise InputError(f"need at least 2 columns that vary over complete rows; got {keep} from {len(frame)} rows")
-    return frame[keep].reset_index(drop=True)
+    chosen = features.model_variables(frame, wanted, drop)
+    if chosen.data.shape[1] < 2:
+        raise InputError(f"need at least 2 columns that vary over complete rows; got {chosen.summary()}")
+    if not args.json:
+        print(f"learning from {chosen.summary()} ...", file=sys.stderr)
+    return chosen.data
 
 
 def learn(frame: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
+    """PC-stable over `frame`'s columns (already the model's variables) with the flags' background."""
     discrete = _names(args.discrete)
-    frame = usable_columns(frame, _names(args.columns) if args.columns else None, discrete)
     bg = background_from_args(args, [c for c in inputs if c in frame.columns])
     params = {} if args.estimator == "lemeire" else {"alpha": args.alpha}
     try:
@@ -162,10 +175,8 @@ def learn(frame: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
 
 
 def run(args) -> int:
-    frame, inputs = load_frame(args.data, args.app)
-    if not args.json:
-        print(f"learning from {len(frame)} rows x {frame.shape[1]} columns ...", file=sys.stderr)
-    return report(learn(frame, args, inputs), args)
+    frame, inputs, drop = load_frame(args.data, args)
+    return report(learn(variables(frame, args, drop), args, inputs), args)
 
 
 def report(learner: PCLearner, args) -> int:

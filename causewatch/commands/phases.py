@@ -30,7 +30,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--num-init-seeds", type=int, default=5, help="k-means restarts per k (default 5)")
     parser.add_argument("--iters", type=int, default=100, help="k-means iteration limit (default 100)")
     parser.add_argument("--bic-threshold", type=float, default=0.9, help="fraction of the BIC range (default 0.9)")
-    parser.add_argument("--target", help="with a DuckDB store: only vectors of this target")
+    parser.add_argument("--target", help="with a DuckDB store: the target whose vectors to cluster "
+                                         "(needed when the store has several; a wrong one lists them)")
+    parser.add_argument("--kind", choices=("native", "python"),
+                        help="with a DuckDB store: native IP samples or Python frames (needed when both)")
     parser.add_argument("--save-simpoints", metavar="F", help="write '<interval> <phase>' lines")
     parser.add_argument("--save-weights", metavar="F", help="write '<weight> <phase>' lines")
     parser.add_argument("--save-labels", metavar="F", help="write '<phase> <distance>' per interval")
@@ -39,23 +42,33 @@ def add_arguments(parser) -> None:
 
 def _load(args):
     if args.file.endswith((".duckdb", ".db")):
-        import duckdb
-        try:
-            con = duckdb.connect(args.file, read_only=True)
-        except duckdb.Error as e:
-            raise InputError(f"{args.file}: cannot open the DuckDB store read-only ({e})") from None
-        where, params = ("target = ?", [args.target]) if args.target else ("TRUE", [])
-        X, _, _ = phases.bbv_matrix(con, where, params)
-        con.close()
-        if X.shape[0] == 0:
-            raise InputError(f"{args.file}: the bbv table has no vectors" + (f" for target {args.target!r}" if args.target else ""))
-        return X
-    if args.target:
-        raise InputError("--target applies only to a DuckDB store")
+        return _load_store(args)
+    if args.target or args.kind:
+        raise InputError("--target and --kind apply only to a DuckDB store")
     try:
         return phases.read_frequency_vectors(args.file)
     except OSError as e:
         raise InputError(f"{args.file}: cannot read ({e.strerror})") from None
+
+
+def _load_store(args):
+    """One target's vectors of one kind: phases of different programs, or of native IPs and Python
+    frames, are not one clustering."""
+    from causewatch.daemon import tables
+    con = tables.open_store(args.file, need=("bbv",))
+    try:
+        known = tables.bbv_targets(con)
+        chosen = known[known.target == args.target] if args.target else known
+        chosen = chosen[chosen.kind == args.kind] if args.kind else chosen
+        if len(chosen) != 1:
+            listing = "; ".join(f"--target {r.target} --kind {r.kind} ({r.vectors} vectors)" for r in known.itertuples())
+            problem = "has no vectors" if known.empty else (
+                "has several targets or kinds: choose one" if len(chosen) > 1 else "has no such vectors")
+            raise InputError(f"{args.file}: the bbv table {problem}" + (f"; known: {listing}" if listing else ""))
+        X, _, _ = tables.bbv_matrix(con, chosen.target.iloc[0], chosen.kind.iloc[0])
+        return X
+    finally:
+        con.close()
 
 
 def run(args) -> int:

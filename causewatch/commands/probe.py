@@ -111,7 +111,6 @@ def _worker(args):
 
 def _build(args) -> int:
     from causewatch.probe.build import build_kit
-    from causewatch.probe.registry import register_kit_file
     manifest = build_kit(args.app, _worker(args), _tasks(args), args.out, kit=args.kit, workers=args.workers,
                          bbv=args.bbv, max_k=args.max_k, seed=args.seed, reference_runs=args.reference_runs,
                          windows=args.windows, min_spread=args.min_spread,
@@ -119,7 +118,7 @@ def _build(args) -> int:
                          repeats=args.repeats,
                          show_progress=sys.stderr.isatty())
     if args.register:
-        register_kit_file(args.register, args.out)
+        _register_folder(args.register, args.out)
     if args.json:
         print(json.dumps(manifest, indent=2))
         return 0
@@ -159,9 +158,16 @@ def _send(args, body: dict) -> None:
         sender.close()
 
 
+def _register_folder(db: str, kit: str) -> dict:
+    from causewatch.daemon.store import register_kit_file
+    from causewatch.probe.registry import kit_folder_row
+    row = kit_folder_row(kit)
+    register_kit_file(db, row)
+    return json.loads(row["manifest"])
+
+
 def _register(args) -> int:
-    from causewatch.probe.registry import register_kit_file
-    manifest = register_kit_file(args.db, args.kit)
+    manifest = _register_folder(args.db, args.kit)
     print(json.dumps(manifest, indent=2) if args.json else
           f"registered kit {manifest['kit']} for {manifest['app']} in {args.db}")
     return 0

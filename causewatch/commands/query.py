@@ -12,6 +12,7 @@ import pandas as pd
 
 from causewatch.analytics.fuzzy import perfql
 from causewatch.analytics.fuzzy.membership import MODES
+from causewatch.analytics.fuzzy.summaries import records
 from causewatch.analytics.fuzzy.terms import TermsError, load_terms
 from causewatch.config import DaemonConfig
 from causewatch.errors import InputError
@@ -50,21 +51,6 @@ def add_arguments(parser) -> None:
     add_store_arguments(parser)
 
 
-def open_store(path: str):
-    """The store read-only; a file that is not a causewatch store is refused by name."""
-    import duckdb
-    try:
-        con = duckdb.connect(path, read_only=True)
-    except duckdb.Error as e:
-        hint = " (a running daemon holds its store: stop it or query a copy)" if "lock" in str(e).lower() else ""
-        raise InputError(f"{path}: cannot open the DuckDB store read-only ({e}){hint}") from None
-    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    if not {"regions", "bbv"} <= tables:
-        con.close()
-        raise InputError(f"{path}: not a causewatch store (expected tables regions and bbv)")
-    return con
-
-
 def termsets(args):
     try:
         return load_terms(args.terms)
@@ -85,16 +71,18 @@ def print_table(frame: pd.DataFrame) -> None:
 def run(args) -> int:
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
-    con = open_store(args.db)
+    from causewatch.daemon import tables
+    con = tables.open_store(args.db, need=("regions", "bbv"))
     try:
-        result = perfql.run(con, args.query, termsets(args), args.mode, args.min_degree, args.top,
-                            since=since(args), nodes=args.node)
+        query = perfql.Query(args.query, termsets(args), args.mode)
+        result = tables.perfql_matches(con, query, since(args), nodes=args.node, min_degree=args.min_degree,
+                                       top=args.top)
     except ValueError as e:
         raise InputError(f"query: {e}") from None
     finally:
         con.close()
     if args.json:
-        print(json.dumps(perfql.records(result), indent=1))
+        print(json.dumps(records(result), indent=1))
     else:
         print_table(result.round({"degree": 3}))
     return 0

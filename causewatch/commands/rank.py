@@ -28,16 +28,11 @@ def add_arguments(parser) -> None:
 
 
 def _from_db(db: str, app: str) -> list[dict]:
-    import duckdb
+    from causewatch.daemon import tables
     from causewatch.probe.rank import rank_nodes
+    con = tables.open_store(db, need=("probe_results",))
     try:
-        con = duckdb.connect(db, read_only=True)
-    except duckdb.Error as e:
-        raise InputError(f"{db}: cannot open read-only ({e}); is the daemon running? use --http then") from None
-    try:
-        return rank_nodes(con, app)
-    except duckdb.CatalogException:
-        raise InputError(f"{db}: no probe_results table (not a causewatch store)") from None
+        return rank_nodes(app, tables.latest_probes(con, app))
     finally:
         con.close()
 

@@ -12,8 +12,12 @@ import json
 import multiprocessing
 import sys
 import time
+from multiprocessing.util import Finalize
 
 import numpy as np
+
+from causewatch.agent import instrument
+from causewatch.probe.kit import wait_until_quiet
 
 # base size per type, chosen so that one task takes a few tens of milliseconds on a 2020s x86 core
 TASK_TYPES = {
@@ -97,9 +101,8 @@ def timed_task(task: dict, app: str | None = None) -> dict:
     """
     w0, c0 = time.perf_counter(), time.process_time()
     if app:
-        from causewatch.agent.instrument import region, task as measured
-        with measured(app, params={"type": task["type"], "size": task["size"]}, task_id=task["id"]):
-            with region(task["type"], app=app):
+        with instrument.task(app, params={"type": task["type"], "size": task["size"]}, task_id=task["id"]):
+            with instrument.region(task["type"], app=app):
                 checksum = run_task(task)
     else:
         checksum = run_task(task)
@@ -130,13 +133,9 @@ def _worker_start(app: str | None) -> None:
     """Pool initializer: settle before the first task (numpy's OpenBLAS threads spin for about 0.1 s
     after loading, CPU time the first tasks would be charged); with `app`, flush task records in a
     finalizer, since pool workers end without atexit."""
-    from causewatch.probe.kit import wait_until_quiet
     wait_until_quiet()
     if app:
-        from multiprocessing.util import Finalize
-
-        from causewatch.agent import instrument as api
-        Finalize(None, api.flush, exitpriority=10)
+        Finalize(None, instrument.flush, exitpriority=10)
 
 
 def run_master(tasks: list[dict], workers: int = 2, progress=None, app: str | None = None) -> dict:

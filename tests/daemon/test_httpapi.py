@@ -11,7 +11,7 @@ from support import agent_config
 
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
-from causewatch.daemon.job_fuzzy import Job as FuzzyJob
+from causewatch.daemon.job_fuzzy import FuzzyJob
 from causewatch.daemon.server import Daemon
 
 # Truong & Fahringer, soft-computing-performance-analysis: L2 miss ratios of Fig. 5's regions.

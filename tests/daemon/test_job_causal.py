@@ -7,10 +7,12 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from causewatch.daemon.job_causal import Job, task_frame
-from causewatch.daemon.metrics import LatestState
-from causewatch.daemon.scheduler import JobContext
+from causewatch.analytics.causal.features import name_task_columns
+from causewatch.daemon.exporter import Exporter
+from causewatch.daemon.job_causal import CausalJob
+from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.store import Store
+from causewatch.daemon.tables import task_frame
 
 from causewatch.cli import main
 
@@ -55,29 +57,36 @@ def store(tmp_path):
 
 
 def _ctx(store):
-    return JobContext(read=store.cursor, write=store.run, send=lambda *a: True, metrics=LatestState())
+    return JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
 
 
 def test_task_frame_unpacks_params_and_counters(store):
     _ingest(store, _tasks(0, 0, 10))
-    frame, inputs = task_frame(store.cursor(), "lu")
+    frame, inputs = name_task_columns(*task_frame(store.cursor(), "lu"))
     assert inputs == ["dtype", "n"]
     assert {"duration", "cpu_seconds", "instructions", "l2_misses"} <= set(frame.columns)
     assert pd.api.types.is_numeric_dtype(frame["n"]) and not pd.api.types.is_numeric_dtype(frame["dtype"])
 
 
-def test_task_frame_quotes_keys_from_agents(store):
+HOSTILE_KEYS = ['it\'s "odd"', "x') OR (1=1", "x\\", "*", "a/b", "~0", "$.a", "[0]", "é"]
+
+
+def test_task_frame_reads_keys_hostile_to_sql_and_json_paths(store):
     frame = _tasks(0, 0, 3)
-    frame["params"] = [json.dumps({'it\'s "odd"': i, "x') OR (1=1": 2}) for i in range(3)]
+    frame["params"] = [json.dumps({k: i + j for j, k in enumerate(HOSTILE_KEYS)}) for i in range(3)]
+    frame["counters"] = [json.dumps({k: 0.5 * i for k in HOSTILE_KEYS + ["duration"]}) for i in range(3)]
     _ingest(store, frame)
-    out, inputs = task_frame(store.cursor(), "lu")
-    assert sorted(inputs) == sorted(['it\'s "odd"', "x') OR (1=1"])
-    assert out['it\'s "odd"'].tolist() == [0, 1, 2]
+    out, inputs = name_task_columns(*task_frame(store.cursor(), "lu"))
+    assert sorted(inputs) == sorted(HOSTILE_KEYS)
+    for j, k in enumerate(HOSTILE_KEYS):
+        assert out[k].tolist() == [j, j + 1, j + 2]
+        assert out[f"counter.{k}"].tolist() == [0.0, 0.5, 1.0]   # a counter never hides a parameter
+    assert out["counter.duration"].tolist() == [0.0, 0.5, 1.0] and out["duration"].notna().all()
 
 
 def test_job_learns_stores_updates_and_flags_violations(store):
     ctx = _ctx(store)
-    job = Job(min_rows=50, min_new=20)
+    job = CausalJob(min_rows=50, min_new=20, confirm=1)
     _ingest(store, _tasks(0, 0, 300))
     job.run(ctx)
     cur = store.cursor()
@@ -85,7 +94,7 @@ def test_job_learns_stores_updates_and_flags_violations(store):
     edges = cur.execute("SELECT src, dst, directed FROM edges").fetchall()
     assert edges and all(dst not in ("n", "dtype") for _, dst, directed in edges if directed)
     assert not any({s, d} == {"n", "dtype"} for s, d, _ in edges)  # inputs never connect
-    assert b"causewatch_edge_strength_bits{" in ctx.metrics.exposition()
+    assert b"causewatch_edge_strength_bits{" in ctx.exporter.exposition()
     graph = json.loads(cur.execute("SELECT graph FROM models").fetchone()[0])
     # every variable with parents is stored as an MDL-fitted function of them
     assert graph["submodels"] and {d for _, d, directed in edges if directed} <= set(graph["submodels"])
@@ -100,9 +109,9 @@ def test_job_learns_stores_updates_and_flags_violations(store):
 
     _ingest(store, _tasks(2, 330, 120, broken=True))
     job.run(ctx)
-    flagged = {r[0] for r in cur.execute("SELECT variable FROM anomalies WHERE scope = 'app:lu'").fetchall()}
-    assert "duration" in flagged
-    assert b'causewatch_markov_violation_bits{scope="app:lu",variable="duration"}' in ctx.metrics.exposition()
+    flagged = cur.execute("SELECT kind, dst, resolved FROM anomalies WHERE scope = 'app:lu'").fetchall()
+    assert ("new_dependency", "duration", None) in flagged
+    assert b'causewatch_markov_violation_bits{scope="app:lu",variable="duration"}' in ctx.exporter.exposition()
 
 
 def _phased_tasks(seed, start, count):
@@ -118,7 +127,7 @@ def _phased_tasks(seed, start, count):
 
 def test_code_phase_from_task_vectors_is_a_discrete_variable(store):
     ctx = _ctx(store)
-    job = Job(min_rows=50, min_new=20)
+    job = CausalJob(min_rows=50, min_new=20)
     _ingest(store, _phased_tasks(0, 0, 150))
     job.run(ctx)
     _ingest(store, _phased_tasks(1, 150, 10))   # too few to refit: read again next time
@@ -133,13 +142,55 @@ def test_code_phase_from_task_vectors_is_a_discrete_variable(store):
     assert any({e.src, e.dst} == {"code_phase", "duration"} for e in model.edges())
 
 
-def test_learn_command_reads_the_tasks_table(store, tmp_path, capsys):
+def test_learn_command_prepares_the_same_variables_as_the_daemons_job(store, tmp_path, capsys):
     _ingest(store, _tasks(0, 0, 200))
-    _ingest(store, _phased_tasks(1, 200, 100))
+    _ingest(store, _phased_tasks(1, 200, 100))   # a third of the tasks carry a code vector
+    job = CausalJob(min_rows=50)
+    job.run(_ctx(store))
+    daemon_nodes = set(job.scopes["app:lu"].learner.model_.nodes)
     store.close()
-    assert main(["learn", f"duckdb:{tmp_path / 'cw.duckdb'}:tasks", "--app", "lu", "--json"]) == 0
+    spec = f"duckdb:{tmp_path / 'cw.duckdb'}:tasks"
+    assert main(["learn", spec, "--app", "lu", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    # the same variables as the daemon's model: no bookkeeping columns, the code phase of the vectors
-    assert {"n", "dtype", "duration", "instructions"} <= set(out["nodes"])
-    assert not {"t_start", "received", "bbv"} & set(out["nodes"]) and "code_phase" in out["nodes"]
+    assert set(out["nodes"]) == daemon_nodes and {"n", "dtype", "duration", "instructions"} <= daemon_nodes
     assert all(e["src"] in ("n", "dtype") for e in out["edges"] if {e["src"], e["dst"]} & {"n", "dtype"})
+    assert main(["learn", spec, "--app", "lu"]) == 0
+    said = capsys.readouterr().err
+    # every row is kept; the sparse code phase is left out, and the user is told why
+    assert "learning from 300 of 300 rows" in said and "code_phase: present in 33 % of rows only" in said
+    assert "t_start: bookkeeping" in said
+
+
+def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
+    """The DAG changes (duration starts to depend on n), then changes back: one new_dependency of
+    duration on n is raised, updated while it lasts and resolved after; the gauge follows it."""
+    ctx = _ctx(store)
+    job = CausalJob(min_rows=50, min_new=20, max_rows=400)
+    cur = store.cursor()
+    _ingest(store, _tasks(0, 0, 300))
+    job.run(ctx)
+    _ingest(store, _tasks(1, 300, 40))
+    job.run(ctx)
+    base = cur.execute("SELECT model_id, how FROM baselines WHERE scope = 'app:lu'").fetchone()
+    assert base is not None and base[1] == "first stable"
+    assert cur.execute("SELECT count(*) FROM anomalies").fetchone() == (0,)
+    for i, seq in enumerate(range(340, 580, 80)):       # three runs of changed tasks
+        _ingest(store, _tasks(10 + i, seq, 80, broken=True))
+        job.run(ctx)
+    rows = cur.execute("SELECT kind, src, dst, opened, updated, resolved, evidence FROM anomalies "
+                       "WHERE kind = 'new_dependency'").fetchall()
+    assert [(k, s, d) for k, s, d, *_ in rows] == [("new_dependency", "n", "duration")]   # raised once
+    kind, src, dst, opened, updated, resolved, evidence = rows[0]
+    assert resolved is None and updated >= opened
+    evidence = json.loads(evidence)
+    assert evidence["rows"] == 80 and evidence["score"] > evidence["threshold"] > 0 and len(evidence["window"]) == 2
+    assert b'causewatch_dependency_anomaly{dst="duration",kind="new_dependency",scope="app:lu",src="n"} 1.0' \
+        in ctx.exporter.exposition()
+    open_now = cur.execute("SELECT src, dst FROM anomalies WHERE resolved IS NULL").fetchall()
+    assert all({s, d} <= {"n", "duration", "instructions", "l2_misses", "cpu_seconds"} for s, d in open_now)
+    for i, seq in enumerate(range(580, 1220, 80)):      # back to the baseline's mechanism
+        _ingest(store, _tasks(20 + i, seq, 80))
+        job.run(ctx)
+    assert cur.execute("SELECT count(*) FROM anomalies WHERE resolved IS NULL").fetchone() == (0,)
+    assert cur.execute("SELECT resolved IS NOT NULL FROM anomalies WHERE kind = 'new_dependency'").fetchall() == [(True,)]
+    assert b"causewatch_dependency_anomaly{" not in ctx.exporter.exposition()

@@ -6,9 +6,9 @@ import threading
 import duckdb
 import pytest
 
-from causewatch.daemon.job_fuzzy import GAUGE, Job
-from causewatch.daemon.metrics import LatestState
-from causewatch.daemon.scheduler import JobContext
+from causewatch.daemon.exporter import Exporter
+from causewatch.daemon.job_fuzzy import GAUGE, FuzzyJob
+from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.store import migrate
 
 NOW = 10_000.0
@@ -34,17 +34,17 @@ def _ctx(con):
             con.begin()
             fn(con)
             con.commit()
-    return JobContext(read=con.cursor, write=write, send=lambda *a: True, metrics=LatestState())
+    return JobContext(read=con.cursor, write=write, send=lambda *a: True, exporter=Exporter())
 
 
 def _gauges(ctx):
-    lines = ctx.metrics.exposition().decode().splitlines()
+    lines = ctx.exporter.exposition().decode().splitlines()
     return sorted(line for line in lines if line.startswith(GAUGE + "{") and "l2_miss_ratio" in line)
 
 
 def test_job_stores_scores_and_exports_severity(con):
     ctx = _ctx(con)
-    Job(clock=lambda: NOW).run(ctx)
+    FuzzyJob(clock=lambda: NOW).run(ctx)
     rows = con.execute("SELECT ts, node, region, source, metric, term, round(degree, 3), round(severity, 3) "
                        "FROM scores WHERE metric = 'l2_miss_ratio' ORDER BY node, region, severity").fetchall()
     assert rows == [(NOW, "n1", "MPI_SEND", "region", "l2_miss_ratio", "negligible", 0.1, 0.0),
@@ -57,9 +57,9 @@ def test_job_stores_scores_and_exports_severity(con):
 
 def test_job_republishes_only_current_bottlenecks(con):
     ctx = _ctx(con)
-    Job(clock=lambda: NOW).run(ctx)
+    FuzzyJob(clock=lambda: NOW).run(ctx)
     con.execute("DELETE FROM regions WHERE region = 'MPI_SEND'")
-    Job(clock=lambda: NOW + 1).run(ctx)
+    FuzzyJob(clock=lambda: NOW + 1).run(ctx)
     assert [g.split("region=")[1][:15] for g in _gauges(ctx)] == ['"PARTICLE_LOAD"']
     assert con.execute("SELECT count(DISTINCT ts) FROM scores").fetchone()[0] == 2
 
@@ -68,5 +68,5 @@ def test_job_on_an_empty_store(tmp_path):
     con = duckdb.connect(str(tmp_path / "empty.duckdb"))
     migrate(con)
     ctx = _ctx(con)
-    Job(clock=lambda: NOW).run(ctx)
+    FuzzyJob(clock=lambda: NOW).run(ctx)
     assert con.execute("SELECT count(*) FROM scores").fetchone()[0] == 0 and _gauges(ctx) == []

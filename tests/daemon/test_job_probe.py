@@ -10,12 +10,12 @@ from support import agent_config, wait_for
 
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
-from causewatch.daemon.job_probe import Job
-from causewatch.daemon.metrics import LatestState
-from causewatch.daemon.scheduler import JobContext
+from causewatch.daemon.exporter import Exporter
+from causewatch.daemon.job_probe import ProbeJob
+from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.server import Daemon
-from causewatch.daemon.store import migrate
-from causewatch.probe.registry import register_kit
+from causewatch.daemon.store import migrate, register_kit
+from causewatch.probe.registry import kit_row
 from causewatch.probe.run import handle_run_probe
 
 HELLO = {"hostname": "h", "agent_version": "test"}
@@ -32,25 +32,25 @@ def manifest(kit="k1"):
 
 def context(con, sent):
     return JobContext(read=con.cursor, write=lambda fn: fn(con),
-                      send=lambda node, kind, body: sent.append((node, kind, body)) or True, metrics=LatestState())
+                      send=lambda node, kind, body: sent.append((node, kind, body)) or True, exporter=Exporter())
 
 
 def test_hello_from_a_new_node_gets_every_kit_it_has_no_result_for(tmp_path):
     con = duckdb.connect(str(tmp_path / "s.duckdb"))
     migrate(con)
-    register_kit(con, manifest("k1"))
-    register_kit(con, manifest("k2"))
+    register_kit(con, kit_row(manifest("k1")))
+    register_kit(con, kit_row(manifest("k2")))
     sent = []
     ctx = context(con, sent)
-    Job().on_hello(ctx, "n1", HELLO)
+    ProbeJob().on_hello(ctx, "n1", HELLO)
     assert sorted((n, k, b["kit"]) for n, k, b in sent) == [("n1", "run_probe", "k1"), ("n1", "run_probe", "k2")]
     assert sent[0][2]["manifest"]["phases"] == manifest()["phases"]
     con.execute("INSERT INTO probe_results VALUES ('n1', 'b', 1, 1.0, 'mw', 'k1', 12.0, 11.0, 13.0, 1.2, 0.5, NULL)")
     sent.clear()
-    Job().on_hello(ctx, "n1", HELLO)
+    ProbeJob().on_hello(ctx, "n1", HELLO)
     assert [b["kit"] for _, _, b in sent] == ["k2"]
-    Job().run(ctx)
-    text = ctx.metrics.exposition().decode()
+    ProbeJob().run(ctx)
+    text = ctx.exporter.exposition().decode()
     assert 'causewatch_predicted_task_seconds{app="mw",node="n1"} 12.0' in text
 
 
@@ -58,9 +58,9 @@ def test_new_agent_is_probed_and_ranked(tmp_path):
     db = tmp_path / "cw.duckdb"
     with duckdb.connect(str(db)) as con:
         migrate(con)
-        register_kit(con, manifest())
+        register_kit(con, kit_row(manifest()))
     daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
-                    jobs=[Job()]).start()
+                    jobs=[ProbeJob()]).start()
     commands: queue.Queue = queue.Queue()
     sender = Sender(agent_config(tmp_path, daemon.endpoint, node="fresh-node"), on_command=commands.put).start()
     try:

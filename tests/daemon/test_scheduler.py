@@ -1,11 +1,14 @@
-"""The scheduler: jobs found by file name, a broken or failing job never stops the others."""
+"""The scheduler and the job contract: a failing job never stops the others; the daemon's jobs are
+listed by name, each keeps the Job protocol, and a bad term-set file stops the daemon at start."""
 
-import logging
+import pytest
 
-from causewatch import daemon as daemon_pkg
 from causewatch.config import DaemonConfig
-from causewatch.daemon.metrics import LatestState
-from causewatch.daemon.scheduler import JobContext, Scheduler, discover_jobs
+from causewatch.daemon.exporter import Exporter
+from causewatch.daemon.jobs import Job, JobContext
+from causewatch.daemon.scheduler import Scheduler
+from causewatch.daemon.server import default_jobs
+from causewatch.errors import ConfigError
 
 
 class Counting:
@@ -22,7 +25,7 @@ class Counting:
 
 
 def ctx():
-    return JobContext(read=None, write=None, send=None, metrics=LatestState())
+    return JobContext(read=None, write=None, send=None, exporter=Exporter())
 
 
 def test_failing_job_is_counted_and_others_run():
@@ -33,7 +36,7 @@ def test_failing_job_is_counted_and_others_run():
     s.run_due(101.0, due)  # not due again before 105
     s.run_due(105.0, due)
     assert bad.calls == good.calls == ["run", "run"]
-    assert s.ctx.metrics.registry.get_sample_value("causewatch_job_errors_total", {"job": "bad"}) == 2
+    assert s.ctx.exporter.registry.get_sample_value("causewatch_job_errors_total", {"analysis": "bad"}) == 2
 
 
 def test_hello_reaches_jobs():
@@ -45,14 +48,16 @@ def test_hello_reaches_jobs():
     assert ("hello", "node-9") in job.calls
 
 
-def test_module_that_cannot_load_is_left_out(tmp_path, monkeypatch, caplog):
-    (tmp_path / "job_broken.py").write_text("import no_such_module_anywhere\n")
-    (tmp_path / "job_tiny.py").write_text(
-        "class Job:\n    name, interval = 'tiny', 1.0\n    def __init__(self, db=None):\n        self.db = db\n"
-        "    @classmethod\n    def from_config(cls, cfg):\n        return cls(cfg.db)\n    def run(self, ctx):\n"
-        "        pass\n")
-    monkeypatch.setattr(daemon_pkg, "__path__", [*daemon_pkg.__path__, str(tmp_path)])
-    with caplog.at_level(logging.ERROR):
-        jobs = {j.name: j for j in discover_jobs(DaemonConfig(db="x.duckdb"))}
-    assert "tiny" in jobs and jobs["tiny"].db == "x.duckdb"
-    assert any("job_broken cannot load" in r.getMessage() for r in caplog.records)
+def test_the_daemons_jobs_keep_the_protocol_under_distinct_names():
+    jobs = default_jobs(DaemonConfig(db="x.duckdb"))
+    assert [j.name for j in jobs] == ["causal", "fuzzy", "probe"]
+    assert all(isinstance(j, Job) and j.interval > 0 for j in jobs)
+
+
+def test_a_term_set_file_that_cannot_load_stops_the_daemon_naming_it(tmp_path):
+    with pytest.raises(ConfigError, match="fuzzy_terms: cannot load the term sets '/no/such.toml'"):
+        default_jobs(DaemonConfig(db="x.duckdb", fuzzy_terms="/no/such.toml"))
+    bad = tmp_path / "terms.toml"
+    bad.write_text("[cpi]\nterms = 3\n")
+    with pytest.raises(ConfigError, match="fuzzy_terms"):
+        default_jobs(DaemonConfig(db="x.duckdb", fuzzy_terms=str(bad)))

@@ -6,10 +6,12 @@ import duckdb
 import pytest
 from support import run_cli
 
-from causewatch.daemon.store import migrate
+from causewatch.daemon.httpapi import rank
+from causewatch.daemon.store import migrate, register_kit_file
+from causewatch.daemon.tables import latest_probes, predicted_times, registered_kits
 from causewatch.errors import InputError
-from causewatch.probe.rank import api_rank, predicted_times, rank_nodes
-from causewatch.probe.registry import register_kit_file, registered_kits
+from causewatch.probe.rank import rank_nodes
+from causewatch.probe.registry import kit_folder_row
 
 
 def manifest(app="mw", kit="k1"):
@@ -31,15 +33,15 @@ def store(path, results):
 def test_rank_uses_each_nodes_latest_result(tmp_path):
     con = store(tmp_path / "s.duckdb", [("a", 1.0, "mw", 30.0), ("b", 1.0, "mw", 20.0), ("a", 2.0, "mw", 10.0),
                                         ("c", 1.0, "other", 1.0)])
-    ranked = rank_nodes(con, "mw")
+    ranked = rank_nodes("mw", latest_probes(con, "mw"))
     assert [(r["rank"], r["node"], r["predicted_seconds"]) for r in ranked] == [(1, "a", 10.0), (2, "b", 20.0)]
     assert ranked[0]["lo"] == pytest.approx(9.0) and ranked[0]["hi"] == pytest.approx(11.0)
     assert ranked[0]["phases"] == [{"phase": 0}]
-    assert rank_nodes(con, "nothing") == []
+    assert rank_nodes("nothing", latest_probes(con, "nothing")) == []
     assert sorted(predicted_times(con)) == [("mw", "a", 10.0), ("mw", "b", 20.0), ("other", "c", 1.0)]
-    assert api_rank({"app": "mw"}, con)["nodes"] == ranked
+    assert rank({"app": "mw"}, con)["nodes"] == ranked
     with pytest.raises(InputError, match="app"):
-        api_rank({}, con)
+        rank({}, con)
 
 
 def test_rank_command_reads_a_stopped_daemons_store(tmp_path):
@@ -58,9 +60,9 @@ def test_register_kit_replaces_same_name(tmp_path):
     kit.mkdir()
     (kit / "manifest.json").write_text(json.dumps(manifest()))
     db = str(tmp_path / "s.duckdb")
-    register_kit_file(db, str(kit))
+    register_kit_file(db, kit_folder_row(str(kit)))
     (kit / "manifest.json").write_text(json.dumps(dict(manifest(), reference_seconds=5.0)))
-    register_kit_file(db, str(kit))
+    register_kit_file(db, kit_folder_row(str(kit)))
     with duckdb.connect(db) as con:
         kits = registered_kits(con)
     assert len(kits) == 1 and kits[0]["manifest"]["reference_seconds"] == 5.0

@@ -1,18 +1,16 @@
 """PERFQL: grammar and precedence, metric expressions, division by zero, errors with columns,
-ranking, and evaluation against region summaries in DuckDB."""
+ranking, and the bottleneck search over region-summary frames."""
 
-import json
 import warnings
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pytest
 
 from causewatch.analytics.fuzzy import perfql
 from causewatch.analytics.fuzzy.score import Membership, TermSet
-from causewatch.analytics.fuzzy.perfql import PerfQLError, Query, find_bottlenecks, parse_metric
-from causewatch.daemon.store import migrate
+from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks
+from causewatch.analytics.fuzzy.perfql import PerfQLError, Query, parse_metric
 
 TERMS = {"ratio": TermSet("ratio", {"low": Membership("z", (0.2, 0.4)), "high": Membership("s", (0.5, 0.9))},
                           expr="a / b"),
@@ -116,23 +114,6 @@ def test_term_defined_by_several_sets_needs_the_metric_named():
         Query("(a * 2 is long)", sets)
 
 
-def _store(path):
-    con = duckdb.connect(str(path))
-    migrate(con)
-    rows = [("n1", i, "app", f"r{i}", float(i), 1.0 + i, json.dumps({"a": i, "b": 10})) for i in range(10)]
-    con.executemany("INSERT INTO regions VALUES (?, 'b', ?, ?, ?, ?, ?, 1, NULL, ?, NULL, NULL)", rows)
-    return con
-
-
-def test_run_against_duckdb(tmp_path):
-    con = _store(tmp_path / "s.duckdb")
-    got = perfql.run(con, "(ratio is high) AND (duration is long)",
-                     {**TERMS, "duration": TermSet("duration", {"long": Membership("linear", (0, 10))})})
-    # a/b = i/10 is high from 0.5; duration 1+i is long in proportion.
-    assert got.region.tolist() == ["r9", "r8", "r7", "r6"]
-    assert got.degree.iloc[0] == pytest.approx(1.0)
-
-
 def test_find_bottlenecks_long_rows():
     f = pd.DataFrame({"node": ["n", "n"], "app": "a", "region": ["PARTICLE_LOAD", "MPI_SEND"], "source": "region",
                       "L2_TCM": [0.9497242344418835, 0.6550124668722567], "L2_TCA": [1.0, 1.0]})
@@ -151,11 +132,3 @@ def test_term_set_name_falls_back_to_a_recorded_column():
     f = frame().assign(ratio=[0.1, 0.2, 0.3, 0.4, 0.95]).drop(columns=["a"])
     got = Query("(ratio is high)", TERMS).evaluate(f)
     assert got.region.tolist() == ["r5"] and got.ratio.tolist() == [0.95]
-
-
-def test_misspelt_metric_in_a_store_is_an_error_and_an_empty_store_matches_nothing(tmp_path):
-    con = _store(tmp_path / "s.duckdb")
-    with pytest.raises(PerfQLError, match="found 'c'"):
-        perfql.run(con, "(a / c is high)", TERMS)
-    con.execute("DELETE FROM regions")
-    assert len(perfql.run(con, "(a / c is high)", TERMS)) == 0

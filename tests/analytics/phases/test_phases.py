@@ -2,7 +2,6 @@
 
 import json
 
-import duckdb
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -173,18 +172,6 @@ def test_tracker_finds_phases_online():
     assert tracker.predict({"keys": [f"f{j}" for j in range(X.shape[1])], "counts": X[0].tolist()}) == ids[0]
 
 
-def test_bbv_matrix_from_duckdb(tmp_path):
-    con = duckdb.connect(str(tmp_path / "s.duckdb"))
-    con.execute("CREATE TABLE bbv(node VARCHAR, boot VARCHAR, seq BIGINT, target VARCHAR, kind VARCHAR, "
-                "t_start DOUBLE, t_end DOUBLE, key VARCHAR, count BIGINT)")
-    con.execute("INSERT INTO bbv VALUES ('n1','b',1,'app','native',0,1,'f',3), ('n1','b',1,'app','native',0,1,'g',1),"
-                "('n1','b',2,'app','native',1,2,'g',5), ('n2','c',1,'other','python',0,1,'h',2)")
-    X, keys, index = ph.bbv_matrix(con, "target = ?", ["app"])
-    assert X.shape == (2, 2) and keys == ["f", "g"]
-    assert X.toarray().tolist() == [[3, 1], [0, 5]]
-    assert index[1][:3] == ("n1", "b", 2)
-
-
 def test_vectors_to_matrix_extends_key_table():
     X, keys = ph.vectors_to_matrix([{"a": 1, "b": 2}, {"keys": ["c", "a"], "counts": [4, 1]}], ["z"])
     assert keys == ["z", "a", "b", "c"]
@@ -204,19 +191,3 @@ def test_phases_command(tmp_path, capsys):
     labels, _ = ph.read_labels(tmp_path / "a.labels")
     assert ph.adjusted_rand_index(truth, labels) >= 0.9
     assert main(["phases", str(tmp_path / "missing.bb")]) == 2
-
-
-def test_phases_command_reads_a_duckdb_store(tmp_path, capsys):
-    db = str(tmp_path / "s.duckdb")
-    con = duckdb.connect(db)
-    con.execute("CREATE TABLE bbv(node VARCHAR, boot VARCHAR, seq BIGINT, target VARCHAR, kind VARCHAR, "
-                "t_start DOUBLE, t_end DOUBLE, key VARCHAR, count BIGINT)")
-    rows = [("n", "b", i, "app", "native", float(i), i + 1.0, key, 10 + i % 3)
-            for i in range(12) for key in (("f", "g") if i % 2 else ("h", "k"))]
-    con.executemany("INSERT INTO bbv VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    con.close()
-    assert main(["phases", db, "--target", "app", "--k", "2", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["intervals"] == 12 and out["k"] == 2
-    assert sorted(p["intervals"] for p in out["phases"]) == [6, 6]
-    assert main(["phases", db, "--target", "none"]) == 2

@@ -1,4 +1,5 @@
-"""Region summaries from a real DuckDB store: instrumented regions and sampled BBV functions."""
+"""Reads of a real DuckDB store: region summaries (instrumented regions and sampled BBV functions),
+PERFQL over them, tasks unpacked, and agent-supplied keys that are hostile to SQL and JSON paths."""
 
 import json
 
@@ -6,8 +7,11 @@ import duckdb
 import numpy as np
 import pytest
 
-from causewatch.analytics.regions import metric_name, region_summaries
+from causewatch.analytics.fuzzy.perfql import PerfQLError, Query
+from causewatch.analytics.fuzzy.score import Membership, TermSet
+from causewatch.analytics.fuzzy.summaries import metric_name
 from causewatch.daemon.store import migrate
+from causewatch.daemon.tables import perfql_matches, region_summaries
 
 
 @pytest.fixture
@@ -76,3 +80,48 @@ def test_empty_store(tmp_path):
 
 def test_metric_name():
     assert metric_name("cache-misses") == "cache_misses" and metric_name("L2_TCM") == "L2_TCM"
+
+
+TERMS = {"ratio": TermSet("ratio", {"low": Membership("z", (0.2, 0.4)), "high": Membership("s", (0.5, 0.9))},
+                          expr="a / b")}
+
+
+def _store(path):
+    con = duckdb.connect(str(path))
+    migrate(con)
+    rows = [("n1", i, "app", f"r{i}", float(i), 1.0 + i, json.dumps({"a": i, "b": 10})) for i in range(10)]
+    con.executemany("INSERT INTO regions VALUES (?, 'b', ?, ?, ?, ?, ?, 1, NULL, ?, NULL, NULL)", rows)
+    return con
+
+
+def test_perfql_against_duckdb(tmp_path):
+    con = _store(tmp_path / "s.duckdb")
+    got = perfql_matches(con, Query("(ratio is high) AND (duration is long)",
+                                     {**TERMS, "duration": TermSet("duration", {"long": Membership("linear", (0, 10))})}))
+    # a/b = i/10 is high from 0.5; duration 1+i is long in proportion.
+    assert got.region.tolist() == ["r9", "r8", "r7", "r6"]
+    assert got.degree.iloc[0] == pytest.approx(1.0)
+
+
+def test_misspelt_metric_in_a_store_is_an_error_and_an_empty_store_matches_nothing(tmp_path):
+    con = _store(tmp_path / "s.duckdb")
+    with pytest.raises(PerfQLError, match="found 'c'"):
+        perfql_matches(con, Query("(a / c is high)", TERMS))
+    con.execute("DELETE FROM regions")
+    assert len(perfql_matches(con, Query("(a / c is high)", TERMS))) == 0
+
+
+def test_region_counters_with_keys_hostile_to_sql_and_json_paths(tmp_path):
+    con = duckdb.connect(str(tmp_path / "s.duckdb"))
+    migrate(con)
+    keys = ["x\\", "*", 'a"b', "it's", "a/b", "~1", "$", "cache-misses", "cache_misses"]
+    counters = json.dumps({k: i + 1 for i, k in enumerate(keys)})
+    con.execute("INSERT INTO regions VALUES ('n', 'b', 1, 'app', 'r', 1.0, 2.0, 1, NULL, ?, NULL, NULL)", [counters])
+    f = region_summaries(con)
+    row = f.iloc[0]
+    assert row["x_"] == 1 and row["it_s"] == 4 and row["_1"] == 6
+    assert row["a_b"] == 3 and row["_"] == 7       # the same name: a"b before a/b, $ before * (sorted keys)
+    assert row["cache_misses"] == 8                                     # cache-misses sorts before cache_misses
+    assert len(set(f.columns)) == len(f.columns)
+    assert perfql_matches(con, Query("(cache_misses is high)", {"cache_misses": TermSet(
+        "cache_misses", {"high": Membership("s", (0.0, 1.0))})})).region.tolist() == ["r"]

@@ -1,0 +1,81 @@
+"""Dependency anomalies: where newest data or a newer model departs from a baseline causal model.
+
+A `new_dependency` is a variable whose Markov condition fails on the newest rows (it depends on a
+non-descendant beyond its parents: the baseline's independence no longer holds); `edge_appeared`,
+`edge_disappeared` and `strength_changed` compare the baseline's edges with a newer model's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+import pandas as pd
+
+from causewatch.analytics.causal.ci import CITest, Dataset, KDEMITest
+from causewatch.analytics.causal.model import CausalModel
+
+KINDS = ("new_dependency", "edge_appeared", "edge_disappeared", "strength_changed")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One departure. `score` and `threshold` are the test's own (bits); `evidence` says on what."""
+    kind: str
+    src: str
+    dst: str
+    score: float
+    threshold: float
+    evidence: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.kind, self.src, self.dst
+
+
+def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITest | None = None) -> list[Finding]:
+    """Variables of `baseline` whose Markov condition fails on `newest`, each with the non-descendant
+    it now depends on most (given its baseline parents) as `src`."""
+    test = ci_test or KDEMITest()
+    violations = baseline.markov_violations(newest, ci_test=test)
+    found = []
+    if not violations.violated.any():
+        return found
+    dag = baseline.dag_extension()
+    ds = Dataset(newest[baseline.nodes].reset_index(drop=True), [v for v in baseline.nodes if v in baseline.discrete])
+    for row in violations[violations.violated].itertuples():
+        v = row.variable
+        parents = sorted(dag.predecessors(v))
+        others = sorted(set(baseline.nodes) - nx.descendants(dag, v) - set(parents) - {v})
+        bits = {o: test.test(ds, v, o, parents).bits for o in others}
+        src = max(bits, key=bits.get)
+        found.append(Finding("new_dependency", src, v, float(row.bits), float(row.threshold), {
+            "rows": len(newest), "parents": parents, "bits_by_non_descendant": {o: round(b, 4) for o, b in bits.items()}}))
+    return found
+
+
+def edge_changes(baseline: CausalModel, newer: CausalModel, min_bits: float = 0.1, band_bits: float = 0.05,
+                 band_ratio: float = 1.0) -> list[Finding]:
+    """Edges of at least `min_bits` that appeared or disappeared between `baseline` and `newer`, and
+    strengths that moved by more than `band_bits` and by more than a factor 2**band_ratio (both, so
+    that neither noise on a weak edge nor a small change of a strong one is an anomaly). An edge is
+    named in the baseline's direction where it has one, so a re-orientation is not a new anomaly."""
+    base = {frozenset((e.src, e.dst)): e for e in baseline.edges()}
+    new = {frozenset((e.src, e.dst)): e for e in newer.edges()}
+    found = [Finding("edge_appeared", *_ends(e), e.strength, min_bits, {"strength_bits": e.strength})
+             for p, e in new.items() if p not in base and e.strength >= min_bits]
+    found += [Finding("edge_disappeared", *_ends(e), e.strength, min_bits, {"baseline_strength_bits": e.strength})
+              for p, e in base.items() if p not in new and e.strength >= min_bits]
+    for p in base.keys() & new.keys():
+        b, n = base[p].strength, new[p].strength
+        ratio = abs(math.log2(max(n, 1e-9) / max(b, 1e-9)))
+        if abs(n - b) > band_bits and ratio > band_ratio:
+            found.append(Finding("strength_changed", *_ends(base[p]), abs(n - b), band_bits,
+                                 {"baseline_strength_bits": b, "strength_bits": n, "log2_ratio": round(ratio, 3)}))
+    return sorted(found, key=lambda f: f.key)
+
+
+def _ends(e) -> tuple[str, str]:
+    """An edge's (src, dst): its direction, or name order when it has none."""
+    return (e.src, e.dst) if e.directed else tuple(sorted((e.src, e.dst)))

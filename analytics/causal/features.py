@@ -1,0 +1,101 @@
+"""From stored rows to a causal model's variables: task columns named, code phases added, samples
+pivoted wide, then the columns and rows a model is learnt over, with the reason each one was dropped.
+
+One preparation for the daemon's causal job and `causewatch learn`; frames in, frames out (no SQL).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from causewatch.analytics.phases.simpoint import PhaseTracker
+
+BOOKKEEPING = ["received", "t_start", "bbv"]   # task columns that are not variables
+MIN_PRESENT = 0.8                              # a column missing from more rows than this is dropped
+TASK_MEASURES = ("duration", "cpu_seconds")
+
+
+def name_task_columns(frame: pd.DataFrame, params: dict[str, str], counters: dict[str, str]
+                      ) -> tuple[pd.DataFrame, list[str]]:
+    """Name the positional parameter and counter columns of a task frame by their keys; a counter
+    whose key is taken (by a parameter, duration or cpu_seconds) becomes `counter.<key>`. Parameters
+    that are all numbers become numbers, the rest stay text (discrete). Returns (frame, inputs):
+    the parameter columns, which are the model's inputs."""
+    names = dict(params)
+    taken = set(params.values()) | set(TASK_MEASURES)
+    names.update({col: (f"counter.{k}" if k in taken else k) for col, k in counters.items()})
+    frame = frame.rename(columns=names)
+    for k in params.values():
+        numeric = pd.to_numeric(frame[k], errors="coerce")
+        if numeric.notna().sum() == frame[k].notna().sum():
+            frame[k] = numeric
+    return frame, list(params.values())
+
+
+def with_code_phase(frame: pd.DataFrame, tracker: PhaseTracker, seen_until: float = 0.0) -> pd.DataFrame:
+    """`code_phase`: the online tracker's phase of each task's code vector, a discrete variable for the
+    model (absent when no task carries a vector). Rows received up to `seen_until` taught the tracker
+    before (they were read and left for later), so they are only looked up: none teaches it twice."""
+    if "bbv" not in frame or frame["bbv"].isna().all():
+        return frame
+    ids = []
+    for text, seen in zip(frame["bbv"], frame["received"] <= seen_until):
+        if not isinstance(text, str):
+            ids.append(None)
+            continue
+        vector = json.loads(text)
+        phase = tracker.predict(vector) if seen else tracker.update(vector)
+        ids.append(f"phase-{phase}" if phase >= 0 else None)
+    return frame.assign(code_phase=ids)
+
+
+def samples_wide(long: pd.DataFrame, bucket: float = 1.0) -> pd.DataFrame:
+    """Long samples (node, ts, scope, metric, value) as one row per (node, time bucket) and one column
+    per `scope/metric`, each the mean of the bucket's values."""
+    if not len(long):
+        return pd.DataFrame(columns=["node", "t"])
+    keyed = long.assign(t=np.floor(long["ts"].to_numpy() / bucket) * bucket,
+                        series=long["scope"].astype(str) + "/" + long["metric"].astype(str))
+    wide = keyed.pivot_table(index=["node", "t"], columns="series", values="value", aggfunc="mean")
+    wide.columns.name = None
+    return wide.reset_index()
+
+
+@dataclass
+class Variables:
+    """A model's data and how it was chosen: `dropped` maps each column left out to why."""
+    data: pd.DataFrame
+    rows_in: int
+    dropped: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        why = "; ".join(f"{c}: {r}" for c, r in self.dropped.items())
+        return (f"{len(self.data)} of {self.rows_in} rows, {self.data.shape[1]} variables"
+                + (f" (left out: {why})" if why else ""))
+
+
+def model_variables(frame: pd.DataFrame, columns: list[str] | None = None,
+                    drop: tuple[str, ...] = ()) -> Variables:
+    """The variables a model is learnt over. Without `columns`: every column but `drop`, less those
+    missing from more than 1 − MIN_PRESENT of the rows; then only complete rows; then no column that
+    never varies. With `columns`: those (all of them must exist), complete rows, none constant."""
+    dropped = {c: "bookkeeping, not a variable" for c in drop if c in frame}
+    data = frame.drop(columns=list(dropped))
+    if columns is not None:
+        dropped.update({c: "not chosen" for c in data.columns if c not in columns})
+        data = data[columns]
+    else:
+        present = data.notna().mean()
+        for c in present.index[present < MIN_PRESENT]:
+            dropped[c] = f"present in {100 * present[c]:.0f} % of rows only"
+        data = data.loc[:, present >= MIN_PRESENT]
+    data = data.dropna()
+    for c in data.columns:
+        if data[c].nunique() <= 1:
+            dropped[c] = "never varies over the complete rows"
+    data = data[[c for c in data.columns if c not in dropped]].reset_index(drop=True)
+    return Variables(data, len(frame), dropped)

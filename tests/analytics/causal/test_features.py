@@ -1,0 +1,81 @@
+"""The one preparation of model variables: columns named, sparse and constant columns left out with
+their reason, complete rows kept, samples pivoted wide; and `learn duckdb:FILE:samples` through it."""
+
+import json
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from causewatch.analytics.causal import features
+from causewatch.cli import main
+from causewatch.daemon.store import migrate
+
+
+def test_sparse_column_is_dropped_before_rows_are_and_each_drop_has_its_reason():
+    n = 100
+    frame = pd.DataFrame({"a": np.arange(n, dtype=float), "b": np.arange(n) % 7, "const": 1.0,
+                          "sparse": [1.0 if i % 10 == 0 else None for i in range(n)],
+                          "t_start": np.arange(n, dtype=float)})
+    frame.loc[3, "a"] = None
+    chosen = features.model_variables(frame, drop=("t_start",))
+    assert list(chosen.data.columns) == ["a", "b"] and len(chosen.data) == n - 1 and chosen.rows_in == n
+    assert chosen.dropped == {"t_start": "bookkeeping, not a variable", "sparse": "present in 10 % of rows only",
+                              "const": "never varies over the complete rows"}
+    assert chosen.summary().startswith("99 of 100 rows, 2 variables (left out: t_start: bookkeeping")
+    named = features.model_variables(frame, columns=["a", "sparse"])
+    assert len(named.data) == 10 and named.dropped["b"] == "not chosen"   # chosen columns are kept
+
+
+def test_task_columns_named_by_key_and_a_counter_never_hides_a_parameter():
+    frame = pd.DataFrame({"duration": [1.0, 2.0], "p0": ["4", "8"], "p1": ["int", "x"], "c0": [5.0, 6.0],
+                          "c1": [7.0, 8.0], "c2": [0.1, 0.2]})
+    out, inputs = features.name_task_columns(frame, {"p0": "n", "p1": "dtype"},
+                                             {"c0": "n", "c1": "duration", "c2": "misses"})
+    assert inputs == ["n", "dtype"] and out["n"].tolist() == [4, 8] and out["dtype"].tolist() == ["int", "x"]
+    assert out["counter.n"].tolist() == [5.0, 6.0] and out["counter.duration"].tolist() == [7.0, 8.0]
+    assert out["misses"].tolist() == [0.1, 0.2] and out["duration"].tolist() == [1.0, 2.0]
+
+
+def test_samples_pivot_one_column_per_scope_metric_per_node_and_bucket():
+    long = pd.DataFrame({"node": ["a", "a", "a", "b"], "ts": [10.2, 10.7, 11.1, 10.5],
+                         "scope": ["node", "node", "pid:7", "node"], "metric": ["cpu", "cpu", "cpu", "cpu"],
+                         "value": [1.0, 3.0, 5.0, 7.0]})
+    wide = features.samples_wide(long, bucket=1.0)
+    assert list(wide.columns) == ["node", "t", "node/cpu", "pid:7/cpu"]
+    assert wide.loc[(wide.node == "a") & (wide.t == 10.0), "node/cpu"].item() == 2.0
+    assert wide.loc[(wide.node == "a") & (wide.t == 11.0), "pid:7/cpu"].item() == 5.0
+    assert len(wide) == 3
+
+
+def test_learn_over_stored_samples_learns_between_metrics(tmp_path, capsys):
+    db = tmp_path / "cw.duckdb"
+    rng = np.random.default_rng(3)
+    t = np.arange(400, dtype=float)
+    load = rng.uniform(0, 1, 400)
+    rows = [("n1", ts, "node", "load", v) for ts, v in zip(t, load)]
+    rows += [("n1", ts, "node", "cpu_seconds", 2 * v + 0.05 * rng.normal()) for ts, v in zip(t, load)]
+    rows += [("n1", ts, "node", "unrelated", rng.normal()) for ts in t]
+    with duckdb.connect(str(db)) as con:
+        migrate(con)
+        con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", rows)
+    assert main(["learn", f"duckdb:{db}:samples", "--metric", "load", "--metric", "cpu_seconds",
+                 "--metric", "unrelated", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["nodes"] == ["node/cpu_seconds", "node/load", "node/unrelated"]
+    assert [{e["src"], e["dst"]} for e in out["edges"]] == [{"node/load", "node/cpu_seconds"}]
+    assert main(["learn", f"duckdb:{db}:samples", "--metric", "nothing"]) == 2
+    assert "no samples of nothing" in capsys.readouterr().err
+    assert main(["learn", f"duckdb:{db}:tasks", "--metric", "load"]) == 2
+    assert "--metric and --bucket apply only to duckdb:FILE:samples" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["duckdb:{db}:nope"])
+def test_learn_names_the_tables_a_file_has(tmp_path, capsys, spec):
+    db = tmp_path / "cw.duckdb"
+    with duckdb.connect(str(db)) as con:
+        migrate(con)
+    assert main(["learn", spec.format(db=db)]) == 2
+    err = capsys.readouterr().err
+    assert "no table 'nope'" in err and "samples" in err
