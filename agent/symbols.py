@@ -1,7 +1,7 @@
 """Instruction pointers to (module, function): /proc/PID/maps plus ELF .symtab/.dynsym read with numpy.
 
 No ELF library: the few ELF64 structures needed (header, program and section headers, symbols) are
-numpy dtypes over a read-only memmap, so only the pages touched are read.
+numpy dtypes over a read-only memmap, so only the pages touched are read. C++ names are demangled.
 """
 
 from __future__ import annotations
@@ -11,6 +11,12 @@ import os
 from collections import Counter
 
 import numpy as np
+
+try:      # libstdc++'s own demangler through ctypes; a node without libstdc++ keeps the mangled names
+    from cxxfilt import Error as DemangleError
+    from cxxfilt import demangle as _demangle
+except (ImportError, OSError):
+    _demangle, DemangleError = None, Exception
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +99,7 @@ class ElfSymbols:
             tab = self._strtabs[int(self._tabs[i])]
             start = int(self._names[i])
             end = start + int(np.argmax(tab[start:start + 4096] == 0))
-            name = bytes(tab[start:end]).decode("ascii", "replace")
+            name = demangle(bytes(tab[start:end]).decode("ascii", "replace"))
             self._cache[i] = name
         return name
 
@@ -122,6 +128,16 @@ class KernelSymbols:
     def names(self, ips: np.ndarray) -> list[str]:
         idx = np.searchsorted(self.addrs, ips, side="right").astype(np.int64) - 1
         return [self._names[i].decode("ascii", "replace") if i >= 0 else UNKNOWN for i in idx.tolist()]
+
+
+def demangle(name: str) -> str:
+    """`std::vector<int>::size() const` for `_ZNKSt6vectorIiSaIiEE4sizeEv`; other names as they are."""
+    if _demangle is None or not name.startswith("_Z"):
+        return name
+    try:
+        return _demangle(name)
+    except DemangleError:
+        return name
 
 
 _KERNELS: dict[str, KernelSymbols] = {}   # per proc root: every sampler in a process shares one table

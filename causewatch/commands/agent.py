@@ -12,7 +12,6 @@ from causewatch.errors import InputError
 
 log = logging.getLogger("causewatch.agent")
 
-HELP = "run the node agent: perf counters, psutil metrics, phase vectors and task records to the daemon"
 EPILOG = """examples:
   causewatch agent --config /etc/causewatch/agent.toml          # node metrics only
   causewatch agent --daemon tcp://10.0.0.5:5555 --pid 4242      # and one process with its threads

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import json
 
-
-from causewatch.analytics.fuzzy import perfql
-from causewatch.analytics.regions import region_summaries
 from causewatch.commands.query import add_store_arguments, open_store, print_table, since, termsets
 from causewatch.errors import InputError
 
-HELP = "find bottleneck regions with fuzzy severity degrees (low/medium/high, negligible)"
 EPILOG = """examples:
   causewatch bottlenecks
   causewatch bottlenecks --db run.duckdb --metric l2_miss_ratio --metric time_share
@@ -36,6 +32,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from causewatch.analytics.fuzzy import perfql
+    from causewatch.analytics.regions import region_summaries
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
     con = open_store(args.db)
@@ -50,5 +48,5 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(perfql.records(table.round({"severity": 3})), indent=1))
     else:
-        print_table(table.drop(columns="degrees").round({"severity": 3}))
+        print_table(table.drop(columns="degrees").round({"severity": 3}), args.wide)
     return 0

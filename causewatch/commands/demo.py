@@ -16,7 +16,6 @@ from pathlib import Path
 
 from causewatch.config import DaemonConfig
 
-HELP = "run a daemon, a local agent and a workload end to end, then report what was stored and learned"
 EPILOG = """examples:
   causewatch demo                      # about 30 s, files under ./demo-out
   causewatch demo --seconds 60 --dir /tmp/cw-demo

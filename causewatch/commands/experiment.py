@@ -17,13 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from causewatch.commands import learn as learn_cmd
 from causewatch.errors import InputError
 
-HELP = "run a program over random parameter draws, record its counters, learn a causal model"
 EPILOG = """examples:
   causewatch experiment --param n=5..300 --param dtype=short,int,float,double --runs 200 \\
       --out lu.csv -- python lu.py {n} {dtype}
@@ -71,6 +67,7 @@ class ParamSpec:
             self.values = [v.strip() for v in spec.split(",") if v.strip()]
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        import numpy as np
         if self.values is not None:
             return rng.choice(np.array(self.values, dtype=object), n)
         if self.integer:
@@ -166,6 +163,8 @@ def _wait(child: subprocess.Popen, timeout: float):
 
 def record_runs(specs: list[ParamSpec], command: list[str], runs: int, seed: int, timeout: float,
                 progress=None) -> pd.DataFrame:
+    import numpy as np
+    import pandas as pd
     rng = np.random.default_rng(seed)
     draws = pd.DataFrame({s.name: s.draw(rng, runs) for s in specs})
     rows = []

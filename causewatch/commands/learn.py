@@ -10,14 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-import pandas as pd
-
-from causewatch.analytics.causal.background import Background, BackgroundError
-from causewatch.analytics.causal.ci import CIError, make_ci_test
-from causewatch.analytics.causal.pc import PCLearner
 from causewatch.errors import InputError
 
-HELP = "learn a causal model (PC-stable, KDE mutual information) from CSV, Parquet or a DuckDB table"
 EPILOG = """examples:
   causewatch learn runs.csv --discrete dtype --tier inputs:n,dtype --tier outputs:seconds
   causewatch learn runs.parquet --forbid n-dtype --require n->instructions --max-depth 2 --json
@@ -57,6 +51,7 @@ def add_learning_arguments(parser) -> None:
 
 def load_frame(spec: str, app: str | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The table DATA names, and the columns known to be inputs (task parameters)."""
+    import pandas as pd
     if spec.startswith("duckdb:"):
         return _load_duckdb(spec, app)
     if app:
@@ -106,6 +101,7 @@ def _names(text: str) -> list[str]:
 
 
 def background_from_args(args, inputs: list[str]) -> Background:
+    from causewatch.analytics.causal.background import Background
     tiers: dict[str, list[str]] = {}
     for spec in args.tier:
         name, sep, vs = spec.partition(":")
@@ -147,6 +143,9 @@ def usable_columns(frame: pd.DataFrame, wanted: list[str] | None, discrete: list
 
 
 def learn(frame: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
+    from causewatch.analytics.causal.background import BackgroundError
+    from causewatch.analytics.causal.ci import CIError, make_ci_test
+    from causewatch.analytics.causal.pc import PCLearner
     discrete = _names(args.discrete)
     frame = usable_columns(frame, _names(args.columns) if args.columns else None, discrete)
     bg = background_from_args(args, [c for c in inputs if c in frame.columns])

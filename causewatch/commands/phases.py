@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 
-from causewatch.analytics.phases import simpoint as phases
 from causewatch.errors import InputError
 
-HELP = "cluster basic block vectors into phases (SimPoint 3 compatible)"
 EPILOG = """examples:
   valgrind --tool=exp-bbv --bb-out-file=app.bb ./app
   causewatch phases app.bb --max-k 30 --save-simpoints app.simpoints --save-weights app.weights
@@ -38,6 +36,7 @@ def add_arguments(parser) -> None:
 
 
 def _load(args):
+    from causewatch.analytics.phases import simpoint as phases
     if args.file.endswith((".duckdb", ".db")):
         import duckdb
         try:
@@ -59,6 +58,7 @@ def _load(args):
 
 
 def run(args) -> int:
+    from causewatch.analytics.phases import simpoint as phases
     try:
         X = _load(args)
         model = phases.SimPoint(max_k=args.max_k, dim=args.dim, n_init=args.num_init_seeds,

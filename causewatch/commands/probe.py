@@ -12,7 +12,6 @@ import sys
 
 from causewatch.errors import InputError
 
-HELP = "software probe kits: build on a reference node, run on any node, register with the daemon"
 EPILOG = """examples:
   causewatch probe build mw --workload masterworker --tasks 40 --out kits/mw        # the bundled workload
   causewatch probe build sim --command "./worker {input}" --tasks-file tasks.json --out kits/sim --bbv valgrind
