@@ -3,3 +3,27 @@
 Each module defines EPILOG (examples), add_arguments(parser) and run(args) -> int; it imports heavy
 libraries (numpy, pandas, duckdb, the analytics) inside run, so `--help` stays fast.
 """
+
+import os
+from pathlib import Path
+
+from causewatch.errors import InputError
+
+
+def check_output(path: str | None, flag: str, folder: bool = False) -> None:
+    """Refuse an output path that cannot be written, before the long work that would produce it.
+
+    A file needs an existing, writable parent folder; a folder (`folder=True`) is created if missing,
+    so its nearest existing ancestor must be a writable folder.
+    """
+    if path is None:
+        return
+    p = Path(path).expanduser()
+    if p.exists() and (p.is_dir() != folder or not os.access(p, os.W_OK)):
+        kind = "a folder" if folder else "a file"
+        raise InputError(f"{flag} {path}: cannot write there (expected {kind} you may write)")
+    parent = p.parent
+    while folder and not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise InputError(f"{flag} {path}: folder {parent} does not exist or is not writable; choose another path")

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from causewatch.commands import check_output
 from causewatch.commands import learn as learn_cmd
 from causewatch.errors import InputError
 
@@ -210,6 +211,10 @@ def run(args) -> int:
     if args.runs < 1:
         raise InputError(f"--runs must be at least 1, got {args.runs}")
     specs = [ParamSpec(p) for p in args.param]
+    out_file = args.out[len("duckdb:"):].rpartition(":")[0] if args.out and args.out.startswith("duckdb:") else args.out
+    check_output(out_file, "--out")
+    check_output(args.dot, "--dot")
+    check_output(args.tetrad, "--tetrad")
     frame = record_runs(specs, command, args.runs, args.seed, args.timeout,
                         None if args.json else _progress)
     failed = int((frame.exit_code != 0).sum())

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from causewatch.commands import check_output
 from causewatch.errors import InputError
 
 EPILOG = """examples:
@@ -161,6 +162,8 @@ def learn(frame: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
 
 
 def run(args) -> int:
+    check_output(args.dot, "--dot")
+    check_output(args.tetrad, "--tetrad")
     frame, inputs = load_frame(args.data, args.app)
     if not args.json:
         print(f"learning from {len(frame)} rows x {frame.shape[1]} columns ...", file=sys.stderr)

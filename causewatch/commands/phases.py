@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from causewatch.commands import check_output
 from causewatch.errors import InputError
 
 EPILOG = """examples:
@@ -59,6 +60,8 @@ def _load(args):
 
 def run(args) -> int:
     from causewatch.analytics.phases import simpoint as phases
+    for flag in ("save_simpoints", "save_weights", "save_labels"):
+        check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
     try:
         X = _load(args)
         model = phases.SimPoint(max_k=args.max_k, dim=args.dim, n_init=args.num_init_seeds,
