@@ -5,6 +5,9 @@ libraries (numpy, pandas, duckdb, the analytics) inside run, so `--help` stays f
 """
 
 import os
+import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from causewatch.errors import InputError
@@ -27,3 +30,27 @@ def check_output(path: str | None, flag: str, folder: bool = False) -> None:
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise InputError(f"{flag} {path}: folder {parent} does not exist or is not writable; choose another path")
+
+
+@contextmanager
+def waiting(label: str, quiet: bool = False):
+    """A tqdm line ticking the elapsed seconds while a step that reports no progress of its own runs
+    (on a terminal only, and not with -q or --json)."""
+    if quiet or not sys.stderr.isatty():
+        yield
+        return
+    from tqdm import tqdm
+    done = threading.Event()
+
+    def tick():
+        while not done.wait(0.5):
+            bar.refresh()
+
+    with tqdm(desc=label, bar_format="{desc} … {elapsed}", file=sys.stderr) as bar:
+        ticker = threading.Thread(target=tick, daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            done.set()
+            ticker.join()

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from causewatch.commands import check_output
+from causewatch.commands import check_output, waiting
 from causewatch.commands import learn as learn_cmd
 from causewatch.errors import InputError
 
@@ -200,10 +200,6 @@ def write_runs(frame: pd.DataFrame, out: str) -> None:
         frame.to_csv(path, index=False)
 
 
-def _progress(done: int, total: int) -> None:
-    print(f"\rrun {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
-
-
 def run(args) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -215,8 +211,9 @@ def run(args) -> int:
     check_output(out_file, "--out")
     check_output(args.dot, "--dot")
     check_output(args.tetrad, "--tetrad")
-    frame = record_runs(specs, command, args.runs, args.seed, args.timeout,
-                        None if args.json else _progress)
+    from tqdm import tqdm
+    with tqdm(total=args.runs, desc="runs", unit="run", disable=args.json or getattr(args, "quiet", False)) as bar:
+        frame = record_runs(specs, command, args.runs, args.seed, args.timeout, lambda done, total: bar.update())
     failed = int((frame.exit_code != 0).sum())
     if failed and not args.json:
         print(f"{failed} of {len(frame)} runs exited with a non-zero code", file=sys.stderr)
@@ -227,4 +224,6 @@ def run(args) -> int:
             print(frame.to_json(orient="records"))
         return 0
     data = frame[frame.exit_code == 0].drop(columns=["exit_code"])
-    return learn_cmd.report(learn_cmd.learn(data, args, [s.name for s in specs]), args)
+    with waiting("learning", args.json or getattr(args, "quiet", False)):
+        learner = learn_cmd.learn(data, args, [s.name for s in specs])
+    return learn_cmd.report(learner, args)

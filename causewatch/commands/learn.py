@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from causewatch.commands import check_output
+from causewatch.commands import check_output, waiting
 from causewatch.errors import InputError
 
 EPILOG = """examples:
@@ -165,9 +165,12 @@ def run(args) -> int:
     check_output(args.dot, "--dot")
     check_output(args.tetrad, "--tetrad")
     frame, inputs = load_frame(args.data, args.app)
-    if not args.json:
+    quiet = args.json or getattr(args, "quiet", False)
+    if not quiet:
         print(f"learning from {len(frame)} rows x {frame.shape[1]} columns ...", file=sys.stderr)
-    return report(learn(frame, args, inputs), args)
+    with waiting("learning", quiet):
+        learner = learn(frame, args, inputs)
+    return report(learner, args)
 
 
 def report(learner: PCLearner, args) -> int:

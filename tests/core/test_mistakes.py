@@ -14,6 +14,7 @@ from support import DaemonProcess, free_port, run_cli
 
 from causewatch import config
 from causewatch.cli import main
+from causewatch.commands.demo import MARK, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,6 +44,7 @@ CASES = [  # (argv with {tmp}, words the message must hold)
     (["phases", "{tmp}/vectors.txt", "--save-simpoints", "{tmp}/plain/x.txt"], ["--save-simpoints"]),
     (["probe", "register", "{tmp}", "--db", "{tmp}/corrupt.duckdb"], ["corrupt.duckdb"]),
     (["probe", "build", "demo", "--workload", "masterworker", "--out", "{tmp}/plain"], ["--out", "plain"]),
+    (["demo", "--dir", "{tmp}"], ["--dir", "not made by causewatch demo", "nothing was deleted"]),
 ]
 
 
@@ -53,6 +55,15 @@ def test_mistake_exits_2_with_a_named_cause(files, capsys, argv, words):
     assert code == 2, err
     assert len(err.splitlines()) == 1 and err.startswith(f"causewatch {argv[0]}: error: "), err
     assert all(w in err for w in words), err
+
+
+def test_demo_keeps_a_users_folder_and_reuses_its_own(files):
+    assert main(["demo", "--dir", str(files)]) == 2 and (files / "plain").exists()
+    own = files / "own"
+    prepare(own)
+    (own / "causewatch.duckdb").write_text("from an earlier demo")
+    prepare(own)
+    assert [p.name for p in own.iterdir()] == [MARK]
 
 
 @pytest.fixture(scope="module")
