@@ -105,29 +105,50 @@ class ElfSymbols:
 
 
 class KernelSymbols:
-    """Function symbols of the running kernel from /proc/kallsyms (all zero when kptr_restrict hides them)."""
+    """Function symbols of the running kernel from /proc/kallsyms (all zero when kptr_restrict hides them).
+
+    The ~120k lines are parsed with numpy (fixed-width "ADDRESS T name\t[module]" lines), not line by
+    line: reading them is part of the agent's start-up."""
 
     def __init__(self, proc: str = "/proc"):
-        addrs, names = [], []
         try:
             with open(os.path.join(proc, "kallsyms"), "rb") as f:
-                for line in f:
-                    parts = line.split(maxsplit=3)
-                    if len(parts) >= 3 and parts[1] in (b"T", b"t"):
-                        addrs.append(int(parts[0], 16))
-                        names.append(parts[2])
-        except (OSError, ValueError) as e:
+                self._raw = f.read()
+        except OSError as e:
             log.debug("no kernel symbols: %s", e)
-        addrs_np = np.array(addrs, np.uint64)
-        order = np.argsort(addrs_np, kind="stable")
-        self.addrs = addrs_np[order]
-        self._names = [names[i] for i in order]
+            self._raw = b""
+        self.addrs, self._starts, self._ends = _parse_kallsyms(self._raw)
         if not self.addrs.any():   # kptr_restrict: every address reads as 0
-            self.addrs, self._names = np.zeros(0, np.uint64), []
+            self.addrs = self._starts = self._ends = np.zeros(0, np.uint64)
 
     def names(self, ips: np.ndarray) -> list[str]:
         idx = np.searchsorted(self.addrs, ips, side="right").astype(np.int64) - 1
-        return [self._names[i].decode("ascii", "replace") if i >= 0 else UNKNOWN for i in idx.tolist()]
+        return [self._raw[self._starts[i]:self._ends[i]].decode("ascii", "replace") if i >= 0 else UNKNOWN
+                for i in idx.tolist()]
+
+
+_HEX = np.zeros(256, np.uint64)
+_HEX[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint64)
+_HEX[np.frombuffer(b"ABCDEF", np.uint8)] = np.arange(10, 16, dtype=np.uint64)
+
+
+def _parse_kallsyms(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(addresses, name starts, name ends) of the text (T/t) symbols, sorted by address."""
+    buf = np.frombuffer(raw, np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))
+    starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
+    ok = ends - starts > 19                              # 16 hex digits, type, two spaces, a name
+    starts, ends = starts[ok], ends[ok]
+    ok = (buf[starts + 16] == ord(" ")) & np.isin(buf[starts + 17], np.frombuffer(b"Tt", np.uint8))
+    starts, ends = starts[ok], ends[ok]
+    digits = _HEX[buf[starts[:, None] + np.arange(16)]]
+    addrs = (digits << (np.uint64(4) * np.arange(15, -1, -1, dtype=np.uint64))).sum(axis=1, dtype=np.uint64)
+    tabs = np.flatnonzero(buf == ord("\t"))             # "name\t[module]": the name stops at the tab
+    nxt = np.searchsorted(tabs, starts + 19)
+    tab = np.where(nxt < len(tabs), tabs[np.minimum(nxt, max(len(tabs) - 1, 0))] if len(tabs) else ends, ends)
+    name_ends = np.minimum(tab, ends)
+    order = np.argsort(addrs, kind="stable")
+    return addrs[order], starts[order] + 19, name_ends[order]
 
 
 def demangle(name: str) -> str:
