@@ -81,10 +81,11 @@ def _check(cls, raw: dict, where: dict[str, str]):
 
 
 def _port(text: str, what: str) -> str | None:
-    if text == "*" and what == "endpoint":
+    if text in ("*", "0") and what == "endpoint":
         return None       # ZeroMQ's "any free port": the daemon prints the one it got
     if not text.isdigit() or not 1 <= int(text) <= 65535:
-        return f"port {text!r} is not a number from 1 to 65535"
+        extra = " (or * for any free port)" if what == "endpoint" else ""
+        return f"port {text!r} is not a number from 1 to 65535{extra}"
     return None
 
 
