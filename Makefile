@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[all,test]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q tests
 
 bench: $(STAMP)
-	$(VENV)/bin/python -m pip install --quiet -e '.[test,bench]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[all,test,bench]'
 	# pgmpy/cdt only for their example networks and Sachs data files: their metadata pulls torch, so no deps
 	$(VENV)/bin/python -m pip install --quiet --no-deps pgmpy==0.1.23 cdt==0.6.0
 	$(VENV)/bin/python -m pip install --quiet pyparsing statsmodels opt-einsum tqdm joblib scikit-learn

@@ -4,6 +4,7 @@ Target counters every `counters_interval`, psutil and system-wide counters every
 the IP-sample rings drained every counters tick; one `samples` frame per (scope, rate) per
 `batch_seconds` (slow rows: at least 5 per frame). Task/region records from instrumented programs are
 relayed from the ipc socket; `run_probe` commands run in a thread; SIGTERM flushes and returns.
+A launched command is stopped with the agent (SIGTERM, then SIGKILL), even when the agent is killed.
 """
 
 from __future__ import annotations
@@ -55,14 +56,33 @@ class Target:
             os.close(self._release)
             self._release = None
 
+    def stop(self, grace: float) -> int | None:
+        """Stop a launched command that still runs: SIGTERM, then SIGKILL after `grace` seconds;
+        returns its exit code (None when nothing was launched)."""
+        if self.child is None:
+            return None
+        if self.child.poll() is None:
+            log.info("stopping %s (pid %d): SIGTERM, SIGKILL after %.0f s", self.label, self.child.pid, grace)
+            self.child.terminate()
+            try:
+                self.child.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+                self.child.wait()
+        return self.child.returncode
 
-def launch(cmd: list[str]) -> Target:
-    """Start `cmd` held before exec, so the agent opens counters before its first instruction."""
+
+def launch(cmd: list[str], leave_running: bool = False) -> Target:
+    """Start `cmd` held before exec, so the agent opens counters before its first instruction.
+
+    Unless `leave_running`, the command gets SIGTERM when the agent dies, even by SIGKILL
+    (PR_SET_PDEATHSIG, which survives the exec)."""
     if shutil.which(cmd[0]) is None:
         raise InputError(f"cannot run {cmd[0]!r}: not found or not executable")
     r, w = os.pipe()
     # a trampoline waits on the pipe, then execs: Popen itself returns only after an exec
-    hold = f"import os, sys; os.read({r}, 2); os.execvp(sys.argv[1], sys.argv[1:])"
+    tie = "" if leave_running else "import ctypes; ctypes.CDLL(None).prctl(1, 15); "   # PR_SET_PDEATHSIG, SIGTERM
+    hold = f"import os, sys; {tie}os.read({r}, 2); os.execvp(sys.argv[1], sys.argv[1:])"
     try:
         child = subprocess.Popen([sys.executable, "-c", hold, *cmd], pass_fds=(r,))
     finally:
@@ -151,6 +171,7 @@ class Agent:
         self._probes: list[threading.Thread] = []
         self.relayed = 0
         self.refused = 0
+        self._bound_ipc: str | None = None   # the ipc socket file this agent created
         self.hello: dict = {}
 
     # ---- start ----
@@ -246,6 +267,8 @@ class Agent:
         self._stop.set()
         if self._relay is not None:
             self._relay.join(5)
+        if self._bound_ipc and os.path.exists(self._bound_ipc):
+            os.unlink(self._bound_ipc)    # libzmq unlinks it only if its IO thread gets to run before exit
         deadline = self.monotonic() + timeout
         for probe in self._probes:   # the daemon asked for it: let a running probe finish and report
             if probe.is_alive():
@@ -286,6 +309,8 @@ class Agent:
             if listening(self.cfg.ipc):
                 raise zmq.ZMQError(msg="another agent listens there")
             sock.bind(self.cfg.ipc)
+            if self.cfg.ipc.startswith("ipc://"):
+                self._bound_ipc = self.cfg.ipc[len("ipc://"):]
         except zmq.ZMQError as e:
             log.error("cannot relay task records on %s: %s", self.cfg.ipc, e)
             sock.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import struct
 import threading
 import time
 import uuid
@@ -20,8 +21,6 @@ from typing import Callable
 
 import zmq
 import zmq.auth
-from prometheus_client import CollectorRegistry, Counter
-from zmq.utils.monitor import recv_monitor_message
 
 from causewatch import wire
 from causewatch.agent.spool import Spool
@@ -34,18 +33,15 @@ _EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HAN
 
 class Sender:
     def __init__(self, cfg: AgentConfig, on_command: Callable[[wire.Frame], None] | None = None,
-                 registry: CollectorRegistry | None = None, resend_after: float = 10.0):
+                 resend_after: float = 10.0):
         self.cfg = cfg
         self.on_command = on_command or (lambda frame: None)
         self.resend_after = resend_after
         self.boot = uuid.uuid4().hex[:16]
         self.spool = Spool(cfg.spool, cfg.spool_max_bytes)
-        self.registry = registry = registry or CollectorRegistry()
-        self.dropped = Counter("causewatch_agent_spool_dropped_frames", "Frames dropped unsent because the "
-                               "spool was full", registry=registry)
-        self.nacked = Counter("causewatch_agent_frames_nacked", "Frames the daemon refused", registry=registry)
-        self.resent = Counter("causewatch_agent_frames_resent", "Frames sent again after a reconnect or timeout",
-                              registry=registry)
+        # spool_dropped_frames (spool full), frames_nacked (refused by the daemon), frames_resent (after a
+        # reconnect or timeout); plain counts: the agent exports nothing, and prometheus-client costs it 9 MB
+        self.counts: collections.Counter = collections.Counter()
         self._lock = threading.Lock()
         self._seq = 0
         # (boot, seq) -> frame bytes, oldest first: frames of an earlier run of this agent come first.
@@ -77,7 +73,7 @@ class Sender:
             data = wire.encode(kind, self.cfg.node, self.boot, seq, body)
             for key in self.spool.put(self.boot, seq, data):
                 self._forget(key)
-                self.dropped.inc()
+                self.counts["spool_dropped_frames"] += 1
                 log.warning("spool full (%d bytes): dropped unsent frame %s/%d", self.cfg.spool_max_bytes, *key)
             self._pending[(self.boot, seq)] = data
             self._unsent.append((self.boot, seq))
@@ -161,7 +157,7 @@ class Sender:
                 if sock is self._sock:
                     self._receive()
                 elif sock is self._monitor:
-                    self._on_event(recv_monitor_message(self._monitor))
+                    self._on_event(_monitor_event(self._monitor.recv_multipart()))
                 else:
                     os.read(self._wake_r, 4096)
             self._resend_if_stale()
@@ -200,7 +196,7 @@ class Sender:
         """Send every unacked frame again, oldest first (the daemon stores each once)."""
         with self._lock:
             if self._in_flight:
-                self.resent.inc(len(self._in_flight))
+                self.counts["frames_resent"] += len(self._in_flight)
                 log.info("%s: resending %d unacked frames", why, len(self._in_flight))
             self._in_flight.clear()
             self._unsent = collections.deque(self._pending)
@@ -241,7 +237,7 @@ class Sender:
             self.on_command(frame)
 
     def _on_nack(self, body: dict) -> None:
-        self.nacked.inc()
+        self.counts["frames_nacked"] += 1
         log.error("daemon refused frame %s/%s: %s: %s", body.get("boot", "?"), body.get("seq", "?"),
                   body["field"], body["reason"])
         if "seq" in body:
@@ -253,3 +249,10 @@ class Sender:
                 self._forget(key)
                 self.spool.remove(*key)
                 self._acked.notify_all()
+
+
+def _monitor_event(frames: list[bytes]) -> dict:
+    """One zmq_socket_monitor event as {event, value, endpoint}: the 16-bit event and 32-bit value of the
+    first frame (zmq.utils.monitor does the same, but imports asyncio and ssl: 7 MB of the agent's RSS)."""
+    event, value = struct.unpack("=hi", frames[0])
+    return {"event": event, "value": value, "endpoint": frames[1]}

@@ -1,7 +1,7 @@
 """Instruction pointers to (module, function): /proc/PID/maps plus ELF .symtab/.dynsym read with numpy.
 
 No ELF library: the few ELF64 structures needed (header, program and section headers, symbols) are
-numpy dtypes over a read-only memmap, so only the pages touched are read.
+numpy dtypes over a read-only memmap, so only the pages touched are read. C++ names are demangled.
 """
 
 from __future__ import annotations
@@ -11,6 +11,12 @@ import os
 from collections import Counter
 
 import numpy as np
+
+try:      # libstdc++'s own demangler through ctypes; a node without libstdc++ keeps the mangled names
+    from cxxfilt import Error as DemangleError
+    from cxxfilt import demangle as _demangle
+except (ImportError, OSError):
+    _demangle, DemangleError = None, Exception
 
 log = logging.getLogger(__name__)
 
@@ -93,35 +99,62 @@ class ElfSymbols:
             tab = self._strtabs[int(self._tabs[i])]
             start = int(self._names[i])
             end = start + int(np.argmax(tab[start:start + 4096] == 0))
-            name = bytes(tab[start:end]).decode("ascii", "replace")
+            name = demangle(bytes(tab[start:end]).decode("ascii", "replace"))
             self._cache[i] = name
         return name
 
 
 class KernelSymbols:
-    """Function symbols of the running kernel from /proc/kallsyms (all zero when kptr_restrict hides them)."""
+    """Function symbols of the running kernel from /proc/kallsyms (all zero when kptr_restrict hides them).
+
+    The ~120k lines are parsed with numpy (fixed-width "ADDRESS T name\t[module]" lines), not line by
+    line: reading them is part of the agent's start-up."""
 
     def __init__(self, proc: str = "/proc"):
-        addrs, names = [], []
         try:
             with open(os.path.join(proc, "kallsyms"), "rb") as f:
-                for line in f:
-                    parts = line.split(maxsplit=3)
-                    if len(parts) >= 3 and parts[1] in (b"T", b"t"):
-                        addrs.append(int(parts[0], 16))
-                        names.append(parts[2])
-        except (OSError, ValueError) as e:
+                self._raw = f.read()
+        except OSError as e:
             log.debug("no kernel symbols: %s", e)
-        addrs_np = np.array(addrs, np.uint64)
-        order = np.argsort(addrs_np, kind="stable")
-        self.addrs = addrs_np[order]
-        self._names = [names[i] for i in order]
+            self._raw = b""
+        self.addrs, self._starts, self._ends = _parse_kallsyms(self._raw)
         if not self.addrs.any():   # kptr_restrict: every address reads as 0
-            self.addrs, self._names = np.zeros(0, np.uint64), []
+            self.addrs = self._starts = self._ends = np.zeros(0, np.uint64)
 
     def names(self, ips: np.ndarray) -> list[str]:
         idx = np.searchsorted(self.addrs, ips, side="right").astype(np.int64) - 1
-        return [self._names[i].decode("ascii", "replace") if i >= 0 else UNKNOWN for i in idx.tolist()]
+        return [self._raw[self._starts[i]:self._ends[i]].decode("ascii", "replace") if i >= 0 else UNKNOWN
+                for i in idx.tolist()]
+
+
+def _parse_kallsyms(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(addresses, name starts, name ends) of the text (T/t) symbols, sorted by address."""
+    buf = np.frombuffer(raw, np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))
+    starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
+    ok = ends - starts > 19                              # 16 hex digits, type, two spaces, a name
+    starts, ends = starts[ok], ends[ok]
+    ok = (buf[starts + 16] == ord(" ")) & np.isin(buf[starts + 17], np.frombuffer(b"Tt", np.uint8))
+    starts, ends = starts[ok], ends[ok]
+    # the 16 hex digits of every line as one string, decoded at once (few temporaries: RSS stays low)
+    hexes = buf[starts[:, None] + np.arange(16)].tobytes()
+    addrs = np.frombuffer(bytes.fromhex(hexes.decode("ascii")), ">u8").astype(np.uint64)
+    tabs = np.flatnonzero(buf == ord("\t"))             # "name\t[module]": the name stops at the tab
+    nxt = np.searchsorted(tabs, starts + 19)
+    tab = tabs[np.minimum(nxt, len(tabs) - 1)] if len(tabs) else ends
+    name_ends = np.where((nxt < len(tabs)) & (tab < ends), tab, ends)
+    order = np.argsort(addrs, kind="stable")
+    return addrs[order], starts[order] + 19, name_ends[order]
+
+
+def demangle(name: str) -> str:
+    """`std::vector<int>::size() const` for `_ZNKSt6vectorIiSaIiEE4sizeEv`; other names as they are."""
+    if _demangle is None or not name.startswith("_Z"):
+        return name
+    try:
+        return _demangle(name)
+    except DemangleError:
+        return name
 
 
 _KERNELS: dict[str, KernelSymbols] = {}   # per proc root: every sampler in a process shares one table

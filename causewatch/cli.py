@@ -1,66 +1,129 @@
-"""The `causewatch` entry point: one sub-command per module of causewatch.commands.
+"""causewatch: runtime performance monitoring for clusters — agents, a daemon, causal models, probes.
 
-Bad input exits with code 2 and a message that names the bad thing; --help shows examples.
+Run `causewatch COMMAND --help` for a command's options and examples.
 """
+
+# The entry point stays light: the command table names modules as strings and only the chosen
+# command's module is imported, so `--version` and `--help` never load numpy, pandas or duckdb.
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import logging
-import pkgutil
 import sys
 
-from causewatch import __version__, commands
-from causewatch.errors import CausewatchError
+from causewatch import __version__
+from causewatch.errors import CausewatchError, explain
+
+# verb -> (module, one line of help); the module defines EPILOG, add_arguments(parser) and run(args)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "agent": ("causewatch.commands.agent",
+              "run the node agent: counters, metrics, phase vectors and task records to the daemon"),
+    "daemon": ("causewatch.commands.daemon",
+               "run the daemon: ZeroMQ ingest into DuckDB, analysis jobs, /metrics and /api"),
+    "keys": ("causewatch.commands.keys", "make CURVE key pairs and authorize agents"),
+    "demo": ("causewatch.commands.demo",
+             "run a daemon, an agent and a workload end to end, then report what was learned"),
+    "query": ("causewatch.commands.query", "search code regions with a fuzzy PERFQL query"),
+    "bottlenecks": ("causewatch.commands.bottlenecks", "list bottleneck regions with fuzzy severity degrees"),
+    "learn": ("causewatch.commands.learn", "learn a causal model from CSV, Parquet or a DuckDB table"),
+    "experiment": ("causewatch.commands.experiment",
+                   "run a program over random parameter draws, record its counters, learn a causal model"),
+    "phases": ("causewatch.commands.phases", "cluster basic block vectors into program phases"),
+    "probe": ("causewatch.commands.probe", "software probe kits: build, run on a node, register"),
+    "rank": ("causewatch.commands.rank", "rank nodes for an application by predicted task time"),
+}
+VERBOSE, QUIET = ("-v", "--verbose", "-vv", "-vvv"), ("-q", "--quiet")
+EPILOG = """getting started:
+  causewatch demo                                   # everything on this machine, then a report
+  causewatch daemon --db cw.duckdb                  # the daemon on loopback
+  causewatch agent --daemon tcp://HOST:5555 -- ./solver --size 4096
+  causewatch bottlenecks --db cw.duckdb             # where the time goes
+
+-v / -q may stand anywhere on the line (before a `--` that starts a launched command)."""
 
 
-class _Unavailable:
-    """Stands in for a command whose module cannot be imported, so the other commands still work."""
-
-    def __init__(self, error: ImportError):
-        self.HELP = f"unavailable: {error}"
-        self.error = error
-
-    def add_arguments(self, parser):
-        parser.add_argument("rest", nargs=argparse.REMAINDER)
-
-    def run(self, args):
-        raise CausewatchError(f"this command cannot load: {self.error}")
-
-
-def _command_modules():
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        if not info.name.startswith("_"):
-            try:
-                module = importlib.import_module(f"{commands.__name__}.{info.name}")
-            except ImportError as e:
-                module = _Unavailable(e)
-            yield info.name.replace("_", "-"), module
+def split_verbosity(argv: list[str]) -> tuple[int, list[str]]:
+    """Take -v/-q out of `argv` wherever they stand (up to `--`); returns (verbosity, the rest)."""
+    level, rest = 0, []
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return level, rest + argv[i:]
+        if arg in VERBOSE:
+            level += 1 if arg == "--verbose" else len(arg) - 1
+        elif arg in QUIET:
+            level = -1
+        else:
+            rest.append(arg)
+    return level, rest
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="causewatch", description=__doc__.splitlines()[0])
+def _verb(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def load_command(verb: str):
+    """The module of `verb`; a missing optional library becomes an error that says what to install."""
+    try:
+        return importlib.import_module(COMMANDS[verb][0])
+    except ModuleNotFoundError as e:
+        if e.name and e.name.split(".")[0] == "causewatch":
+            raise
+        raise CausewatchError(f"needs {e.name}, which this install lacks; install the full set with "
+                              f"pip install 'causewatch[all]'") from None
+
+
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only `verb`'s sub-parser gets its options (and so its module imported)."""
+    parser = argparse.ArgumentParser(prog="causewatch", description=__doc__.splitlines()[0], epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"causewatch {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module in _command_modules():
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP,
-                           epilog=getattr(module, "EPILOG", None),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+    parser.add_argument("-q", "--quiet", action="store_true", help="errors only, no progress bars")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for name, (_, line) in COMMANDS.items():
+        p = sub.add_parser(name, help=line, description=line, formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == verb:
+            module = load_command(name)
+            p.epilog = module.EPILOG
+            p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                           help="more log output, anywhere on the line (-vv for debug)")
+            p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                           help="errors only, no progress bars")
+            module.add_arguments(p)
+            p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    level, argv = split_verbosity(sys.argv[1:] if argv is None else list(argv))
+    verb = _verb(argv)
+    try:
+        parser = build_parser(verb if verb in COMMANDS else None)
+    except CausewatchError as e:
+        print(f"causewatch {verb}: error: {e}", file=sys.stderr)
+        return 2
+    if not argv:
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):   # only global flags
+        parser.print_help()
+        return 0
+    args.verbose, args.quiet = max(level, 0), level < 0
+    logging.basicConfig(level=[logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG][min(level + 1, 3)],
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         return args._run(args) or 0
     except CausewatchError as e:
         print(f"causewatch {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:   # a known library failure (port in use, locked store …) gets a sentence
+        message = explain(e)
+        if message is None:
+            raise
+        print(f"causewatch {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

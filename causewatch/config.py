@@ -1,13 +1,15 @@
 """Typed configuration for the daemon and the agent, read from TOML once at start.
 
-Unknown keys and wrong types raise ConfigError naming the key and the file; the rest of the code
-receives these dataclasses, never raw dicts.
+Unknown keys, wrong types, values out of range and malformed endpoints raise ConfigError naming the key
+and the file line (or flag); the rest of the code receives these dataclasses, never raw dicts.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
+import re
 import socket
 import tomllib
 import urllib.parse
@@ -18,53 +20,128 @@ from causewatch.errors import ConfigError
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 
 
+def _limit(default, lo, hi, *, check: str | None = None):
+    """A field whose value must lie in [lo, hi] (None: unbounded); `check` names an extra format check."""
+    return dataclasses.field(default=default, metadata={"range": (lo, hi), "check": check})
+
+
+def _fmt(default, check: str):
+    return dataclasses.field(default=default, metadata={"check": check})
+
+
 @dataclasses.dataclass
 class DaemonConfig:
     db: str = "causewatch.duckdb"
-    bind: str = DEFAULT_ENDPOINT
+    bind: str = _fmt(DEFAULT_ENDPOINT, "endpoint")
     keys: str | None = None           # folder with server.key_secret and authorized/ (agent public keys)
     insecure: bool = False            # allow a non-loopback bind without CURVE keys
-    http: str = "127.0.0.1:9464"      # /metrics and /api/*; "" turns it off
-    max_frame_bytes: int = 8 * 1024 * 1024
-    batch_max_frames: int = 256       # frames the writer commits in one transaction at most
-    fuzzy_terms: str | None = None    # TOML term sets for bottleneck scoring (default: the shipped ones)
+    http: str = _fmt("127.0.0.1:9464", "http")   # /metrics and /api/*; "" turns it off
+    max_frame_bytes: int = _limit(8 * 1024 * 1024, 1024, 2**31 - 1)
+    batch_max_frames: int = _limit(256, 1, 100_000)   # frames the writer commits in one transaction at most
+    fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)
 
 
 @dataclasses.dataclass
 class AgentConfig:
-    daemon: str = DEFAULT_ENDPOINT
+    daemon: str = _fmt(DEFAULT_ENDPOINT, "endpoint")
     node: str = dataclasses.field(default_factory=socket.gethostname)
     spool: str = "~/.cache/causewatch/spool"
-    spool_max_bytes: int = 256 * 1024 * 1024
-    window: int = 32                  # frames in flight without an ack (credit)
+    spool_max_bytes: int = _limit(256 * 1024 * 1024, 1024 * 1024, None)
+    window: int = _limit(32, 1, 10_000)                # frames in flight without an ack (credit)
     server_key: str | None = None     # daemon public key file (CURVE)
     client_key: str | None = None     # this agent's secret key file (CURVE)
-    psutil_interval: float = 1.0
-    counters_interval: float = 0.1
-    bbv_frequency: int = 1000         # IP samples per second per CPU; 0 turns phase sampling off
-    ipc: str = "ipc:///tmp/causewatch-agent.sock"
+    psutil_interval: float = _limit(1.0, 0.01, 3600.0)
+    counters_interval: float = _limit(0.1, 0.001, 3600.0)
+    bbv_frequency: int = _limit(1000, 0, 100_000)     # IP samples per second per CPU; 0 turns phase sampling off
+    ipc: str = _fmt("ipc:///tmp/causewatch-agent.sock", "endpoint")
 
 
-def _check(cls, raw: dict, where: str):
+def _check(cls, raw: dict, where: dict[str, str]):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     out = {}
     for key, value in raw.items():
+        at = where.get(key, where.get("", ""))
         if key not in fields:
-            raise ConfigError(key, f"unknown setting (known: {', '.join(sorted(fields))})", where)
+            raise ConfigError(key, f"unknown setting (known: {', '.join(sorted(fields))})", at)
         default = fields[key].default
         expected = type(default) if default not in (None, dataclasses.MISSING) else str
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise ConfigError(key, f"expected {expected.__name__}, got {type(value).__name__} {value!r}", where)
+            raise ConfigError(key, f"expected {expected.__name__}, got {type(value).__name__} {value!r}", at)
+        lo, hi = fields[key].metadata.get("range", (None, None))
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            span = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
+            raise ConfigError(key, f"{value!r} is out of range: give a value {span}", at)
+        problem = CHECKS[fields[key].metadata["check"]](value) if fields[key].metadata.get("check") else None
+        if problem:
+            raise ConfigError(key, problem, at)
         out[key] = value
     return cls(**out)
+
+
+def _port(text: str, what: str) -> str | None:
+    if text in ("*", "0") and what == "endpoint":
+        return None       # ZeroMQ's "any free port": the daemon prints the one it got
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        extra = " (or * for any free port)" if what == "endpoint" else ""
+        return f"port {text!r} is not a number from 1 to 65535{extra}"
+    return None
+
+
+def endpoint_problem(endpoint: str) -> str | None:
+    """Why `endpoint` is not a usable ZeroMQ endpoint (tcp://HOST:PORT, ipc://PATH, inproc://NAME), or None."""
+    scheme, sep, rest = endpoint.partition("://")
+    if not sep or scheme not in ("tcp", "ipc", "inproc") or not rest:
+        return f"{endpoint!r} is not an endpoint: write tcp://HOST:PORT or ipc:///PATH"
+    if scheme != "tcp":
+        return None
+    host, colon, port = rest.rpartition(":")
+    if not colon or not host:
+        return f"{endpoint!r} lacks a port: write tcp://HOST:PORT"
+    bad = _port(port, "endpoint")
+    return f"{endpoint!r}: {bad}" if bad else None
+
+
+def http_problem(address: str) -> str | None:
+    """Why `address` is not HOST:PORT for the HTTP server ("" turns it off), or None."""
+    if address == "":
+        return None
+    host, colon, port = address.rpartition(":")
+    if not colon:
+        return f"{address!r} is not HOST:PORT (e.g. 127.0.0.1:9464; \"\" turns HTTP off)"
+    bad = _port(port, "http")
+    return f"{address!r}: {bad}" if bad else None
+
+
+def file_problem(path: str | None) -> str | None:
+    if path is None or os.access(os.path.expanduser(path), os.R_OK):
+        return None
+    return f"{path}: no such readable file (fix the path, or remove the line to use the defaults)"
+
+
+CHECKS = {"endpoint": endpoint_problem, "http": http_problem, "file": file_problem}
+
+
+def _lines(text: str, section: str | None) -> dict[str, int]:
+    """Line number of each `key =` in the file (inside [section] when it has one), to name it in errors."""
+    out: dict[str, int] = {}
+    current = None
+    for n, line in enumerate(text.splitlines(), 1):
+        head = re.match(r"\s*\[([^\]]+)\]", line)
+        if head:
+            current = head.group(1).strip()
+            continue
+        m = re.match(r"\s*([A-Za-z0-9_-]+)\s*=", line)
+        if m and (current is None or current == section) and m.group(1) not in out:
+            out[m.group(1)] = n
+    return out
 
 
 def load(cls, path: str | Path | None = None, section: str | None = None, **overrides):
     """Read `cls` from TOML file `path` (optionally from table `section`), then apply non-None overrides."""
     raw: dict = {}
-    where = str(path) if path else "defaults"
+    where = {"": str(path) if path else "defaults"}
     if path:
         try:
             text = Path(path).read_text()
@@ -76,7 +153,11 @@ def load(cls, path: str | Path | None = None, section: str | None = None, **over
             raise ConfigError("config", f"not valid TOML ({e})", str(path)) from e
         if section:
             raw = raw.get(section, raw)
-    raw.update({k.replace("-", "_"): v for k, v in overrides.items() if v is not None})
+        where.update({k: f"{path}:{n}" for k, n in _lines(text, section).items()})
+    for key, value in overrides.items():
+        if value is not None:
+            raw[key.replace("-", "_")] = value
+            where[key.replace("-", "_")] = f"--{key.replace('_', '-')}"
     return _check(cls, raw, where)
 
 

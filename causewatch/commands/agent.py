@@ -12,7 +12,6 @@ from causewatch.errors import InputError
 
 log = logging.getLogger("causewatch.agent")
 
-HELP = "run the node agent: perf counters, psutil metrics, phase vectors and task records to the daemon"
 EPILOG = """examples:
   causewatch agent --config /etc/causewatch/agent.toml          # node metrics only
   causewatch agent --daemon tcp://10.0.0.5:5555 --pid 4242      # and one process with its threads
@@ -34,6 +33,10 @@ def add_arguments(p):
     which.add_argument("--cgroup", metavar="PATH", help="watch this cgroup (absolute or under /sys/fs/cgroup)")
     p.add_argument("--flush-timeout", type=float, default=10.0,
                    help="seconds to wait for the daemon's acks at exit (unacked frames stay spooled)")
+    p.add_argument("--leave-running", action="store_true",
+                   help="when the agent stops, leave a launched command running (default: stop it)")
+    p.add_argument("--stop-grace", type=float, default=10.0, metavar="SECONDS",
+                   help="seconds between SIGTERM and SIGKILL when stopping a launched command (default 10)")
     p.add_argument("--check", action="store_true", help="print what can be counted on this node and exit")
     p.add_argument("--json", action="store_true", help="with --check: print the hello body as JSON")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS: launch and watch a command")
@@ -43,34 +46,48 @@ def load_config(args) -> AgentConfig:
     return config.load(AgentConfig, args.config, "agent", daemon=args.daemon, node=args.node, ipc=args.ipc)
 
 
+def run_probe(body: dict) -> dict:
+    """The probe runner, loaded on the first run_probe command: it needs scipy, which a plain agent
+    install lacks (`pip install 'causewatch[all]'` on nodes that run probes)."""
+    from causewatch.probe.run import handle_run_probe
+    return handle_run_probe(body)
+
+
 def run(args) -> int:
     from causewatch.agent import runner
+    from causewatch.agent.sender import Sender
     cfg = load_config(args)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if cmd and (args.pid or args.match or args.cgroup):
         raise InputError("give either a target (--pid/--match/--cgroup) or a command after --, not both")
+    if args.json and not args.check:
+        raise InputError("--json applies only to --check (the agent streams to the daemon, it prints nothing)")
+    if args.stop_grace < 0:
+        raise InputError(f"--stop-grace must be 0 or more seconds, got {args.stop_grace}")
     if args.check:
         return _check(cfg, runner.find_target(args.pid, args.match, args.cgroup), args.json)
-    target = runner.launch(cmd) if cmd else runner.find_target(args.pid, args.match, args.cgroup)
+    target = runner.launch(cmd, args.leave_running) if cmd else runner.find_target(args.pid, args.match, args.cgroup)
     stop = runner.StopSignal()
     runner.install_signal_handlers(stop)
-    from causewatch.agent.sender import Sender
-    from causewatch.probe.run import handle_run_probe
     agent = None
     try:
-        sender = Sender(cfg, on_command=lambda frame: agent and agent.on_command(frame))
-        agent = runner.Agent(cfg, sender, target, run_probe=handle_run_probe)
-        hello = agent.open()
-        sender.start()
-    except BaseException:
-        if target is not None and target.child is not None:   # held before exec: never let it run unwatched
-            target.child.kill()
-        raise
-    missing = {k: v for k, v in hello["counters"].items() if v != "ok"}
-    if missing:
-        log.info("not counted here: %s", "; ".join(f"{k}: {v}" for k, v in missing.items()))
-    agent.start()
-    code = agent.run(stop)
+        try:
+            sender = Sender(cfg, on_command=lambda frame: agent and agent.on_command(frame))
+            agent = runner.Agent(cfg, sender, target, run_probe=run_probe)
+            hello = agent.open()
+            sender.start()
+        except BaseException:
+            if target is not None and target.child is not None:   # held before exec: never let it run unwatched
+                target.child.kill()
+            raise
+        missing = {k: v for k, v in hello["counters"].items() if v != "ok"}
+        if missing:
+            log.info("not counted here: %s", "; ".join(f"{k}: {v}" for k, v in missing.items()))
+        agent.start()
+        code = agent.run(stop)
+    finally:
+        if target is not None and not args.leave_running:
+            target.stop(args.stop_grace)     # stopped with the agent: nothing left re-parented to PID 1
     agent.shutdown(args.flush_timeout)
     if code is None:
         return 0

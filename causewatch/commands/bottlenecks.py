@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 
-from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_bottlenecks
-from causewatch.analytics.fuzzy.summaries import records
 from causewatch.commands.query import add_store_arguments, print_table, since, termsets
 from causewatch.errors import InputError
 
-HELP = "find bottleneck regions with fuzzy severity degrees (low/medium/high, negligible)"
 EPILOG = """examples:
   causewatch bottlenecks
   causewatch bottlenecks --db run.duckdb --metric l2_miss_ratio --metric time_share
@@ -35,9 +32,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_bottlenecks
+    from causewatch.analytics.fuzzy.summaries import records
+    from causewatch.daemon import tables
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
-    from causewatch.daemon import tables
     con = tables.open_store(args.db, need=("regions", "bbv"))
     try:
         frame = tables.region_summaries(con, since(args), nodes=args.node)
@@ -50,5 +49,5 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(records(table.round({"severity": 3})), indent=1))
     else:
-        print_table(table.drop(columns="degrees").round({"severity": 3}))
+        print_table(table.drop(columns="degrees").round({"severity": 3}), args.wide)
     return 0

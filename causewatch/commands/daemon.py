@@ -1,9 +1,15 @@
 """`causewatch daemon`: run the ingest daemon on a DuckDB file."""
 
+import errno
+import os
+from pathlib import Path
+
+import zmq
+
 from causewatch import config
 from causewatch.config import DaemonConfig
+from causewatch.errors import ConfigError
 
-HELP = "run the daemon: ZeroMQ ingest into DuckDB, analysis jobs, Prometheus /metrics and HTTP /api"
 EPILOG = """examples:
   causewatch daemon --db /var/lib/causewatch/cw.duckdb
   causewatch daemon --config /etc/causewatch/daemon.toml
@@ -28,6 +34,24 @@ def load_config(args) -> DaemonConfig:
 
 
 def run(args) -> int:
-    from causewatch.daemon.server import Daemon
-    Daemon(load_config(args)).serve()
+    from causewatch.daemon.server import Daemon   # duckdb and the analytics: only when serving
+    cfg = load_config(args)
+    secret = Path(cfg.keys or ".") / "server.key_secret"
+    if cfg.keys and secret.exists() and not os.access(secret, os.R_OK):
+        raise ConfigError("keys", f"{secret} is not readable by this user: fix its owner or mode (0600)")
+    try:
+        daemon = Daemon(cfg)          # opens the store and the HTTP port
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError("http", f"{cfg.http} is in use (another daemon?): stop it, or choose another "
+                                      "--http ('' turns HTTP off)", "--http") from None
+        raise
+    try:
+        daemon.serve()                # binds the ZeroMQ endpoint
+    except zmq.ZMQError as e:
+        daemon.store.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError("bind", f"{cfg.bind} is in use (another daemon?): stop it, or choose another "
+                                      "--bind", "--bind") from None
+        raise
     return 0

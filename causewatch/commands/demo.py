@@ -15,8 +15,11 @@ import time
 from pathlib import Path
 
 from causewatch.config import DaemonConfig
+from causewatch.errors import InputError
 
-HELP = "run a daemon, a local agent and a workload end to end, then report what was stored and learned"
+MARK = ".causewatch-demo"   # written into a folder the demo made, so a later run may empty it
+SEED = 1                    # the workload's and the probe kit's seeds: the same tasks run to run
+
 EPILOG = """examples:
   causewatch demo                      # about 30 s, files under ./demo-out
   causewatch demo --seconds 60 --dir /tmp/cw-demo
@@ -24,7 +27,8 @@ EPILOG = """examples:
 """
 
 def add_arguments(p):
-    p.add_argument("--dir", default="demo-out", help="demo folder (DuckDB file, spool, kits); emptied first")
+    p.add_argument("--dir", default="demo-out",
+                   help="demo folder (DuckDB file, spool, kits): a new or empty one, or one an earlier demo made")
     p.add_argument("--seconds", type=float, default=20.0, help="how long the agent streams (default 20)")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
 
@@ -34,7 +38,8 @@ def _build_kit(folder: Path, db: Path, quiet: bool) -> None:
     if not quiet:
         print("building the probe kit for app 'demo' (reference runs of the workload)…", flush=True)
     subprocess.run([sys.executable, "-m", "causewatch.cli", "probe", "build", "demo", "--workload", "masterworker",
-                    "--tasks", "40", "--out", str(folder / "kit"), "--register", str(db)],
+                    "--tasks", "40", "--task-seed", str(SEED), "--seed", str(SEED), "--out", str(folder / "kit"),
+                    "--register", str(db)],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None)
 
 
@@ -48,18 +53,30 @@ def _agents(folder: Path, endpoint: str, seconds: float) -> dict[str, subprocess
         cmd = [sys.executable, "-m", "causewatch.cli", "agent", "--config", str(cfg)]
         if watch:
             cmd += ["--", sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--app", "demo",
-                    "--tasks", str(int(seconds * 20)), "--seed", "1", "--workers", "2"]
+                    "--tasks", str(int(seconds * 20)), "--seed", str(SEED), "--workers", "2"]
         agents[node] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / f"{node}.log", "w"),
                                         env=dict(os.environ, CAUSEWATCH_CONFIG=str(cfg)))
     return agents
 
 
-def _live(con, t0: float, quiet: bool) -> dict:
+def prepare(folder: Path) -> None:
+    """Make `folder`, or empty it if an earlier demo made it; a folder with anything else is refused."""
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--dir {folder}: is a file; give a folder")
+    if folder.exists() and any(folder.iterdir()):
+        if not (folder / MARK).exists():
+            raise InputError(f"--dir {folder}: not empty and not made by causewatch demo; "
+                             "give a new or empty folder (nothing was deleted)")
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARK).write_text("made by causewatch demo: a later demo empties this folder\n")
+
+
+def _live(con, bar) -> dict:
     from causewatch.daemon import tables
     counts = tables.live_counts(con)
-    if not quiet:
-        print(f"  t={time.monotonic() - t0:5.1f}s  " + "  ".join(f"{k} {v:,}" for k, v in counts.items()),
-              flush=True)
+    if bar is not None:
+        bar.set_postfix_str("  ".join(f"{k} {v:,}" for k, v in counts.items()), refresh=False)
     return counts
 
 
@@ -86,10 +103,10 @@ def _print(rep: dict) -> None:
 
 def run(args) -> int:
     from causewatch.daemon.server import Daemon
+    from tqdm import tqdm
     folder = Path(args.dir).resolve()
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    db, quiet = folder / "causewatch.duckdb", args.json
+    prepare(folder)
+    db, quiet = folder / "causewatch.duckdb", args.json or args.quiet
     _build_kit(folder, db, quiet)
     daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0")).start()
     if not quiet:
@@ -98,11 +115,17 @@ def run(args) -> int:
     agents = _agents(folder, daemon.endpoint, args.seconds)
     watched = agents["demo-node-1"]
     con = daemon.store.cursor()
+    bar = None if quiet else tqdm(total=round(args.seconds), unit="s", desc="streaming", dynamic_ncols=True,
+                                  bar_format="{desc} {bar} {n:.0f}/{total} s  {postfix}")
     try:
         while watched.poll() is None and time.monotonic() - t0 < args.seconds + 120:
-            time.sleep(2.0)
-            _live(con, t0, quiet)
+            time.sleep(1.0)
+            _live(con, bar)
+            if bar is not None:
+                bar.update(min(time.monotonic() - t0, bar.total) - bar.n)
     finally:
+        if bar is not None:
+            bar.close()
         for agent in agents.values():
             if agent.poll() is None:
                 agent.terminate()

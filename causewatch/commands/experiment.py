@@ -17,13 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
+from causewatch.commands import check_output, waiting
 from causewatch.commands import learn as learn_cmd
 from causewatch.errors import InputError
 
-HELP = "run a program over random parameter draws, record its counters, learn a causal model"
 EPILOG = """examples:
   causewatch experiment --param n=5..300 --param dtype=short,int,float,double --runs 200 \\
       --out lu.csv -- python lu.py {n} {dtype}
@@ -71,6 +68,7 @@ class ParamSpec:
             self.values = [v.strip() for v in spec.split(",") if v.strip()]
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        import numpy as np
         if self.values is not None:
             return rng.choice(np.array(self.values, dtype=object), n)
         if self.integer:
@@ -166,6 +164,8 @@ def _wait(child: subprocess.Popen, timeout: float):
 
 def record_runs(specs: list[ParamSpec], command: list[str], runs: int, seed: int, timeout: float,
                 progress=None) -> pd.DataFrame:
+    import numpy as np
+    import pandas as pd
     rng = np.random.default_rng(seed)
     draws = pd.DataFrame({s.name: s.draw(rng, runs) for s in specs})
     rows = []
@@ -200,10 +200,6 @@ def write_runs(frame: pd.DataFrame, out: str) -> None:
         frame.to_csv(path, index=False)
 
 
-def _progress(done: int, total: int) -> None:
-    print(f"\rrun {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
-
-
 def run(args) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -211,8 +207,13 @@ def run(args) -> int:
     if args.runs < 1:
         raise InputError(f"--runs must be at least 1, got {args.runs}")
     specs = [ParamSpec(p) for p in args.param]
-    frame = record_runs(specs, command, args.runs, args.seed, args.timeout,
-                        None if args.json else _progress)
+    out_file = args.out[len("duckdb:"):].rpartition(":")[0] if args.out and args.out.startswith("duckdb:") else args.out
+    check_output(out_file, "--out")
+    check_output(args.dot, "--dot")
+    check_output(args.tetrad, "--tetrad")
+    from tqdm import tqdm
+    with tqdm(total=args.runs, desc="runs", unit="run", disable=args.json or getattr(args, "quiet", False)) as bar:
+        frame = record_runs(specs, command, args.runs, args.seed, args.timeout, lambda done, total: bar.update())
     failed = int((frame.exit_code != 0).sum())
     if failed and not args.json:
         print(f"{failed} of {len(frame)} runs exited with a non-zero code", file=sys.stderr)
@@ -223,4 +224,6 @@ def run(args) -> int:
             print(frame.to_json(orient="records"))
         return 0
     data = frame[frame.exit_code == 0].drop(columns=["exit_code"])
-    return learn_cmd.report(learn_cmd.learn(learn_cmd.variables(data, args), args, [s.name for s in specs]), args)
+    with waiting("learning", args.json or getattr(args, "quiet", False)):
+        learner = learn_cmd.learn(learn_cmd.variables(data, args), args, [s.name for s in specs])
+    return learn_cmd.report(learner, args)

@@ -10,14 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-import pandas as pd
-
-from causewatch.analytics.causal.background import Background, BackgroundError
-from causewatch.analytics.causal.ci import CIError, make_ci_test
-from causewatch.analytics.causal.pc import PCLearner
+from causewatch.commands import check_output, waiting
 from causewatch.errors import InputError
 
-HELP = "learn a causal model (PC-stable, KDE mutual information) from CSV, Parquet or a DuckDB table"
 EPILOG = """examples:
   causewatch learn runs.csv --discrete dtype --tier inputs:n,dtype --tier outputs:seconds
   causewatch learn runs.parquet --forbid n-dtype --require n->instructions --max-depth 2 --json
@@ -65,6 +60,7 @@ def add_learning_arguments(parser) -> None:
 def load_frame(spec: str, args) -> tuple[pd.DataFrame, list[str], tuple[str, ...]]:
     """The table DATA names, the columns known to be inputs (task parameters) and the bookkeeping
     columns that are not variables."""
+    import pandas as pd
     if spec.startswith("duckdb:"):
         return _load_duckdb(spec, args)
     if args.app or args.metric or args.bucket:
@@ -117,6 +113,7 @@ def _names(text: str) -> list[str]:
 
 
 def background_from_args(args, inputs: list[str]) -> Background:
+    from causewatch.analytics.causal.background import Background
     tiers: dict[str, list[str]] = {}
     for spec in args.tier:
         name, sep, vs = spec.partition(":")
@@ -154,13 +151,16 @@ def variables(frame: pd.DataFrame, args, drop: tuple[str, ...] = ()) -> pd.DataF
     chosen = features.model_variables(frame, wanted, drop)
     if chosen.data.shape[1] < 2:
         raise InputError(f"need at least 2 columns that vary over complete rows; got {chosen.summary()}")
-    if not args.json:
+    if not (args.json or getattr(args, "quiet", False)):
         print(f"learning from {chosen.summary()} ...", file=sys.stderr)
     return chosen.data
 
 
 def learn(frame: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
     """PC-stable over `frame`'s columns (already the model's variables) with the flags' background."""
+    from causewatch.analytics.causal.background import BackgroundError
+    from causewatch.analytics.causal.ci import CIError, make_ci_test
+    from causewatch.analytics.causal.pc import PCLearner
     discrete = _names(args.discrete)
     bg = background_from_args(args, [c for c in inputs if c in frame.columns])
     params = {} if args.estimator == "lemeire" else {"alpha": args.alpha}
@@ -175,8 +175,13 @@ def learn(frame: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
 
 
 def run(args) -> int:
+    check_output(args.dot, "--dot")
+    check_output(args.tetrad, "--tetrad")
     frame, inputs, drop = load_frame(args.data, args)
-    return report(learn(variables(frame, args, drop), args, inputs), args)
+    data = variables(frame, args, drop)
+    with waiting("learning", args.json or getattr(args, "quiet", False)):
+        learner = learn(data, args, inputs)
+    return report(learner, args)
 
 
 def report(learner: PCLearner, args) -> int:

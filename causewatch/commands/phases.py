@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 
-from causewatch.analytics.phases import simpoint as phases
+from causewatch.commands import check_output
 from causewatch.errors import InputError
 
-HELP = "cluster basic block vectors into phases (SimPoint 3 compatible)"
 EPILOG = """examples:
   valgrind --tool=exp-bbv --bb-out-file=app.bb ./app
   causewatch phases app.bb --max-k 30 --save-simpoints app.simpoints --save-weights app.weights
@@ -41,6 +40,7 @@ def add_arguments(parser) -> None:
 
 
 def _load(args):
+    from causewatch.analytics.phases import simpoint as phases
     if args.file.endswith((".duckdb", ".db")):
         return _load_store(args)
     if args.target or args.kind:
@@ -72,6 +72,9 @@ def _load_store(args):
 
 
 def run(args) -> int:
+    from causewatch.analytics.phases import simpoint as phases
+    for flag in ("save_simpoints", "save_weights", "save_labels"):
+        check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
     try:
         X = _load(args)
         model = phases.SimPoint(max_k=args.max_k, dim=args.dim, n_init=args.num_init_seeds,

@@ -10,9 +10,9 @@ import json
 import shlex
 import sys
 
+from causewatch.commands import check_output
 from causewatch.errors import InputError
 
-HELP = "software probe kits: build on a reference node, run on any node, register with the daemon"
 EPILOG = """examples:
   causewatch probe build mw --workload masterworker --tasks 40 --out kits/mw        # the bundled workload
   causewatch probe build sim --command "./worker {input}" --tasks-file tasks.json --out kits/sim --bbv valgrind
@@ -111,6 +111,9 @@ def _worker(args):
 
 def _build(args) -> int:
     from causewatch.probe.build import build_kit
+    check_output(args.out, "--out", folder=True)
+    if args.register:    # a store held by a running daemon is refused now, not after minutes of building
+        _writable_store(args.register)
     manifest = build_kit(args.app, _worker(args), _tasks(args), args.out, kit=args.kit, workers=args.workers,
                          bbv=args.bbv, max_k=args.max_k, seed=args.seed, reference_runs=args.reference_runs,
                          windows=args.windows, min_spread=args.min_spread,
@@ -158,6 +161,15 @@ def _send(args, body: dict) -> None:
         sender.close()
 
 
+def _writable_store(db: str) -> None:
+    import duckdb
+    try:
+        duckdb.connect(db).close()
+    except duckdb.Error as e:
+        hint = " (a running daemon holds it: stop the daemon, register, start it again)" if "lock" in str(e).lower() else ""
+        raise InputError(f"{db}: cannot open the store for writing{hint}: {str(e).splitlines()[0]}") from None
+
+
 def _register_folder(db: str, kit: str) -> dict:
     from causewatch.daemon.store import register_kit_file
     from causewatch.probe.registry import kit_folder_row
@@ -167,6 +179,7 @@ def _register_folder(db: str, kit: str) -> dict:
 
 
 def _register(args) -> int:
+    _writable_store(args.db)
     manifest = _register_folder(args.db, args.kit)
     print(json.dumps(manifest, indent=2) if args.json else
           f"registered kit {manifest['kit']} for {manifest['app']} in {args.db}")

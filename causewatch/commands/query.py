@@ -6,18 +6,14 @@ Regions are ranked by the degree to which they match; --min-degree and --top cut
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
-import pandas as pd
-
-from causewatch.analytics.fuzzy import perfql
-from causewatch.analytics.fuzzy.membership import MODES
-from causewatch.analytics.fuzzy.summaries import records
-from causewatch.analytics.fuzzy.terms import TermsError, load_terms
 from causewatch.config import DaemonConfig
 from causewatch.errors import InputError
 
-HELP = "search code regions with a fuzzy PERFQL query, best matches first"
+MODES = ("exact", "compatible")   # analytics.fuzzy.membership.MODES, named here so --help loads no numpy
+WIDTH = 100                       # tables fit this many columns unless --wide
 EPILOG = """examples:
   causewatch query "(time_share is high) AND (cache_miss_ratio is very high)"
   causewatch query --db run.duckdb "(L2_TCM/L2_TCA is medium OR high)" --min-degree 0.5 --top 10
@@ -42,6 +38,7 @@ def add_store_arguments(parser) -> None:
     parser.add_argument("--node", action="append", help="only this node (repeatable)")
     parser.add_argument("--top", type=int, metavar="N", help="show the N best rows only")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--wide", action="store_true", help=f"do not shorten names to fit {WIDTH} columns")
 
 
 def add_arguments(parser) -> None:
@@ -52,6 +49,7 @@ def add_arguments(parser) -> None:
 
 
 def termsets(args):
+    from causewatch.analytics.fuzzy.terms import TermsError, load_terms
     try:
         return load_terms(args.terms)
     except OSError as e:
@@ -64,14 +62,37 @@ def since(args) -> float | None:
     return None if args.last is None else time.time() - args.last
 
 
-def print_table(frame: pd.DataFrame) -> None:
-    print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}") if len(frame) else "(no matches)")
+def print_table(frame, wide: bool = False) -> None:
+    """The frame as text; unless `wide`, the longest text columns are shortened (with …) to fit WIDTH."""
+    if not len(frame):
+        print("(no matches)")
+        return
+    def render(f):
+        return f.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    text = render(frame)
+    width = max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if wide else WIDTH
+    frame = frame.copy()
+    while not wide and max(map(len, text.splitlines())) > width:
+        texts = [c for c in frame.columns if frame[c].dtype == object]
+        if not texts:
+            break
+        lengths = {c: int(frame[c].astype(str).str.len().max()) for c in texts}
+        col = max(lengths, key=lengths.get)
+        over = max(map(len, text.splitlines())) - width
+        keep = max(8, lengths[col] - over)
+        if keep >= lengths[col]:
+            break
+        frame[col] = frame[col].astype(str).map(lambda v: v if len(v) <= keep else v[:keep - 1] + "…")
+        text = render(frame)
+    print(text)
 
 
 def run(args) -> int:
+    from causewatch.analytics.fuzzy import perfql
+    from causewatch.analytics.fuzzy.summaries import records
+    from causewatch.daemon import tables
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
-    from causewatch.daemon import tables
     con = tables.open_store(args.db, need=("regions", "bbv"))
     try:
         query = perfql.Query(args.query, termsets(args), args.mode)
@@ -84,5 +105,5 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(records(result), indent=1))
     else:
-        print_table(result.round({"degree": 3}))
+        print_table(result.round({"degree": 3}), args.wide)
     return 0

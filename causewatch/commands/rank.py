@@ -12,7 +12,6 @@ import urllib.request
 
 from causewatch.errors import InputError
 
-HELP = "rank nodes for an application by predicted task time (from probe results)"
 EPILOG = """examples:
   causewatch rank mw                              # ask the daemon at 127.0.0.1:9464
   causewatch rank mw --http 10.0.0.5:9464 --json

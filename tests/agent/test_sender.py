@@ -15,7 +15,7 @@ def task(i, duration=1.0):
 
 
 def count(sender, name):
-    return sender.registry.get_sample_value(f"causewatch_agent_{name}_total")
+    return sender.counts[name]
 
 
 def test_no_more_than_window_frames_in_flight(tmp_path):

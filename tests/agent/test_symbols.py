@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 import subprocess
 
@@ -77,3 +78,11 @@ def test_kernel_addresses_resolve_through_kallsyms():
     got = ProcessMaps(os.getpid(), kernel=k).keys(addrs)
     assert all(key.split(":", 1)[1] in by_addr[int(a)] for key, a in zip(got, addrs.tolist()))
     assert all(key.startswith("[kernel]:") for key in got)
+
+
+def test_cpp_names_are_demangled():
+    """A C++ function of the live libstdc++ resolves to its readable name, not _ZNSt6thread4joinEv."""
+    lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+    addr = np.array([_addr(lib["_ZNSt6thread4joinEv"]) + 1], np.uint64)
+    (key,) = ProcessMaps(os.getpid()).keys(addr)
+    assert key.startswith("libstdc++") and key.endswith(":std::thread::join()")

@@ -1,0 +1,118 @@
+"""Start-up and weight: `causewatch --version`/`--help` time, agent ready time and RSS, agent-only install size.
+
+Goals (issue 14): --version and any --help <= 0.15 s; agent ready (READY=1 on $NOTIFY_SOCKET) <= 0.5 s;
+agent RSS <= 60 MB with counters and 1 kHz IP sampling; an agent-only install <= 60 MB on disk.
+Times are medians of --repeats runs, printed next to `python -c pass` measured in the same run.
+Usage: python bench/startup.py [--repeats 7] [--no-install]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+BUSY = "while True: sum(range(1000))\n"
+sys.path.insert(0, str(ROOT))
+from causewatch.cli import COMMANDS  # noqa: E402  (the bench runs from a checkout)
+
+
+def wall(argv: list[str], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def agent_ready(python: str, folder: str, target: int, seconds: float = 5.0) -> tuple[float, float, str]:
+    """(seconds to READY=1, RSS in MB after `seconds` of sampling, what was counted) for one agent."""
+    notify = os.path.join(folder, f"notify-{time.monotonic_ns()}")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.bind(notify)
+        s.settimeout(60)
+        cfg = os.path.join(folder, "agent.toml")
+        Path(cfg).write_text(f'[agent]\ndaemon = "tcp://127.0.0.1:9"\nspool = "{folder}/spool"\n'
+                             f'ipc = "ipc://{folder}/agent.sock"\nbbv_frequency = 1000\ncounters_interval = 0.1\n')
+        t = time.perf_counter()
+        agent = subprocess.Popen([python, "-m", "causewatch.cli", "agent", "--config", cfg, "--pid", str(target),
+                                  "--flush-timeout", "0"], env=dict(os.environ, NOTIFY_SOCKET=notify),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            while s.recv(4096) != b"READY=1":
+                pass
+            ready = time.perf_counter() - t
+            time.sleep(seconds)
+            rss = psutil.Process(agent.pid).memory_info().rss / 2**20
+        finally:
+            agent.terminate()
+            err = agent.communicate(timeout=60)[1]
+        os.unlink(notify)
+    return ready, rss, err.strip().splitlines()[-1] if err.strip() else ""
+
+
+def du(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink()) / 2**20
+
+
+def agent_only_install(folder: str) -> tuple[Path, dict[str, float]]:
+    """A venv with the core dependencies and causewatch, without pip and without any extra."""
+    venv = Path(folder) / "agent-venv"
+    subprocess.run([PY, "-m", "venv", "--without-pip", str(venv)], check=True)
+    core = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pip = [PY, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet"]
+    subprocess.run(pip + core, check=True)
+    subprocess.run(pip + ["--no-deps", str(ROOT)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    sizes = {p.name: du(p) for p in site.iterdir() if p.is_dir() and not p.name.endswith((".dist-info", "__pycache__"))}
+    sizes["(all of the venv)"] = du(venv)
+    return venv, sizes
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--no-install", action="store_true", help="skip the agent-only install")
+    args = ap.parse_args()
+    cli = [PY, "-m", "causewatch.cli"]
+    base = wall([PY, "-c", "pass"], args.repeats)
+    print(f"python -c pass: {base:.3f} s (the floor of any command here)")
+    print(f"causewatch --version: {wall(cli + ['--version'], args.repeats):.3f} s  (goal <= 0.15 s)")
+    print(f"causewatch --help: {wall(cli + ['--help'], args.repeats):.3f} s")
+    helps = {verb: wall(cli + [verb, "--help"], args.repeats) for verb in COMMANDS}
+    worst = max(helps, key=helps.get)
+    print("causewatch VERB --help: " + ", ".join(f"{v} {t:.3f}" for v, t in helps.items())
+          + f" s; slowest {worst} {helps[worst]:.3f} s (goal <= 0.15 s)")
+    busy = subprocess.Popen([PY, "-c", BUSY])
+    try:
+        with tempfile.TemporaryDirectory(prefix="cw-start-") as folder:
+            ready, rss, log = agent_ready(PY, folder, busy.pid)
+            print(f"agent (full install) ready {ready:.3f} s (goal <= 0.5 s); RSS after 5 s of counters + "
+                  f"1 kHz IP sampling on a busy target: {rss:.1f} MB (goal <= 60 MB)")
+            if args.no_install:
+                return
+            venv, sizes = agent_only_install(folder)
+            top = sorted(((n, s) for n, s in sizes.items() if not n.startswith("(")), key=lambda kv: -kv[1])[:6]
+            print(f"agent-only install: {sizes['(all of the venv)']:.1f} MB on disk (goal <= 60 MB); largest: "
+                  + ", ".join(f"{n} {s:.1f}" for n, s in top))
+            ready, rss, log = agent_ready(str(venv / "bin" / "python"), folder, busy.pid)
+            print(f"agent (agent-only install) ready {ready:.3f} s; RSS {rss:.1f} MB")
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+if __name__ == "__main__":
+    main()
