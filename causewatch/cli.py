@@ -33,6 +33,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "phases": ("causewatch.commands.phases", "cluster basic block vectors into program phases"),
     "probe": ("causewatch.commands.probe", "software probe kits: build, run on a node, register"),
     "rank": ("causewatch.commands.rank", "rank nodes for an application by predicted task time"),
+    "nodes": ("causewatch.commands.nodes", "list the nodes whose agents report, with their facts"),
+    "model": ("causewatch.commands.model", "show a learned causal model, its history, or pin a baseline"),
+    "anomalies": ("causewatch.commands.anomalies", "list dependency anomalies against the baseline models"),
 }
 VERBOSE, QUIET = ("-v", "--verbose", "-vv", "-vvv"), ("-q", "--quiet")
 EPILOG = """getting started:

@@ -36,6 +36,7 @@ class DaemonConfig:
     keys: str | None = None           # folder with server.key_secret and authorized/ (agent public keys)
     insecure: bool = False            # allow a non-loopback bind without CURVE keys
     http: str = _fmt("127.0.0.1:9464", "http")   # /metrics and /api/*; "" turns it off
+    api_token: str = ""               # bearer token for POST /api/* from other hosts (loopback needs none)
     max_frame_bytes: int = _limit(8 * 1024 * 1024, 1024, 2**31 - 1)
     batch_max_frames: int = _limit(256, 1, 100_000)   # frames the writer commits in one transaction at most
     fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)

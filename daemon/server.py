@@ -46,7 +46,8 @@ class Daemon:
                          exporter=self.exporter)
         self.scheduler = Scheduler(ctx, default_jobs(cfg) if jobs is None else jobs)
         self.ingest.on_hello = self.scheduler.hello
-        self.http = HttpApi(cfg.http, self.exporter, self.store.cursor, routes) if cfg.http else None
+        self.http = HttpApi(cfg.http, self.exporter, self.store.cursor, self.ingest.call, routes,
+                            cfg.api_token) if cfg.http else None
         self.endpoint: str | None = None
 
     def start(self) -> "Daemon":

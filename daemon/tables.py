@@ -191,11 +191,16 @@ def bbv_targets(con) -> pd.DataFrame:
                        "GROUP BY ALL ORDER BY vectors DESC, target, kind").df()
 
 
-def bbv_matrix(con, target: str, kind: str) -> tuple[sp.csr_matrix, list[str], list[tuple]]:
-    """The stored vectors of one target and kind, oldest first, as a CSR matrix: (X, keys, index) where
-    index[i] = (node, boot, seq, target, kind, t_start, t_end) of row i."""
-    df = con.execute(f"SELECT {', '.join(BBV_IDENT)}, key, count FROM bbv WHERE target = ? AND kind = ? "
-                     "ORDER BY t_start, node, boot, seq", [target, kind]).df()
+def bbv_rows(con, target: str, kind: str) -> pd.DataFrame:
+    """The stored vectors of one target and kind in their long form (a row per vector and key),
+    oldest vector first."""
+    return con.execute(f"SELECT {', '.join(BBV_IDENT)}, key, count FROM bbv WHERE target = ? AND kind = ? "
+                       "ORDER BY t_start, node, boot, seq", [target, kind]).df()
+
+
+def bbv_matrix(df: pd.DataFrame) -> tuple[sp.csr_matrix, list[str], list[tuple]]:
+    """`bbv_rows` as a CSR matrix: (X, keys, index) where index[i] = (node, boot, seq, target, kind,
+    t_start, t_end) of row i."""
     if df.empty:
         return sp.csr_matrix((0, 1)), [], []
     # groups are numbered in order of first appearance, the same order drop_duplicates keeps

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from causewatch.commands.query import add_store_arguments, print_table, since, termsets
+from causewatch.commands.source import open_source
 from causewatch.errors import InputError
 
 EPILOG = """examples:
@@ -34,17 +35,16 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_bottlenecks
     from causewatch.analytics.fuzzy.summaries import records
-    from causewatch.daemon import tables
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
-    con = tables.open_store(args.db, need=("regions", "bbv"))
+    source = open_source(args)
     try:
-        frame = tables.region_summaries(con, since(args), nodes=args.node)
+        frame = source.regions(since(args), nodes=args.node)
         found = find_bottlenecks(frame, termsets(args), args.metric, args.mode, args.negligible)
     except ValueError as e:
         raise InputError(f"bottlenecks: {e}") from None
     finally:
-        con.close()
+        source.close()
     table = summarise_bottlenecks(found).head(args.top)
     if args.json:
         print(json.dumps(records(table.round({"severity": 3})), indent=1))

@@ -33,14 +33,19 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
 
 
-def _build_kit(folder: Path, db: Path, quiet: bool) -> None:
-    """A probe kit for the demo app, registered in the store, so new agents get probed on hello."""
+def _build_kit(folder: Path, quiet: bool) -> None:
+    """A probe kit for the demo app (registered once the daemon runs, so new agents get probed on hello)."""
     if not quiet:
         print("building the probe kit for app 'demo' (reference runs of the workload)…", flush=True)
     subprocess.run([sys.executable, "-m", "causewatch.cli", "probe", "build", "demo", "--workload", "masterworker",
-                    "--tasks", "40", "--task-seed", str(SEED), "--seed", str(SEED), "--out", str(folder / "kit"),
-                    "--register", str(db)],
+                    "--tasks", "40", "--task-seed", str(SEED), "--seed", str(SEED), "--out", str(folder / "kit")],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None)
+
+
+def _register_kit(folder: Path, url: str, quiet: bool) -> None:
+    """Register the kit with the running daemon through its HTTP API (the daemon keeps its store)."""
+    subprocess.run([sys.executable, "-m", "causewatch.cli", "probe", "register", str(folder / "kit"), "--daemon", url],
+                   check=True, stdout=subprocess.DEVNULL if quiet else None)
 
 
 def _agents(folder: Path, endpoint: str, seconds: float) -> dict[str, subprocess.Popen]:
@@ -107,10 +112,11 @@ def run(args) -> int:
     folder = Path(args.dir).resolve()
     prepare(folder)
     db, quiet = folder / "causewatch.duckdb", args.json or args.quiet
-    _build_kit(folder, db, quiet)
+    _build_kit(folder, quiet)
     daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0")).start()
     if not quiet:
         print(f"daemon {daemon.endpoint}, DuckDB {db}, metrics http://{daemon.http.address}/metrics")
+    _register_kit(folder, f"http://{daemon.http.address}", quiet)
     t0 = time.monotonic()
     agents = _agents(folder, daemon.endpoint, args.seconds)
     watched = agents["demo-node-1"]

@@ -11,16 +11,19 @@ import sys
 from pathlib import Path
 
 from causewatch.commands import check_output, waiting
+from causewatch.commands.source import add_source_arguments, open_source
 from causewatch.errors import InputError
 
 EPILOG = """examples:
   causewatch learn runs.csv --discrete dtype --tier inputs:n,dtype --tier outputs:seconds
   causewatch learn runs.parquet --forbid n-dtype --require n->instructions --max-depth 2 --json
-  causewatch learn duckdb:causewatch.duckdb:tasks --app lu --dot lu.dot --tetrad lu.txt
-  causewatch learn duckdb:causewatch.duckdb:samples --metric cpu_seconds --metric page_faults --bucket 5
+  causewatch learn tasks --app lu --dot lu.dot       # the running daemon's tasks of app lu
+  causewatch learn samples --metric cpu_seconds --metric page_faults --bucket 5 --db causewatch.duckdb
+  causewatch learn duckdb:exp.duckdb:runs             # any table of a DuckDB file
   causewatch learn runs.csv --estimator lemeire --submodels     # the papers' estimator, fitted formulas
 
-DATA is a .csv / .parquet file or duckdb:FILE:TABLE. For the daemon's `tasks` table the JSON params
+DATA is a .csv / .parquet file, `tasks` or `samples` (read from the daemon at --daemon, or from a
+stopped daemon's store with --db), or duckdb:FILE:TABLE. For the daemon's `tasks` the JSON params
 and counters become columns (params are inputs unless --tier says otherwise) and task code vectors a
 code_phase, as in the daemon's model; its `samples` become one column per scope/metric, one row per
 node and --bucket seconds. Columns present in under 80 % of the rows are left out (and said so).
@@ -28,12 +31,13 @@ node and --bucket seconds. Columns present in under 80 % of the rows are left ou
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("data", help="CSV or Parquet file, or duckdb:FILE:TABLE")
-    parser.add_argument("--app", help="with duckdb:FILE:tasks, only this app's tasks")
+    parser.add_argument("data", help="CSV or Parquet file, `tasks` or `samples` (the daemon's), or duckdb:FILE:TABLE")
+    parser.add_argument("--app", help="with tasks, only this app's tasks")
     parser.add_argument("--metric", action="append", metavar="NAME",
-                        help="with duckdb:FILE:samples, only this metric (repeatable; default all)")
+                        help="with samples, only this metric (repeatable; default all)")
     parser.add_argument("--bucket", type=float, metavar="SECONDS",
-                        help="with duckdb:FILE:samples, the time bucket rows are averaged over (default 1)")
+                        help="with samples, the time bucket rows are averaged over (default 1)")
+    add_source_arguments(parser)
     add_learning_arguments(parser)
 
 
@@ -61,10 +65,11 @@ def load_frame(spec: str, args) -> tuple[pd.DataFrame, list[str], tuple[str, ...
     """The table DATA names, the columns known to be inputs (task parameters) and the bookkeeping
     columns that are not variables."""
     import pandas as pd
+    if spec in STORED:
+        return _load_stored(spec, args)
     if spec.startswith("duckdb:"):
         return _load_duckdb(spec, args)
-    if args.app or args.metric or args.bucket:
-        raise InputError("--app, --metric and --bucket apply only to duckdb:FILE:tasks / duckdb:FILE:samples")
+    _only_for(args, "")
     path = Path(spec)
     if not path.exists():
         raise InputError(f"{spec}: no such file (expected a .csv, .parquet or duckdb:FILE:TABLE)")
@@ -77,35 +82,54 @@ def load_frame(spec: str, args) -> tuple[pd.DataFrame, list[str], tuple[str, ...
 
 
 def _load_duckdb(spec: str, args):
-    """duckdb:FILE:TABLE. The daemon's `tasks` get their params and counters unpacked and a code phase
-    (as the daemon's causal job has them); its `samples` become one column per scope/metric per node
-    and time bucket; any other table is read as it is."""
-    from causewatch.analytics.causal import features
-    from causewatch.analytics.phases.simpoint import PhaseTracker
+    """duckdb:FILE:TABLE: the daemon's tasks and samples as `tasks`/`samples --db FILE` give them; any
+    other table of any DuckDB file as it is."""
     from causewatch.daemon import tables
     _, _, rest = spec.partition(":")
     file, _, table = rest.rpartition(":")
     if not file or not table:
         raise InputError(f"{spec}: expected duckdb:FILE:TABLE")
-    if args.app and table != "tasks":
-        raise InputError("--app applies only to duckdb:FILE:tasks")
-    if (args.metric or args.bucket) and table != "samples":
-        raise InputError("--metric and --bucket apply only to duckdb:FILE:samples")
+    if table in STORED:
+        args.db = file
+        return _load_stored(table, args)
+    _only_for(args, table)
     con = tables.open_store(file)
     try:
-        if table == "tasks":
-            frame, inputs = features.name_task_columns(*tables.task_frame(con, args.app))
-            if frame.empty:
-                raise InputError(f"{file}: no tasks" + (f" of app {args.app!r}" if args.app else ""))
-            return features.with_code_phase(frame, PhaseTracker()), inputs, tuple(features.BOOKKEEPING)
-        if table == "samples":
-            long = tables.samples_frame(con, args.metric)
-            if long.empty:
-                raise InputError(f"{file}: no samples" + (f" of {', '.join(args.metric)}" if args.metric else ""))
-            return features.samples_wide(long, args.bucket or 1.0), [], ("node", "t")
         return tables.read_table(con, table), [], ()
     finally:
         con.close()
+
+
+STORED = ("tasks", "samples")
+
+
+def _only_for(args, table: str) -> None:
+    if args.app and table != "tasks":
+        raise InputError("--app applies only to tasks")
+    if (args.metric or args.bucket) and table != "samples":
+        raise InputError("--metric and --bucket apply only to samples")
+
+
+def _load_stored(table: str, args):
+    """The daemon's `tasks` (params and counters unpacked, a code phase: the variables its causal job
+    has) or `samples` (one column per scope/metric, a row per node and time bucket), read through
+    its API or from its stopped store."""
+    from causewatch.analytics.causal import features
+    from causewatch.analytics.phases.simpoint import PhaseTracker
+    _only_for(args, table)
+    source = open_source(args)
+    try:
+        if table == "tasks":
+            frame, inputs = features.name_task_columns(*source.tasks(args.app))
+            if frame.empty:
+                raise InputError("no tasks stored" + (f" of app {args.app!r}" if args.app else ""))
+            return features.with_code_phase(frame, PhaseTracker()), inputs, tuple(features.BOOKKEEPING)
+        long = source.samples(args.metric)
+        if long.empty:
+            raise InputError("no samples stored" + (f" of {', '.join(args.metric)}" if args.metric else ""))
+        return features.samples_wide(long, args.bucket or 1.0), [], ("node", "t")
+    finally:
+        source.close()
 
 
 def _names(text: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""`causewatch phases`: SimPoint 3 compatible phase clustering of a .bb file or a DuckDB store's BBVs.
+"""`causewatch phases`: SimPoint 3 compatible phase clustering of a .bb file, or of the BBVs a daemon
+stored (read through its HTTP API, or from a stopped daemon's store file).
 
 Prints the chosen k, the BIC of each k tried and per phase its representative interval and weight.
 """
@@ -8,18 +9,22 @@ from __future__ import annotations
 import json
 
 from causewatch.commands import check_output
+from causewatch.commands.source import add_source_arguments, open_source
 from causewatch.errors import InputError
 
 EPILOG = """examples:
   valgrind --tool=exp-bbv --bb-out-file=app.bb ./app
   causewatch phases app.bb --max-k 30 --save-simpoints app.simpoints --save-weights app.weights
   causewatch phases app.bb --fixed-length off --seed 7 --json
-  causewatch phases causewatch.duckdb --target myapp --save-labels app.labels   # BBVs stored by the daemon
+  causewatch phases --target app:solver --kind python          # BBVs stored by the running daemon
+  causewatch phases --db causewatch.duckdb --target myapp --save-labels app.labels   # a stopped one's store
 """
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("file", help="SimPoint frequency-vector file (T:id:count ...) or a DuckDB store (*.duckdb)")
+    parser.add_argument("file", nargs="?",
+                        help="SimPoint frequency-vector file (T:id:count ...); without it, the daemon's BBVs")
+    add_source_arguments(parser)
     parser.add_argument("--max-k", type=int, default=30, help="largest k of the binary search (default 30)")
     parser.add_argument("--k", type=int, help="cluster with this k instead of searching")
     parser.add_argument("--dim", type=int, default=15, help="random projection dimensions (default 15)")
@@ -41,34 +46,36 @@ def add_arguments(parser) -> None:
 
 def _load(args):
     from causewatch.analytics.phases import simpoint as phases
-    if args.file.endswith((".duckdb", ".db")):
-        return _load_store(args)
+    if args.file is None or args.file.endswith((".duckdb", ".db")):
+        args.db = args.db or args.file
+        return _load_stored(args)
     if args.target or args.kind:
-        raise InputError("--target and --kind apply only to a DuckDB store")
+        raise InputError("--target and --kind apply only to the BBVs a daemon stored, not to a .bb file")
     try:
         return phases.read_frequency_vectors(args.file)
     except OSError as e:
         raise InputError(f"{args.file}: cannot read ({e.strerror})") from None
 
 
-def _load_store(args):
+def _load_stored(args):
     """One target's vectors of one kind: phases of different programs, or of native IPs and Python
     frames, are not one clustering."""
     from causewatch.daemon import tables
-    con = tables.open_store(args.file, need=("bbv",))
+    source = open_source(args)
+    where = args.db or source.url
     try:
-        known = tables.bbv_targets(con)
+        known = source.bbv_targets()
         chosen = known[known.target == args.target] if args.target else known
         chosen = chosen[chosen.kind == args.kind] if args.kind else chosen
         if len(chosen) != 1:
             listing = "; ".join(f"--target {r.target} --kind {r.kind} ({r.vectors} vectors)" for r in known.itertuples())
             problem = "has no vectors" if known.empty else (
                 "has several targets or kinds: choose one" if len(chosen) > 1 else "has no such vectors")
-            raise InputError(f"{args.file}: the bbv table {problem}" + (f"; known: {listing}" if listing else ""))
-        X, _, _ = tables.bbv_matrix(con, chosen.target.iloc[0], chosen.kind.iloc[0])
+            raise InputError(f"{where}: the stored BBVs {problem}" + (f"; known: {listing}" if listing else ""))
+        X, _, _ = tables.bbv_matrix(source.bbv_rows(chosen.target.iloc[0], chosen.kind.iloc[0]))
         return X
     finally:
-        con.close()
+        source.close()
 
 
 def run(args) -> int:

@@ -6,11 +6,13 @@ predicts this node's task time from the kit; register puts a kit in a daemon sto
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import sys
 
 from causewatch.commands import check_output
+from causewatch.commands.source import add_source_arguments, open_source
 from causewatch.errors import InputError
 
 EPILOG = """examples:
@@ -19,7 +21,8 @@ EPILOG = """examples:
   causewatch probe build mw --callable mypkg.work:run_one --tasks-file tasks.json --out kits/mw --register causewatch.duckdb
   causewatch probe run kits/mw                   # table: phases, ratios, predicted task-seconds
   causewatch probe run kits/mw --json --send     # and send the probe_result to the daemon
-  causewatch probe register kits/mw --db causewatch.duckdb   # daemon stopped: DuckDB has one writer
+  causewatch probe register kits/mw                         # with the running daemon (its HTTP API)
+  causewatch probe register kits/mw --db causewatch.duckdb  # in a stopped daemon's store
 
 A task input is any JSON value; a callable worker is called with it, a command worker gets a JSON
 file holding it in place of {input}.
@@ -58,7 +61,8 @@ def add_arguments(parser) -> None:
                         "parts (default 4; fewer when a part would hold under 50 tasks)")
     b.add_argument("--warmup", type=int, default=1, help="warm-up runs per representative")
     b.add_argument("--repeats", type=int, default=5, help="timed runs per representative")
-    b.add_argument("--register", metavar="DB", help="also register the kit in this DuckDB store (daemon stopped)")
+    b.add_argument("--register", metavar="URL|DB",
+                   help="also register the kit with the daemon at URL (http://...) or in a stopped daemon's store")
     b.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
     r = sub.add_parser("run", help="run a kit here and predict this node's task time")
@@ -70,9 +74,9 @@ def add_arguments(parser) -> None:
     r.add_argument("--daemon", help="daemon endpoint for --send (default from config)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    g = sub.add_parser("register", help="register a built kit in a DuckDB store (daemon stopped)")
+    g = sub.add_parser("register", help="register a built kit with the daemon (or in a stopped daemon's store)")
     g.add_argument("kit", help="kit folder")
-    g.add_argument("--db", required=True, help="the daemon's DuckDB file")
+    add_source_arguments(g)
     g.add_argument("--json", action="store_true", help="print the registered manifest as JSON")
 
 
@@ -112,8 +116,8 @@ def _worker(args):
 def _build(args) -> int:
     from causewatch.probe.build import build_kit
     check_output(args.out, "--out", folder=True)
-    if args.register:    # a store held by a running daemon is refused now, not after minutes of building
-        _writable_store(args.register)
+    if args.register:    # a store or daemon that cannot take it is refused now, not after minutes of building
+        _registry(args.register).close()
     manifest = build_kit(args.app, _worker(args), _tasks(args), args.out, kit=args.kit, workers=args.workers,
                          bbv=args.bbv, max_k=args.max_k, seed=args.seed, reference_runs=args.reference_runs,
                          windows=args.windows, min_spread=args.min_spread,
@@ -121,7 +125,7 @@ def _build(args) -> int:
                          repeats=args.repeats,
                          show_progress=sys.stderr.isatty())
     if args.register:
-        _register_folder(args.register, args.out)
+        _register_folder(_registry(args.register), args.out)
     if args.json:
         print(json.dumps(manifest, indent=2))
         return 0
@@ -161,28 +165,26 @@ def _send(args, body: dict) -> None:
         sender.close()
 
 
-def _writable_store(db: str) -> None:
-    import duckdb
-    try:
-        duckdb.connect(db).close()
-    except duckdb.Error as e:
-        hint = " (a running daemon holds it: stop the daemon, register, start it again)" if "lock" in str(e).lower() else ""
-        raise InputError(f"{db}: cannot open the store for writing{hint}: {str(e).splitlines()[0]}") from None
+def _registry(where: str):
+    """--register's daemon (http://...) or stopped store file, as a source to register with."""
+    return open_source(argparse.Namespace(daemon=where, db=None) if "://" in where else
+                       argparse.Namespace(daemon=None, db=where))
 
 
-def _register_folder(db: str, kit: str) -> dict:
-    from causewatch.daemon.store import register_kit_file
+def _register_folder(source, kit: str) -> dict:
     from causewatch.probe.registry import kit_folder_row
     row = kit_folder_row(kit)
-    register_kit_file(db, row)
+    try:
+        source.register_kit(row)
+    finally:
+        source.close()
     return json.loads(row["manifest"])
 
 
 def _register(args) -> int:
-    _writable_store(args.db)
-    manifest = _register_folder(args.db, args.kit)
+    manifest = _register_folder(open_source(args), args.kit)
     print(json.dumps(manifest, indent=2) if args.json else
-          f"registered kit {manifest['kit']} for {manifest['app']} in {args.db}")
+          f"registered kit {manifest['kit']} for {manifest['app']} with {args.db or args.daemon}")
     return 0
 
 

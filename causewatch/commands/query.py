@@ -9,7 +9,7 @@ import json
 import shutil
 import time
 
-from causewatch.config import DaemonConfig
+from causewatch.commands.source import add_source_arguments, open_source
 from causewatch.errors import InputError
 
 MODES = ("exact", "compatible")   # analytics.fuzzy.membership.MODES, named here so --help loads no numpy
@@ -17,6 +17,7 @@ WIDTH = 100                       # tables fit this many columns unless --wide
 EPILOG = """examples:
   causewatch query "(time_share is high) AND (cache_miss_ratio is very high)"
   causewatch query --db run.duckdb "(L2_TCM/L2_TCA is medium OR high)" --min-degree 0.5 --top 10
+  causewatch query --daemon http://10.0.0.5:9464 "(cpi is high)"    # a running daemon elsewhere
   causewatch query "(cycles/instructions is not low) OR (wait_share is somewhat high)" --last 600 --json
   causewatch query --terms my_terms.toml --mode exact "(comm_seconds/duration is high)"
 
@@ -28,9 +29,8 @@ grammar: Statement := Expr | Statement OR Expr; Expr := Term | Expr AND Term;
 
 
 def add_store_arguments(parser) -> None:
-    """Options shared with `causewatch bottlenecks`: the store, the terms, the window, the output."""
-    parser.add_argument("--db", default=DaemonConfig.db, metavar="FILE",
-                        help=f"DuckDB store written by the daemon (default {DaemonConfig.db})")
+    """Options shared with `causewatch bottlenecks`: the source, the terms, the window, the output."""
+    add_source_arguments(parser)
     parser.add_argument("--terms", metavar="FILE", help="TOML term sets added to (or replacing) the defaults")
     parser.add_argument("--mode", choices=MODES, default="compatible",
                         help="membership functions: FuzzyJ-compatible point lists (default) or exact curves")
@@ -90,18 +90,17 @@ def print_table(frame, wide: bool = False) -> None:
 def run(args) -> int:
     from causewatch.analytics.fuzzy import perfql
     from causewatch.analytics.fuzzy.summaries import records
-    from causewatch.daemon import tables
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
-    con = tables.open_store(args.db, need=("regions", "bbv"))
+    source = open_source(args)
     try:
         query = perfql.Query(args.query, termsets(args), args.mode)
-        result = tables.perfql_matches(con, query, since(args), nodes=args.node, min_degree=args.min_degree,
-                                       top=args.top)
+        frame = source.regions(since(args), nodes=args.node, metrics=query.required_metrics())
+        result = query.evaluate(frame, args.min_degree, args.top)
     except ValueError as e:
         raise InputError(f"query: {e}") from None
     finally:
-        con.close()
+        source.close()
     if args.json:
         print(json.dumps(records(result), indent=1))
     else:

@@ -1,54 +1,33 @@
 """`causewatch rank APP`: nodes ordered by the task time their latest probe predicts for APP.
 
-Reads a stopped daemon's DuckDB file (--db) or asks a running daemon's HTTP API (/api/rank).
+Asks a running daemon's HTTP API (/api/rank, --daemon) or reads a stopped daemon's store (--db).
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.parse
-import urllib.request
 
-from causewatch.errors import InputError
+from causewatch.commands.source import add_source_arguments, open_source
 
 EPILOG = """examples:
   causewatch rank mw                              # ask the daemon at 127.0.0.1:9464
-  causewatch rank mw --http 10.0.0.5:9464 --json
-  causewatch rank mw --db causewatch.duckdb       # the daemon must be stopped (one DuckDB writer)
+  causewatch rank mw --daemon http://10.0.0.5:9464 --json
+  causewatch rank mw --db causewatch.duckdb       # a stopped daemon's store
 """
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("app", help="application name (as in its probe kit)")
-    parser.add_argument("--db", help="read this DuckDB store instead of asking the daemon")
-    parser.add_argument("--http", default="127.0.0.1:9464", help="daemon HTTP address (default 127.0.0.1:9464)")
+    add_source_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the ranking as JSON")
 
 
-def _from_db(db: str, app: str) -> list[dict]:
-    from causewatch.daemon import tables
-    from causewatch.probe.rank import rank_nodes
-    con = tables.open_store(db, need=("probe_results",))
-    try:
-        return rank_nodes(app, tables.latest_probes(con, app))
-    finally:
-        con.close()
-
-
-def _from_http(address: str, app: str) -> list[dict]:
-    url = f"http://{address}/api/rank?{urllib.parse.urlencode({'app': app})}"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as reply:
-            return json.load(reply)["nodes"]
-    except urllib.error.HTTPError as e:
-        raise InputError(f"{url}: HTTP {e.code} {e.read().decode(errors='replace')[:200]}") from None
-    except (urllib.error.URLError, OSError) as e:
-        raise InputError(f"{url}: cannot reach the daemon ({e}); give --db FILE for a stopped daemon") from None
-
-
 def run(args) -> int:
-    nodes = _from_db(args.db, args.app) if args.db else _from_http(args.http, args.app)
+    source = open_source(args)
+    try:
+        nodes = source.rank(args.app)
+    finally:
+        source.close()
     if args.json:
         print(json.dumps({"app": args.app, "nodes": nodes}, indent=2))
         return 0

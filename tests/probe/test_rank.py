@@ -39,7 +39,7 @@ def test_rank_uses_each_nodes_latest_result(tmp_path):
     assert ranked[0]["phases"] == [{"phase": 0}]
     assert rank_nodes("nothing", latest_probes(con, "nothing")) == []
     assert sorted(predicted_times(con)) == [("mw", "a", 10.0), ("mw", "b", 20.0), ("other", "c", 1.0)]
-    assert rank({"app": "mw"}, con)["nodes"] == ranked
+    assert rank({"app": ["mw"]}, con)["nodes"] == ranked
     with pytest.raises(InputError, match="app"):
         rank({}, con)
 
@@ -51,7 +51,7 @@ def test_rank_command_reads_a_stopped_daemons_store(tmp_path):
     assert [n["node"] for n in json.loads(out.stdout)["nodes"]] == ["b", "a"]
     table = run_cli("rank", "mw", "--db", str(tmp_path / "s.duckdb"))
     assert table.stdout.splitlines()[1].split()[1] == "b"
-    unreachable = run_cli("rank", "mw", "--http", "127.0.0.1:9")
+    unreachable = run_cli("rank", "mw", "--daemon", "127.0.0.1:9")
     assert unreachable.returncode == 2 and "cannot reach the daemon" in unreachable.stderr
 
 

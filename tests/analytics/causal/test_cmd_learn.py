@@ -78,7 +78,7 @@ def test_learn_reads_parquet_with_discrete_text_columns(tmp_path, capsys):
 
 def test_entry_point_help_has_examples():
     out = run_cli("learn", "--help")
-    assert out.returncode == 0 and "duckdb:causewatch.duckdb:tasks" in out.stdout
+    assert out.returncode == 0 and "causewatch learn tasks --app lu" in out.stdout
 
 
 def test_experiment_records_parameters_and_counters_then_learns(tmp_path):

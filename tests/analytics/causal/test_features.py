@@ -66,9 +66,9 @@ def test_learn_over_stored_samples_learns_between_metrics(tmp_path, capsys):
     assert out["nodes"] == ["node/cpu_seconds", "node/load", "node/unrelated"]
     assert [{e["src"], e["dst"]} for e in out["edges"]] == [{"node/load", "node/cpu_seconds"}]
     assert main(["learn", f"duckdb:{db}:samples", "--metric", "nothing"]) == 2
-    assert "no samples of nothing" in capsys.readouterr().err
+    assert "no samples stored of nothing" in capsys.readouterr().err
     assert main(["learn", f"duckdb:{db}:tasks", "--metric", "load"]) == 2
-    assert "--metric and --bucket apply only to duckdb:FILE:samples" in capsys.readouterr().err
+    assert "--metric and --bucket apply only to samples" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("spec", ["duckdb:{db}:nope"])

@@ -49,4 +49,4 @@ def test_an_ambiguous_or_wrong_choice_lists_the_known_targets(db, capsys, args, 
 def test_a_file_mode_flag_on_a_bb_file_is_refused(tmp_path, capsys):
     (tmp_path / "a.bb").write_text("T:1:3 :2:1\n")
     assert main(["phases", str(tmp_path / "a.bb"), "--kind", "native"]) == 2
-    assert "--target and --kind apply only to a DuckDB store" in capsys.readouterr().err
+    assert "--target and --kind apply only to the BBVs a daemon stored" in capsys.readouterr().err

@@ -1,0 +1,47 @@
+"""`causewatch anomalies`: dependency anomalies the daemon raised against each scope's baseline model,
+open first, with their evidence (score and the test's own threshold, rows, window).
+
+Reads a running daemon's HTTP API (--daemon) or a stopped daemon's store (--db).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from causewatch.commands.source import add_source_arguments, open_source
+
+EPILOG = """examples:
+  causewatch anomalies                 # open ones
+  causewatch anomalies --all --scope app:lu --json
+"""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--scope", help="only this scope, e.g. app:lu")
+    parser.add_argument("--all", action="store_true", help="resolved ones too (newest first)")
+    parser.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
+    add_source_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the anomalies as JSON")
+
+
+def run(args) -> int:
+    source = open_source(args)
+    try:
+        found = source.anomalies(args.scope, open_only=not args.all, limit=args.limit)
+    finally:
+        source.close()
+    if args.json:
+        print(json.dumps(found, indent=2, default=str))
+        return 0
+    if not found:
+        print("no open anomalies" if not args.all else "no anomalies")
+        return 0
+    now = time.time()
+    print(f"{'id':>4} {'scope':<14} {'kind':<17} {'dependency':<30} {'score':>7} {'threshold':>9}  state")
+    for a in found:
+        state = f"open {now - a['opened']:.0f} s" if a["resolved"] is None else "resolved"
+        dependency = f"{a['src']} -> {a['dst']}"
+        print(f"{a['anomaly_id']:>4} {a['scope']:<14.14} {a['kind']:<17} {dependency:<30.30} {a['score']:>7.3f} "
+              f"{a['threshold']:>9.3f}  {state}")
+    return 0

@@ -1,0 +1,160 @@
+"""Every data verb reads a running daemon through its HTTP API and a stopped daemon's store file alike:
+the same answer either way; the daemon keeps its file (kits and baselines go through the API), and
+a verb that can reach neither says so."""
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from support import run_cli
+
+from causewatch.cli import main
+from causewatch.config import DaemonConfig
+from causewatch.daemon.job_causal import CausalJob
+from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.exporter import Exporter
+from causewatch.daemon.server import Daemon
+from causewatch.daemon.store import Store
+
+KIT = {"format": "causewatch-probe-kit/1", "app": "mw", "kit": "k9",
+       "worker": {"callable": "causewatch.probe.workloads.masterworker:run_task"}, "reference_seconds": 10.0,
+       "phases": [{"phase": 0, "weight": 1.0, "input": {"id": "t", "type": "dict", "size": 100, "seed": 1},
+                   "ref_seconds": 0.01, "ref_se": 0.001}]}
+
+
+def _fill(path) -> None:
+    """A store with every kind of row a verb reads, and a learnt model with a baseline."""
+    store = Store(str(path))
+    rng = np.random.default_rng(5)
+    n = 240
+    size = rng.integers(10, 100, n)
+    instr = size * 1000.0 * rng.uniform(0.9, 1.1, n)
+    tasks = pd.DataFrame({"node": "n1", "boot": "b", "seq": np.arange(n), "app": "lu", "task_id": "t",
+                          "t_start": 1000.0 + np.arange(n), "duration": instr * 1e-6 + rng.normal(0, 1e-3, n),
+                          "cpu_seconds": instr * 1e-6,
+                          "params": [json.dumps({"size": int(s), "it's": "a"}) for s in size],
+                          "counters": [json.dumps({"instructions": v}) for v in instr]})
+
+    def write(con):
+        con.register("t", tasks)
+        con.execute("INSERT INTO tasks (node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
+                    "counters) SELECT node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
+                    "counters FROM t")
+        con.execute("INSERT INTO ingest_log SELECT node, boot, seq, 'task', t_start, t_start FROM t")
+        con.executemany("INSERT INTO regions VALUES ('n1', 'b', ?, 'lu', ?, ?, 2.0, 1, 1.0, ?, NULL, NULL)",
+                        [(1000 + i, f"r{i % 4}", time.time() - 30, json.dumps({"cycles": 900 + i, "instructions": 1000}))
+                         for i in range(20)])
+        con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
+                        "VALUES ('n1', 'b', ?, 'app:lu', 'python', ?, ?, ?, ?)",
+                        [(2000 + i, float(i), i + 1.0, k, 5 + i % 3) for i in range(12) for k in
+                         (("a.py:f", "a.py:g") if i < 6 else ("b.py:h",))])
+        con.executemany("INSERT INTO samples VALUES ('n1', ?, 'node', ?, ?)",
+                        [(float(t), m, float(t % 7) * (2 if m == "b" else 1)) for t in range(60) for m in "ab"])
+        con.execute("INSERT INTO probe_results VALUES ('n1', 'b', 3000, 1.0, 'mw', 'k1', 5.0, 4.5, 5.5, 0.5, 0.2, NULL)")
+        con.execute("INSERT INTO nodes (node, hostname, cores, memory_bytes, agent_version, boot, first_seen, "
+                    "last_seen) VALUES ('n1', 'h1', 4, 8000000000, 't', 'b', 1.0, 2.0)")
+    store.run(write)
+    job = CausalJob(min_rows=50, min_new=20)
+    ctx = JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
+    job.run(ctx)
+    store.close()
+
+
+VERBS = [
+    ["query", "(time_share is high)", "--top", "3"],
+    ["bottlenecks", "--top", "5"],
+    ["phases", "--target", "app:lu", "--kind", "python", "--k", "2"],
+    ["learn", "tasks", "--app", "lu", "--estimator", "fisher-z"],
+    ["learn", "samples", "--estimator", "fisher-z"],
+    ["rank", "mw"],
+    ["nodes"],
+    ["model", "--scope", "app:lu"],
+    ["model", "--history"],
+    ["anomalies", "--all"],
+]
+
+
+def _answers(capsys, where: list[str]) -> list:
+    out = []
+    for verb in VERBS:
+        code = main([*verb, "--json", *where])
+        captured = capsys.readouterr()
+        assert code == 0, (verb, captured.err)
+        out.append(json.loads(captured.out))
+    return out
+
+
+def _daemon(db) -> Daemon:
+    return Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"), jobs=[]).start()
+
+
+def test_every_verb_gives_the_same_answer_live_and_from_the_stopped_store(tmp_path, capsys):
+    db = tmp_path / "cw.duckdb"
+    _fill(db)
+    daemon = _daemon(db)
+    try:
+        live = _answers(capsys, ["--daemon", f"http://{daemon.http.address}"])
+    finally:
+        daemon.stop()
+    stored = _answers(capsys, ["--db", str(db)])
+    for verb, a, b in zip(VERBS, live, stored):
+        assert a == b, verb
+    query, bottlenecks, phases, tasks, samples, rank, nodes, model, history, anomalies = live
+    assert query and bottlenecks and phases["intervals"] == 12 and tasks["edges"] and samples["edges"]
+    assert rank["nodes"][0]["node"] == "n1" and nodes[0]["hostname"] == "h1" and model["edges"] and history
+
+
+def test_kits_and_baselines_go_through_the_daemon_that_holds_the_store(tmp_path, capsys):
+    db = tmp_path / "cw.duckdb"
+    _fill(db)
+    (tmp_path / "kit").mkdir()
+    (tmp_path / "kit" / "manifest.json").write_text(json.dumps(KIT))
+    daemon = _daemon(db)
+    url = f"http://{daemon.http.address}"
+    try:
+        assert main(["probe", "register", str(tmp_path / "kit"), "--daemon", url]) == 0
+        assert main(["model", "--scope", "app:lu", "--pin", "1", "--daemon", url]) == 0
+        said = capsys.readouterr().out
+        assert "registered kit k9 for mw" in said and "baseline of app:lu: model 1" in said
+        assert main(["model", "--scope", "app:lu", "--pin", "99", "--daemon", url]) == 2
+        assert "has no model 99" in capsys.readouterr().err
+        locked = run_cli("probe", "register", str(tmp_path / "kit"), "--db", str(db))   # another process
+        assert locked.returncode == 2 and "read it through the daemon's HTTP API" in locked.stderr
+    finally:
+        daemon.stop()
+    assert main(["model", "--scope", "app:lu", "--json", "--db", str(db)]) == 0
+    assert json.loads(capsys.readouterr().out)["baseline"]["how"] == "pinned"
+    from causewatch.daemon import tables
+    con = tables.open_store(str(db))
+    assert [k["kit"] for k in tables.registered_kits(con)] == ["k9"]
+    con.close()
+
+
+def test_a_verb_that_reaches_neither_daemon_nor_store_says_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # no causewatch.duckdb here to fall back on
+    assert main(["nodes", "--daemon", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach the daemon at http://127.0.0.1:9" in err and "--db FILE" in err
+    assert main(["anomalies", "--daemon", "ftp://x"]) == 2
+    assert "expected http://HOST:PORT" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path,code,message", [
+    ("/api/bbv", 400, "needs ?target=NAME&kind=native|python"),
+    ("/api/model?scope=nope", 400, "has no model"),
+    ("/api/anomalies?limit=x", 400, "limit: expected a int"),
+    ("/api/nothing", 404, "no route /api/nothing"),
+])
+def test_bad_api_requests_are_named(tmp_path, path, code, message):
+    import urllib.error
+    import urllib.request
+    db = tmp_path / "cw.duckdb"
+    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"), jobs=[]).start()
+    try:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"http://{daemon.http.address}{path}", timeout=10)
+        assert e.value.code == code and message in json.load(e.value)["error"]
+    finally:
+        daemon.stop()
