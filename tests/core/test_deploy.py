@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/prometheus/causewatch-alerts.yml"
@@ -45,6 +46,26 @@ def test_no_rule_reads_a_threshold_of_its_own_on_the_daemons_anomalies():
     rules = RULES.read_text()
     assert "causewatch_dependency_anomaly" in rules and "_bits" not in rules
     assert re.search(r"\{\{ \$labels\.job \}\}", rules) is None   # `job` is the scrape job's, not ours
+
+
+@needs_promtool
+def test_every_name_deploy_uses_passes_promtool_check_metrics():
+    """Exposed as our code would (counters through prometheus_client, which adds _total), every name the
+    rules and the dashboard use passes promtool's lint: base units, no _bits (it reads bits as data)."""
+    registry = CollectorRegistry()
+    text = RULES.read_text() + DASHBOARD.read_text()
+    for name in sorted(set(re.findall(r"causewatch_[a-z_]+", text))):
+        if name.endswith("_total"):
+            Counter(name.removesuffix("_total"), "help", registry=registry).inc()
+        else:
+            Gauge(name, "help", registry=registry).set(1)
+    exposition = generate_latest(registry)
+    r = subprocess.run(["promtool", "check", "metrics"], input=exposition, capture_output=True)
+    assert r.returncode == 0, (r.stdout + r.stderr).decode()
+    bad = subprocess.run(["promtool", "check", "metrics"], capture_output=True,
+                         input=b"# HELP causewatch_edge_strength_bits h\n# TYPE causewatch_edge_strength_bits gauge\n"
+                               b"causewatch_edge_strength_bits 1\n")
+    assert bad.returncode != 0 and b"base unit" in bad.stdout + bad.stderr   # the lint does run
 
 
 @pytest.mark.parametrize("path", [RULES, DASHBOARD], ids=["rules", "dashboard"])
