@@ -25,6 +25,7 @@ EDGE_COLOUR = "#555555"
 MAX_WIDTH = 6.0          # pen width of the strongest edge; the weakest get 1
 # built-in layout, in SVG pixels
 FONT, CHAR_W, NODE_H, PAD_X, GAP_X, GAP_Y, MARGIN = 12, 7.2, 30.0, 14.0, 28.0, 70.0, 20.0
+DUMMY_W = 16.0          # room a long edge takes in each layer it crosses, so it keeps clear of nodes
 SWEEPS = 12              # barycentre passes (down and up) before keeping the order with fewest crossings
 
 
@@ -189,7 +190,7 @@ def order(rows: list[list], down: dict) -> list[list]:
 
 
 def _node_width(v) -> float:
-    return 0.0 if isinstance(v, tuple) else len(str(v)) * CHAR_W + 2 * PAD_X
+    return DUMMY_W if isinstance(v, tuple) else len(str(v)) * CHAR_W + 2 * PAD_X
 
 
 def coordinates(rows: list[list]) -> tuple[dict, float, float]:
@@ -205,13 +206,23 @@ def coordinates(rows: list[list]) -> tuple[dict, float, float]:
     return pos, total + 2 * MARGIN, len(rows) * (NODE_H + GAP_Y) - GAP_Y + 2 * MARGIN
 
 
-def _path(points: list[tuple[float, float]]) -> str:
-    """A smooth path through `points`: straight for two, else a quadratic curve through each midpoint."""
-    (x0, y0), rest = points[0], points[1:]
-    d = f"M{x0:.1f},{y0:.1f}"
-    for (xa, ya), (xb, yb) in zip(rest, rest[1:]):
-        d += f" Q{xa:.1f},{ya:.1f} {(xa + xb) / 2:.1f},{(ya + yb) / 2:.1f}"
-    return d + f" L{rest[-1][0]:.1f},{rest[-1][1]:.1f}"
+def _mid(a, b) -> tuple[float, float]:
+    return (a[0] + b[0]) / 2, (a[1] + b[1]) / 2
+
+
+def _path(points: list[tuple[float, float]]) -> tuple[str, tuple[float, float]]:
+    """A smooth path through `points` (straight for two; else straight to the first midpoint, a
+    quadratic curve round each inner point, straight to the end) and the point halfway along it."""
+    if len(points) == 2:
+        return (f"M{points[0][0]:.1f},{points[0][1]:.1f} L{points[1][0]:.1f},{points[1][1]:.1f}",
+                _mid(*points))
+    mids = [_mid(a, b) for a, b in zip(points, points[1:])]
+    d = f"M{points[0][0]:.1f},{points[0][1]:.1f} L{mids[0][0]:.1f},{mids[0][1]:.1f}"
+    for c, end in zip(points[1:-1], mids[1:]):
+        d += f" Q{c[0]:.1f},{c[1]:.1f} {end[0]:.1f},{end[1]:.1f}"
+    i = len(points) // 2                   # the curve round the middle inner point, at its apex
+    (x0, y0), (cx, cy), (x1, y1) = mids[i - 1], points[i], mids[i]
+    return d + f" L{points[-1][0]:.1f},{points[-1][1]:.1f}", ((x0 + 2 * cx + x1) / 4, (y0 + 2 * cy + y1) / 4)
 
 
 def builtin_svg(dag: nx.DiGraph, nodes: list[str], edges: list[DrawnEdge], title: str | None = None) -> str:
@@ -228,8 +239,8 @@ def builtin_svg(dag: nx.DiGraph, nodes: list[str], edges: list[DrawnEdge], title
            f'font-size="{FONT}">']
     if title:
         out.append(f'<text x="{width / 2:.1f}" y="{-4}" text-anchor="middle" font-weight="bold">{escape(title)}</text>')
-    for i, e in enumerate(edges):
-        out.append(_edge_svg(e, i, _edge_points(e, chains, pos), strongest))
+    drawn = [_edge_svg(e, i, _edge_points(e, chains, pos), strongest) for i, e in enumerate(edges)]
+    out += [group for group, _ in drawn]
     for v in nodes:
         x, y = pos[v]
         w = _node_width(v)
@@ -237,6 +248,9 @@ def builtin_svg(dag: nx.DiGraph, nodes: list[str], edges: list[DrawnEdge], title
                    f'<rect x="{x - w / 2:.1f}" y="{y - NODE_H / 2:.1f}" width="{w:.1f}" height="{NODE_H:.1f}" '
                    f'rx="8" fill="white" stroke="black"/>'
                    f'<text x="{x:.1f}" y="{y + FONT / 3:.1f}" text-anchor="middle">{escape(v)}</text></g>')
+    # labels last, with a white halo: over the nodes and lines they would hide under
+    out.append('<g class="labels" font-size="10" paint-order="stroke" stroke="white" stroke-width="3">'
+               + "".join(label for _, label in drawn) + "</g>")
     return "\n".join(out + ["</svg>"]) + "\n"
 
 
@@ -263,8 +277,8 @@ def _border(centre, toward, v) -> tuple[float, float]:
     return x + dx * t, y + dy * t
 
 
-def _edge_svg(e: DrawnEdge, i: int, points: list, strongest: float) -> str:
-    """One edge's group: its path, an arrowhead as wide as the pen allows, and its label beside it."""
+def _edge_svg(e: DrawnEdge, i: int, points: list, strongest: float) -> tuple[str, str]:
+    """One edge's group (its path and an arrowhead as wide as the pen) and its label, beside it."""
     colour = ANOMALY_COLOUR if e.anomalous else EDGE_COLOUR
     width = _width(e.strength, strongest)
     head = 6 + 2 * width
@@ -274,8 +288,7 @@ def _edge_svg(e: DrawnEdge, i: int, points: list, strongest: float) -> str:
     attrs = (f'fill="none" stroke="{colour}" stroke-width="{width:.2f}"'
              + ("" if e.in_model else ' stroke-dasharray="6,4"')
              + (f' marker-end="url(#arrow{i})"' if e.directed else ""))
-    mid = points[len(points) // 2] if len(points) > 2 else tuple((a + b) / 2 for a, b in zip(*points))
+    d, mid = _path(points)
     cls = "edge anomalous" if e.anomalous else "edge"
-    return (f'<g class={quoteattr(cls)}><title>{escape(e.title)}</title>{marker}<path d="{_path(points)}" {attrs}/>'
-            f'<text x="{mid[0] + width / 2 + 3:.1f}" y="{mid[1]:.1f}" font-size="10" fill="{colour}">'
-            f'{escape(_label(e))}</text></g>')
+    return (f'<g class={quoteattr(cls)}><title>{escape(e.title)}</title>{marker}<path d="{d}" {attrs}/></g>',
+            f'<text x="{mid[0] + width / 2 + 3:.1f}" y="{mid[1] + 3:.1f}" fill="{colour}">{escape(_label(e))}</text>')
