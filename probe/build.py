@@ -153,7 +153,8 @@ def _quiet_reference(worker: Worker, tasks: list, reps: list[int], workers: int,
                                    "other_cpu_before": before["other_cpu"], "max_other_cpu": max_other_cpu,
                                    "retries": attempt, "retried_because": earlier}
         earlier.append("; ".join(reasons))
-    raise InputError(f"probe build: the reference is too noisy to trust ({retries + 1} attempts): "
+    attempts = f"{retries + 1} attempt{'s' if retries else ''}"
+    raise InputError(f"probe build: the reference is too noisy to trust ({attempts}): "
                      + " | ".join(earlier) + ". A kit's prediction intervals carry its reference's noise: build on "
                      "a quiet machine (stop other work), or accept the noise with --max-spread / --max-other-cpu")
 

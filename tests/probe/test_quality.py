@@ -69,6 +69,15 @@ def test_a_build_beside_a_cpu_hog_is_retried_then_refused(tmp_path):
     assert not (tmp_path / "kit" / "manifest.json").exists()
 
 
+def test_a_reference_whose_runs_spread_too_much_is_refused(tmp_path):
+    # no two runs of a real workload take the same time: a zero limit refuses whatever the load
+    done = run_cli(*SMALL_BUILD, "--retries", "0", "--max-spread", "0", "--max-other-cpu", "1",
+                   "--out", str(tmp_path / "kit"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "too noisy to trust (1 attempt): the reference runs spread by" in done.stderr
+    assert "limit 0 %" in done.stderr and "other processes" not in done.stderr
+
+
 def test_a_quiet_build_is_accepted_with_its_quality_recorded(tmp_path):
     background = quality.idle_window(1.0)["other_cpu"]
     if background > quality.MAX_OTHER_CPU / 2:
