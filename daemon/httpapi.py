@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pandas as pd
 import pyarrow as pa
 
+from causewatch.analytics.causal.drawing import model_svg
 from causewatch.analytics.causal.model import CausalModel
 from causewatch.analytics.fuzzy import perfql
 from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_bottlenecks
@@ -132,7 +133,8 @@ def models(params: dict, con) -> list[dict]:
 
 
 def model(params: dict, con):
-    """A model: /api/model?scope=app:lu[&model_id=7][&format=json|dot]; the newest when no id is given."""
+    """A model: /api/model?scope=app:lu[&model_id=7][&format=json|dot|svg]; the newest when no id is given.
+    The SVG marks the edges of the scope's open anomalies."""
     scope = _one(params, "scope") or _only_scope(con)
     found = tables.model_graph(con, scope, _one(params, "model_id", int))
     if found is None:
@@ -141,8 +143,11 @@ def model(params: dict, con):
     fmt = _one(params, "format", default="json")
     if fmt == "dot":
         return Text(CausalModel.from_json(graph).to_dot(scope), "text/vnd.graphviz")
+    if fmt == "svg":
+        marked = {(a["src"], a["dst"]) for a in tables.anomalies(con, scope, open_only=True)}
+        return Text(model_svg(CausalModel.from_json(graph), anomalous=marked, title=scope), "image/svg+xml")
     if fmt != "json":
-        raise InputError(f"format: expected json or dot, got {fmt!r}")
+        raise InputError(f"format: expected json, dot or svg, got {fmt!r}")
     return {"scope": scope, "model_id": model_id, "baseline": tables.baseline(con, scope), **graph}
 
 

@@ -4,8 +4,8 @@ re-learnt incrementally (PCLearner.partial_fit), and dependency anomalies agains
 Stores a `models` row with its `edges` per version; the baseline of a scope is the first stable
 version (its edges equal the version before) unless an operator pins one. An anomaly (a new
 dependency on the newest tasks, an edge that appeared or disappeared, a strength out of its band) is
-raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength_bits,
-causewatch_markov_violation_bits and causewatch_dependency_anomaly{scope,src,dst,kind} (1 while open).
+raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength,
+causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind} (1 while open).
 """
 
 from __future__ import annotations
@@ -27,14 +27,15 @@ from causewatch.daemon.jobs import JobContext
 
 log = logging.getLogger("causewatch.daemon.job_causal")
 
-EDGE_GAUGE = "causewatch_edge_strength_bits"
-EDGE_HELP = "Strength of a learned causal edge: the weakest conditional mutual information seen, bits"
-MARKOV_GAUGE = "causewatch_markov_violation_bits"
+EDGE_GAUGE = "causewatch_edge_strength"
+EDGE_HELP = ("Strength of a learned causal edge: the weakest conditional mutual information seen, in bits "
+             "of information (not of data, so no _bytes unit)")
+MARKOV_GAUGE = "causewatch_markov_violation"
 MARKOV_HELP = ("Information between a variable and its non-descendants given its parents on the newest "
                "tasks, bits (above the test threshold = the model's independence no longer holds)")
 ANOMALY_GAUGE = "causewatch_dependency_anomaly"
 ANOMALY_HELP = ("1 while a dependency anomaly is open: the newest tasks or model depart from the scope's "
-                "baseline model (kind: new_dependency, edge_appeared, edge_disappeared, strength_changed)")
+                "baseline model (kind: markov_violation, edge_appeared, edge_disappeared, strength_changed)")
 
 
 def submodels(model) -> dict:
@@ -171,7 +172,7 @@ class CausalJob:
         if judged:
             found += anomalies.new_dependencies(st.baseline, newest, st.learner.ci_test)
         # without fresh rows to judge them, open new dependencies stay as they are
-        keep = set() if judged else {k for k in st.open if k[0] == "new_dependency"}
+        keep = set() if judged else {k for k in st.open if k[0] == "markov_violation"}
         found = {f.key: f for f in found}
         st.seen = {k: st.seen.get(k, 0) + 1 for k in found if k not in st.open}
         confirmed = {k: f for k, f in found.items() if k in st.open or st.seen[k] >= self.confirm}

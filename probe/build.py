@@ -20,8 +20,8 @@ import psutil
 
 from causewatch.analytics.phases import simpoint as phases
 from causewatch.errors import InputError
-from causewatch.probe import bbvsource
-from causewatch.probe.prediction import prediction_interval, span_stretch
+from causewatch.probe import bbvsource, quality
+from causewatch.probe.prediction import prediction_interval, relative_sd, span_stretch
 from causewatch.probe.kit import FORMAT, MANIFEST, Progress, Worker, measure_all
 
 
@@ -54,7 +54,7 @@ def _timed_in_worker(args):
 def _reference(prefix: str, totals: np.ndarray, min_spread: float) -> dict:
     """Mean of the whole runs, their relative sd, and the 95 % interval for one more run here."""
     centre = float(totals.mean())
-    rel_sd = float(totals.std(ddof=1) / centre) if len(totals) > 1 and centre > 0 else 0.0
+    rel_sd = relative_sd(totals)
     lo, hi = prediction_interval(centre, 0.0, rel_sd, len(totals), min_spread)
     return {f"{prefix}_seconds": centre, f"{prefix}_rel_sd": rel_sd, f"{prefix}_lo": lo, f"{prefix}_hi": hi}
 
@@ -62,14 +62,20 @@ def _reference(prefix: str, totals: np.ndarray, min_spread: float) -> dict:
 def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None = None, workers: int = 2,
               bbv: str = "auto", max_k: int | None = None, merge_distance: float = 0.5, coverage: float = 0.99,
               seed: int = 0, reference_runs: int = 3, windows: int = 4,
-              warmup: int = 1, repeats: int = 5, min_spread: float = 0.05, show_progress: bool = False) -> dict:
-    """Build a kit for `app` from `tasks` (JSON-able task inputs) in `out_dir`; return its manifest."""
+              warmup: int = 1, repeats: int = 5, min_spread: float = 0.05, max_spread: float = quality.MAX_SPREAD,
+              max_other_cpu: float = quality.MAX_OTHER_CPU, retries: int = 1, show_progress: bool = False) -> dict:
+    """Build a kit for `app` from `tasks` (JSON-able task inputs) in `out_dir`; return its manifest.
+
+    Refuses (InputError) a reference noisier than `max_spread` / `max_other_cpu` after `retries` more
+    attempts at the reference runs."""
     if len(tasks) < 2:
         raise InputError(f"a kit needs at least 2 tasks, got {len(tasks)}")
     if reference_runs < 1 or windows < 1 or repeats < 1 or warmup < 0:
         raise InputError("reference_runs, windows and repeats must be >= 1 and warmup >= 0")
     if not 0 < coverage <= 1:
         raise InputError(f"coverage must lie in (0, 1], got {coverage}")
+    if retries < 0 or max_spread < 0 or not 0 <= max_other_cpu <= 1:
+        raise InputError("retries and max_spread must be >= 0 and max_other_cpu must lie in [0, 1]")
     out = Path(out_dir)
     (out / "inputs").mkdir(parents=True, exist_ok=True)
     source = bbvsource.source_for(bbv, worker)
@@ -83,9 +89,8 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
     reps = [int(kit_phases.simpoints_[p]) for p in kept]
     # each part comes after a pause (workers idle, caches cold): only long parts time like the whole run
     windows = max(1, min(windows, len(tasks) // MIN_PART_TASKS))
-    runs, timings = _reference_rounds(worker, tasks, reps, workers, reference_runs, windows, warmup, repeats,
-                                     Progress("reference runs", reference_runs * (len(tasks) + windows * len(reps)),
-                                              force=show_progress))
+    runs, timings, quiet = _quiet_reference(worker, tasks, reps, workers, reference_runs, windows, warmup, repeats,
+                                            max_spread, max_other_cpu, retries, show_progress)
     per_task = np.median(np.stack(runs), axis=0)       # tasks x (wall, cpu)
     totals = np.array([r.sum(axis=0) for r in runs])     # runs x (wall, cpu)
     covered = np.isin(kit_phases.labels_, kept)
@@ -107,6 +112,7 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
         "covered_weight": float(per_task[covered, 0].sum() / per_task[:, 0].sum()),
         **_stretch("reference_stretch", [t[i] for t in timings for i in bound]),
         "phases": rows,
+        "quality": {**quiet, "cpu_bound_phases": len(bound), "phases": len(rows)},
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest
@@ -119,6 +125,38 @@ def covering(weights: np.ndarray, coverage: float) -> list[int]:
     order = np.argsort(-weights, kind="stable")
     n = int(np.searchsorted(np.cumsum(weights[order]), coverage * weights.sum() * (1 - 1e-12))) + 1
     return sorted(int(p) for p in order[:n])
+
+
+def _quiet_reference(worker: Worker, tasks: list, reps: list[int], workers: int, rounds: int, windows: int,
+                     warmup: int, repeats: int, max_spread: float, max_other_cpu: float, retries: int,
+                     show_progress: bool) -> tuple[list[np.ndarray], list[list[dict]], dict]:
+    """The reference rounds on a machine quiet enough, measured: other processes' CPU share while idle
+    before them (too busy: no rounds this attempt) and during them, and the runs' spread; retried, then
+    refused, when too noisy."""
+    earlier = []
+    for attempt in range(retries + 1):
+        before = quality.idle_window(quality.RETRY_WAIT if attempt else quality.QUIET_WINDOW)
+        busy = quality.noise(None, before["other_cpu"], max_spread, max_other_cpu, "before the reference runs")
+        if busy:   # runs now would be as noisy: wait for the load to pass, not minutes of runs
+            earlier.append("; ".join(busy))
+            continue
+        meter = quality.CpuMeter()   # read once every child of the rounds is reaped: their CPU is ours
+        runs, timings = _reference_rounds(worker, tasks, reps, workers, rounds, windows, warmup, repeats,
+                                          Progress("reference runs", rounds * (len(tasks) + windows * len(reps)),
+                                                   force=show_progress))
+        during = meter.read()
+        spread = relative_sd([r[:, 0].sum() for r in runs])
+        reasons = quality.noise(spread, during["other_cpu"], max_spread, max_other_cpu)
+        if not reasons:
+            return runs, timings, {"spread": spread, "max_spread": max_spread, "other_cpu": during["other_cpu"],
+                                   "steal": during["steal"], "load1": during["load1"],
+                                   "other_cpu_before": before["other_cpu"], "max_other_cpu": max_other_cpu,
+                                   "retries": attempt, "retried_because": earlier}
+        earlier.append("; ".join(reasons))
+    attempts = f"{retries + 1} attempt{'s' if retries else ''}"
+    raise InputError(f"probe build: the reference is too noisy to trust ({attempts}): "
+                     + " | ".join(earlier) + ". A kit's prediction intervals carry its reference's noise: build on "
+                     "a quiet machine (stop other work), or accept the noise with --max-spread / --max-other-cpu")
 
 
 def _reference_rounds(worker: Worker, tasks: list, reps: list[int], workers: int, rounds: int, windows: int,

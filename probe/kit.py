@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from causewatch.errors import InputError
+from causewatch.probe import quality
 
 FORMAT = "causewatch-probe-kit/1"
 MANIFEST = "manifest.json"
@@ -184,6 +185,10 @@ def check_manifest(manifest, where: str = "manifest") -> None:
         for key in ("weight", "input", "ref_seconds"):
             if key not in phase:
                 raise InputError(f"{where}: phase {phase.get('phase')!r} lacks {key!r}")
+    # kits built before the build measured its machine have no quality; rankings say so
+    q = manifest.get("quality")
+    if q is not None and not (isinstance(q, dict) and set(quality.FIELDS) <= q.keys()):
+        raise InputError(f"{where}: the manifest's quality needs {', '.join(quality.FIELDS)}")
 
 
 class Progress:

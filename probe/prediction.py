@@ -11,6 +11,12 @@ import numpy as np
 from scipy import stats
 
 
+def relative_sd(values) -> float:
+    """Sample sd over mean (0 for fewer than two values or a mean of zero)."""
+    v = np.asarray(values, float)
+    return float(v.std(ddof=1) / v.mean()) if len(v) > 1 and v.mean() > 0 else 0.0
+
+
 def relative_se2(mean: float, sd: float, n: int) -> float:
     """Squared relative standard error of a mean of `n` timings (0 for a mean of nothing or zero)."""
     return (sd / mean) ** 2 / n if mean > 0 and n > 0 else 0.0

@@ -1,8 +1,8 @@
 """Dependency anomalies: where newest data or a newer model departs from a baseline causal model.
 
-A `new_dependency` is a variable whose Markov condition fails on the newest rows (it depends on a
-non-descendant beyond its parents: the baseline's independence no longer holds); `edge_appeared`,
-`edge_disappeared` and `strength_changed` compare the baseline's edges with a newer model's.
+A `markov_violation` is a variable (`dst`) whose Markov condition fails on the newest rows: it depends
+on a non-descendant (`src`) beyond its parents, so the baseline's independence no longer holds;
+`edge_appeared`, `edge_disappeared` and `strength_changed` compare the baseline's edges with a newer one's.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pandas as pd
 from causewatch.analytics.causal.ci import CITest, Dataset, KDEMITest
 from causewatch.analytics.causal.model import CausalModel
 
-KINDS = ("new_dependency", "edge_appeared", "edge_disappeared", "strength_changed")
+KINDS = ("markov_violation", "edge_appeared", "edge_disappeared", "strength_changed")
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITes
         others = sorted(set(baseline.nodes) - nx.descendants(dag, v) - set(parents) - {v})
         bits = {o: test.test(ds, v, o, parents).bits for o in others}
         src = max(bits, key=bits.get)
-        found.append(Finding("new_dependency", src, v, float(row.bits), float(row.threshold), {
+        found.append(Finding("markov_violation", src, v, float(row.bits), float(row.threshold), {
             "rows": len(newest), "parents": parents, "bits_by_non_descendant": {o: round(b, 4) for o, b in bits.items()}}))
     return found
 

@@ -38,7 +38,9 @@ def _build_kit(folder: Path, quiet: bool) -> None:
     if not quiet:
         print("building the probe kit for app 'demo' (reference runs of the workload)…", flush=True)
     subprocess.run([sys.executable, "-m", "causewatch.cli", "probe", "build", "demo", "--workload", "masterworker",
-                    "--tasks", "40", "--task-seed", str(SEED), "--seed", str(SEED), "--out", str(folder / "kit")],
+                    "--tasks", "40", "--task-seed", str(SEED), "--seed", str(SEED), "--out", str(folder / "kit"),
+                    # a demo runs wherever it is started: it keeps a noisy kit (its manifest's quality says so)
+                    "--max-spread", "1", "--max-other-cpu", "1"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None)
 
 

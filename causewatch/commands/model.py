@@ -16,7 +16,7 @@ from causewatch.errors import InputError
 EPILOG = """examples:
   causewatch model                            # the newest model (of the only scope)
   causewatch model --scope app:lu --json
-  causewatch model --scope app:lu --dot lu.dot
+  causewatch model --scope app:lu --dot lu.dot --svg lu.svg   # open anomalies drawn in red
   causewatch model --scope app:lu --history   # every version, the baseline marked
   causewatch model --scope app:lu --pin 7     # judge anomalies against version 7 from now on
 """
@@ -28,12 +28,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--history", action="store_true", help="list the versions instead")
     parser.add_argument("--pin", type=int, metavar="N", help="make version N the scope's baseline")
     parser.add_argument("--dot", metavar="FILE", help="also write the graph as Graphviz DOT")
+    parser.add_argument("--svg", metavar="FILE", help="also draw the graph as SVG (edge width by strength, "
+                                                     "open anomalies marked; Graphviz dot when installed)")
     add_source_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the model as JSON")
 
 
 def run(args) -> int:
     check_output(args.dot, "--dot")
+    check_output(args.svg, "--svg")
     source = open_source(args)
     try:
         if args.pin is not None:
@@ -45,9 +48,10 @@ def run(args) -> int:
         if args.history:
             return _history(source.models(args.scope), args.json)
         found = source.model(args.scope, args.model_id)
+        marked = {(a["src"], a["dst"]) for a in source.anomalies(found["scope"], open_only=True)} if args.svg else set()
     finally:
         source.close()
-    return _show(found, args)
+    return _show(found, marked, args)
 
 
 def _history(versions: list[dict], as_json: bool) -> int:
@@ -60,11 +64,14 @@ def _history(versions: list[dict], as_json: bool) -> int:
     return 0
 
 
-def _show(found: dict, args) -> int:
+def _show(found: dict, marked: set, args) -> int:
+    from causewatch.analytics.causal.drawing import model_svg
     from causewatch.analytics.causal.model import CausalModel
     model = CausalModel.from_json(found)
     if args.dot:
         Path(args.dot).write_text(model.to_dot(found["scope"]))
+    if args.svg:
+        Path(args.svg).write_text(model_svg(model, anomalous=marked, title=found["scope"]))
     if args.json:
         print(json.dumps(found, indent=2))
         return 0

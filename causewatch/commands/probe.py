@@ -14,6 +14,7 @@ import sys
 from causewatch.commands import check_output
 from causewatch.commands.source import add_source_arguments, open_source
 from causewatch.errors import InputError
+from causewatch.probe import quality
 
 EPILOG = """examples:
   causewatch probe build mw --workload masterworker --tasks 40 --out kits/mw        # the bundled workload
@@ -56,6 +57,12 @@ def add_arguments(parser) -> None:
     b.add_argument("--reference-runs", type=int, default=3, help="whole-workload timing runs (default 3)")
     b.add_argument("--min-spread", type=float, default=0.05,
                    help="the prediction interval's least half-width, relative (default 0.05)")
+    b.add_argument("--max-spread", type=float, default=quality.MAX_SPREAD,
+                   help=f"refuse a reference whose runs spread more than this (relative sd; default {quality.MAX_SPREAD})")
+    b.add_argument("--max-other-cpu", type=float, default=quality.MAX_OTHER_CPU,
+                   help="refuse a reference during which other processes used more than this share of the "
+                        f"machine's CPU (default {quality.MAX_OTHER_CPU})")
+    b.add_argument("--retries", type=int, default=1, help="reference attempts after a noisy one (default 1)")
     b.add_argument("--windows", type=int, default=4,
                    help="timings of the representatives inside each reference run, after each of this many equal "
                         "parts (default 4; fewer when a part would hold under 50 tasks)")
@@ -122,8 +129,8 @@ def _build(args) -> int:
                          bbv=args.bbv, max_k=args.max_k, seed=args.seed, reference_runs=args.reference_runs,
                          windows=args.windows, min_spread=args.min_spread,
                          merge_distance=args.merge_distance, coverage=args.coverage, warmup=args.warmup,
-                         repeats=args.repeats,
-                         show_progress=sys.stderr.isatty())
+                         repeats=args.repeats, max_spread=args.max_spread, max_other_cpu=args.max_other_cpu,
+                         retries=args.retries, show_progress=sys.stderr.isatty())
     if args.register:
         _register_folder(_registry(args.register), args.out)
     if args.json:
@@ -133,6 +140,7 @@ def _build(args) -> int:
           f"{manifest['tasks']} tasks ({manifest['bbv_source']} BBVs); reference {manifest['reference_seconds']:.2f} "
           f"task-s [{manifest['reference_lo']:.2f}, {manifest['reference_hi']:.2f}]"
           + (f"; registered in {args.register}" if args.register else ""))
+    print(f"  quality: {quality.format_quality(manifest)}")
     for p in manifest["phases"]:
         print(f"  phase {p['phase']:>2}: {p['tasks']:>3} tasks, {100 * p['weight']:5.1f} % of time, "
               f"representative {p['representative']} ({p['ref_seconds'] * 1000:.1f} ms)")

@@ -94,7 +94,7 @@ def test_job_learns_stores_updates_and_flags_violations(store):
     edges = cur.execute("SELECT src, dst, directed FROM edges").fetchall()
     assert edges and all(dst not in ("n", "dtype") for _, dst, directed in edges if directed)
     assert not any({s, d} == {"n", "dtype"} for s, d, _ in edges)  # inputs never connect
-    assert b"causewatch_edge_strength_bits{" in ctx.exporter.exposition()
+    assert b"causewatch_edge_strength{" in ctx.exporter.exposition()
     graph = json.loads(cur.execute("SELECT graph FROM models").fetchone()[0])
     # every variable with parents is stored as an MDL-fitted function of them
     assert graph["submodels"] and {d for _, d, directed in edges if directed} <= set(graph["submodels"])
@@ -110,8 +110,8 @@ def test_job_learns_stores_updates_and_flags_violations(store):
     _ingest(store, _tasks(2, 330, 120, broken=True))
     job.run(ctx)
     flagged = cur.execute("SELECT kind, dst, resolved FROM anomalies WHERE scope = 'app:lu'").fetchall()
-    assert ("new_dependency", "duration", None) in flagged
-    assert b'causewatch_markov_violation_bits{scope="app:lu",variable="duration"}' in ctx.exporter.exposition()
+    assert ("markov_violation", "duration", None) in flagged
+    assert b'causewatch_markov_violation{scope="app:lu",variable="duration"}' in ctx.exporter.exposition()
 
 
 def _phased_tasks(seed, start, count):
@@ -162,7 +162,7 @@ def test_learn_command_prepares_the_same_variables_as_the_daemons_job(store, tmp
 
 
 def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
-    """The DAG changes (duration starts to depend on n), then changes back: one new_dependency of
+    """The DAG changes (duration starts to depend on n), then changes back: one markov_violation of
     duration on n is raised, updated while it lasts and resolved after; the gauge follows it."""
     ctx = _ctx(store)
     job = CausalJob(min_rows=50, min_new=20, max_rows=400)
@@ -178,13 +178,13 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
         _ingest(store, _tasks(10 + i, seq, 80, broken=True))
         job.run(ctx)
     rows = cur.execute("SELECT kind, src, dst, opened, updated, resolved, evidence FROM anomalies "
-                       "WHERE kind = 'new_dependency'").fetchall()
-    assert [(k, s, d) for k, s, d, *_ in rows] == [("new_dependency", "n", "duration")]   # raised once
+                       "WHERE kind = 'markov_violation'").fetchall()
+    assert [(k, s, d) for k, s, d, *_ in rows] == [("markov_violation", "n", "duration")]   # raised once
     kind, src, dst, opened, updated, resolved, evidence = rows[0]
     assert resolved is None and updated >= opened
     evidence = json.loads(evidence)
     assert evidence["rows"] == 80 and evidence["score"] > evidence["threshold"] > 0 and len(evidence["window"]) == 2
-    assert b'causewatch_dependency_anomaly{dst="duration",kind="new_dependency",scope="app:lu",src="n"} 1.0' \
+    assert b'causewatch_dependency_anomaly{dst="duration",kind="markov_violation",scope="app:lu",src="n"} 1.0' \
         in ctx.exporter.exposition()
     open_now = cur.execute("SELECT src, dst FROM anomalies WHERE resolved IS NULL").fetchall()
     assert all({s, d} <= {"n", "duration", "instructions", "l2_misses", "cpu_seconds"} for s, d in open_now)
@@ -192,5 +192,5 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
         _ingest(store, _tasks(20 + i, seq, 80))
         job.run(ctx)
     assert cur.execute("SELECT count(*) FROM anomalies WHERE resolved IS NULL").fetchone() == (0,)
-    assert cur.execute("SELECT resolved IS NOT NULL FROM anomalies WHERE kind = 'new_dependency'").fetchall() == [(True,)]
+    assert cur.execute("SELECT resolved IS NOT NULL FROM anomalies WHERE kind = 'markov_violation'").fetchall() == [(True,)]
     assert b"causewatch_dependency_anomaly{" not in ctx.exporter.exposition()

@@ -21,11 +21,11 @@ def rows(seed: int, n: int, c_on_a: float) -> pd.DataFrame:
     return pd.DataFrame({"a": a, "b": b, "c": c, "d": d})
 
 
-def test_a_new_dependency_is_found_and_named_by_its_source():
+def test_a_markov_violation_is_found_and_named_by_its_source():
     baseline = chain({("a", "b"): 1.0, ("b", "c"): 1.0})
     assert new_dependencies(baseline, rows(0, 600, 0.0)) == []        # the baseline still holds
     found = new_dependencies(baseline, rows(1, 600, 1.5))              # c now depends on a beyond b
-    assert [(f.kind, f.src, f.dst) for f in found] == [("new_dependency", "a", "c")]
+    assert [(f.kind, f.src, f.dst) for f in found] == [("markov_violation", "a", "c")]
     f = found[0]
     assert f.score > f.threshold > 0 and f.evidence["rows"] == 600 and f.evidence["parents"] == ["b"]
     assert f.evidence["bits_by_non_descendant"]["a"] > f.evidence["bits_by_non_descendant"]["d"]

@@ -1,0 +1,294 @@
+"""A picture of a causal model: SVG of its graph, edge width by strength, anomalous edges in red.
+
+Graphviz's `dot` draws it when installed; otherwise a built-in layered (Sugiyama) layout does, so a
+picture is always there.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from xml.sax.saxutils import escape, quoteattr
+
+import networkx as nx
+
+from causewatch.analytics.causal.model import CausalModel
+
+log = logging.getLogger("causewatch.analytics.causal.drawing")
+
+ENGINES = ("auto", "dot", "builtin")
+ANOMALY_COLOUR = "#d62728"
+EDGE_COLOUR = "#555555"
+MAX_WIDTH = 6.0          # pen width of the strongest edge; the weakest get 1
+# built-in layout, in SVG pixels
+FONT, CHAR_W, NODE_H, PAD_X, GAP_X, GAP_Y, MARGIN = 12, 7.2, 30.0, 14.0, 28.0, 70.0, 20.0
+DUMMY_W = 16.0          # room a long edge takes in each layer it crosses, so it keeps clear of nodes
+SWEEPS = 12              # barycentre passes (down and up) before keeping the order with fewest crossings
+
+
+@dataclass(frozen=True)
+class DrawnEdge:
+    """One edge to draw: a model edge, or an anomalous pair the model lacks (`in_model` False)."""
+    src: str
+    dst: str
+    directed: bool
+    strength: float
+    anomalous: bool
+    in_model: bool = True
+
+    @property
+    def title(self) -> str:
+        return f"{self.src}->{self.dst}"
+
+
+def model_svg(model: CausalModel, anomalous: Iterable[tuple[str, str]] = (), engine: str = "auto",
+              title: str | None = None) -> str:
+    """SVG text of `model`'s graph; the (src, dst) pairs in `anomalous` are drawn red (an undirected
+    edge matches either order; a pair the model has no edge for is drawn dashed, as a dependency
+    the model does not hold). `engine`: "dot" (Graphviz), "builtin", or "auto" (dot when installed)."""
+    if engine not in ENGINES:
+        raise ValueError(f"drawing engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    dag = model.dag_extension()
+    nodes, edges = drawn_edges(model, anomalous, dag)
+    if engine == "dot" or (engine == "auto" and shutil.which("dot")):
+        try:
+            return dot_svg(nodes, edges, title)
+        except (OSError, subprocess.SubprocessError) as e:
+            if engine == "dot":
+                raise
+            log.warning("Graphviz dot failed (%s); drawing with the built-in layout", e)
+    return builtin_svg(dag, nodes, edges, title)
+
+
+def drawn_edges(model: CausalModel, anomalous: Iterable[tuple[str, str]],
+                dag: nx.DiGraph) -> tuple[list[str], list[DrawnEdge]]:
+    """The nodes (the model's, then any only an anomalous pair names) and the edges to draw; an
+    undirected edge runs as `dag` (one DAG of the model's class) has it, so both engines layer alike."""
+    marked = {(str(a), str(b)) for a, b in anomalous}
+    edges, seen = [], set()
+    for e in model.edges():
+        src, dst = (e.dst, e.src) if not e.directed and dag.has_edge(e.dst, e.src) else (e.src, e.dst)
+        pairs = {(src, dst)} if e.directed else {(src, dst), (dst, src)}
+        edges.append(DrawnEdge(src, dst, e.directed, e.strength, bool(pairs & marked)))
+        seen |= pairs
+    extra = sorted(marked - seen)
+    edges += [DrawnEdge(a, b, True, 0.0, True, in_model=False) for a, b in extra]
+    nodes = list(model.nodes)
+    nodes += sorted({v for pair in extra for v in pair} - set(nodes))
+    return nodes, edges
+
+
+def _width(strength: float, strongest: float) -> float:
+    return 1.0 + (MAX_WIDTH - 1.0) * (strength / strongest if strongest > 0 else 0.0)
+
+
+def _label(e: DrawnEdge) -> str:
+    return f"{e.strength:.2f}" if e.in_model else "not in model"
+
+
+# ---- Graphviz ------------------------------------------------------------------------------------
+def _dot_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def to_dot(nodes: list[str], edges: list[DrawnEdge], title: str | None = None) -> str:
+    """DOT with the drawing's attributes: pen width by strength, anomalies red, extra pairs dashed."""
+    strongest = max((e.strength for e in edges), default=0.0)
+    lines = ["digraph causal {", '  graph [fontname="Helvetica", fontsize=12];',
+             '  node [shape=box, style="rounded", fontname="Helvetica", fontsize=12];',
+             '  edge [fontname="Helvetica", fontsize=10];']
+    if title:
+        lines.append(f"  label={_dot_quote(title)}; labelloc=t;")
+    lines += [f"  {_dot_quote(v)};" for v in nodes]
+    for e in edges:
+        attrs = {"label": _dot_quote(_label(e)), "penwidth": f"{_width(e.strength, strongest):.2f}",
+                 "color": _dot_quote(ANOMALY_COLOUR if e.anomalous else EDGE_COLOUR),
+                 "class": _dot_quote("edge anomalous" if e.anomalous else "edge")}
+        if not e.directed:
+            attrs["dir"] = "none"
+        if not e.in_model:
+            attrs["style"] = "dashed"
+            attrs["constraint"] = "false"   # a pair the model lacks does not shape its layers
+        body = ", ".join(f"{k}={v}" for k, v in attrs.items())
+        lines.append(f"  {_dot_quote(e.src)} -> {_dot_quote(e.dst)} [{body}];")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def dot_svg(nodes: list[str], edges: list[DrawnEdge], title: str | None = None) -> str:
+    done = subprocess.run(["dot", "-Tsvg"], input=to_dot(nodes, edges, title), capture_output=True, text=True,
+                          timeout=30)
+    if done.returncode:
+        raise subprocess.SubprocessError(f"dot exited with {done.returncode}: {done.stderr.strip()[-300:]}")
+    return done.stdout
+
+
+# ---- built-in layered layout ---------------------------------------------------------------------
+def layers(dag: nx.DiGraph) -> dict:
+    """Layer of each node by longest path from a source (sources on layer 0)."""
+    layer = {}
+    for v in nx.topological_sort(dag):
+        layer[v] = max((layer[u] + 1 for u in dag.predecessors(v)), default=0)
+    return layer
+
+
+def _with_dummies(dag: nx.DiGraph, layer: dict) -> tuple[list[list], dict, dict]:
+    """Rows of nodes per layer, with one dummy node per layer an edge crosses; the chain of points of
+    each DAG edge; and the links between adjacent layers (upper -> lower)."""
+    rows = [[] for _ in range(max(layer.values(), default=-1) + 1)]
+    for v in dag.nodes:
+        rows[layer[v]].append(v)
+    chains, down = {}, {v: [] for v in dag.nodes}
+    for u, v in dag.edges:
+        chain = [u] + [("dummy", u, v, k) for k in range(layer[u] + 1, layer[v])] + [v]
+        for k, d in enumerate(chain[1:-1], layer[u] + 1):
+            rows[k].append(d)
+            down[d] = []
+        for a, b in zip(chain, chain[1:]):
+            down[a].append(b)
+        chains[(u, v)] = chain
+    return rows, chains, down
+
+
+def _crossings(rows: list[list], down: dict) -> int:
+    total = 0
+    for upper, lower in zip(rows, rows[1:]):
+        pos = {v: i for i, v in enumerate(lower)}
+        links = sorted((i, pos[w]) for i, v in enumerate(upper) for w in down[v])
+        total += sum(1 for a in range(len(links)) for b in range(a + 1, len(links))
+                     if links[a][0] < links[b][0] and links[a][1] > links[b][1])
+    return total
+
+
+def order(rows: list[list], down: dict) -> list[list]:
+    """Barycentre ordering: sweeps down (by the mean position of the neighbours above) and up (below),
+    keeping the order with the fewest crossings seen."""
+    up = {v: [] for row in rows for v in row}
+    for v, ws in down.items():
+        for w in ws:
+            up[w].append(v)
+    rows = [list(r) for r in rows]
+    best, best_x = [list(r) for r in rows], _crossings(rows, down)
+    for sweep in range(SWEEPS):
+        downward = sweep % 2 == 0
+        sequence = range(1, len(rows)) if downward else range(len(rows) - 2, -1, -1)
+        for k in sequence:
+            fixed = {v: i for i, v in enumerate(rows[k - 1 if downward else k + 1])}
+            near = up if downward else down
+            current = {v: i for i, v in enumerate(rows[k])}
+
+            def centre(v):
+                ns = [fixed[w] for w in near[v] if w in fixed]
+                return sum(ns) / len(ns) if ns else current[v]
+            rows[k].sort(key=lambda v: (centre(v), current[v]))
+        x = _crossings(rows, down)
+        if x < best_x:
+            best, best_x = [list(r) for r in rows], x
+    return best
+
+
+def _node_width(v) -> float:
+    return DUMMY_W if isinstance(v, tuple) else len(str(v)) * CHAR_W + 2 * PAD_X
+
+
+def coordinates(rows: list[list]) -> tuple[dict, float, float]:
+    """Centre of each node, every row centred on the widest; the drawing's width and height."""
+    widths = [sum(_node_width(v) for v in row) + GAP_X * (len(row) - 1) for row in rows]
+    total = max(widths, default=0.0)
+    pos = {}
+    for k, (row, w) in enumerate(zip(rows, widths)):
+        x = MARGIN + (total - w) / 2
+        for v in row:
+            pos[v] = (x + _node_width(v) / 2, MARGIN + NODE_H / 2 + k * (NODE_H + GAP_Y))
+            x += _node_width(v) + GAP_X
+    return pos, total + 2 * MARGIN, len(rows) * (NODE_H + GAP_Y) - GAP_Y + 2 * MARGIN
+
+
+def _mid(a, b) -> tuple[float, float]:
+    return (a[0] + b[0]) / 2, (a[1] + b[1]) / 2
+
+
+def _path(points: list[tuple[float, float]]) -> tuple[str, tuple[float, float]]:
+    """A smooth path through `points` (straight for two; else straight to the first midpoint, a
+    quadratic curve round each inner point, straight to the end) and the point halfway along it."""
+    if len(points) == 2:
+        return (f"M{points[0][0]:.1f},{points[0][1]:.1f} L{points[1][0]:.1f},{points[1][1]:.1f}",
+                _mid(*points))
+    mids = [_mid(a, b) for a, b in zip(points, points[1:])]
+    d = f"M{points[0][0]:.1f},{points[0][1]:.1f} L{mids[0][0]:.1f},{mids[0][1]:.1f}"
+    for c, end in zip(points[1:-1], mids[1:]):
+        d += f" Q{c[0]:.1f},{c[1]:.1f} {end[0]:.1f},{end[1]:.1f}"
+    i = len(points) // 2                   # the curve round the middle inner point, at its apex
+    (x0, y0), (cx, cy), (x1, y1) = mids[i - 1], points[i], mids[i]
+    return d + f" L{points[-1][0]:.1f},{points[-1][1]:.1f}", ((x0 + 2 * cx + x1) / 4, (y0 + 2 * cy + y1) / 4)
+
+
+def builtin_svg(dag: nx.DiGraph, nodes: list[str], edges: list[DrawnEdge], title: str | None = None) -> str:
+    """Lay out `dag` (the model's DAG extension, which fixes the layers) and draw `edges` on it."""
+    dag = dag.copy()
+    dag.add_nodes_from(nodes)
+    rows, chains, down = _with_dummies(dag, layers(dag))
+    pos, width, height = coordinates(order(rows, down))
+    top = FONT + 10 if title else 0
+    width = max(width, len(title or "") * CHAR_W + 2 * MARGIN)
+    strongest = max((e.strength for e in edges), default=0.0)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height + top:.0f}" '
+           f'viewBox="0 {-top} {width:.0f} {height + top:.0f}" font-family="Helvetica, Arial, sans-serif" '
+           f'font-size="{FONT}">']
+    if title:
+        out.append(f'<text x="{width / 2:.1f}" y="{-4}" text-anchor="middle" font-weight="bold">{escape(title)}</text>')
+    drawn = [_edge_svg(e, i, _edge_points(e, chains, pos), strongest) for i, e in enumerate(edges)]
+    out += [group for group, _ in drawn]
+    for v in nodes:
+        x, y = pos[v]
+        w = _node_width(v)
+        out.append(f'<g class="node"><title>{escape(v)}</title>'
+                   f'<rect x="{x - w / 2:.1f}" y="{y - NODE_H / 2:.1f}" width="{w:.1f}" height="{NODE_H:.1f}" '
+                   f'rx="8" fill="white" stroke="black"/>'
+                   f'<text x="{x:.1f}" y="{y + FONT / 3:.1f}" text-anchor="middle">{escape(v)}</text></g>')
+    # labels last, with a white halo: over the nodes and lines they would hide under
+    out.append('<g class="labels" font-size="10" paint-order="stroke" stroke="white" stroke-width="3">'
+               + "".join(label for _, label in drawn) + "</g>")
+    return "\n".join(out + ["</svg>"]) + "\n"
+
+
+def _edge_points(e: DrawnEdge, chains: dict, pos: dict) -> list[tuple[float, float]]:
+    """From the border of src to the border of dst, through the edge's dummy nodes; a pair the model
+    lacks bends out to the side."""
+    chain = chains.get((e.src, e.dst))
+    points = [pos[v] for v in chain] if chain else [pos[e.src], pos[e.dst]]
+    if not chain:
+        (xa, ya), (xb, yb) = points
+        bend = 0.25 * max(abs(yb - ya), abs(xb - xa), NODE_H)
+        points.insert(1, ((xa + xb) / 2 + bend, (ya + yb) / 2))
+    return [_border(points[0], points[1], e.src)] + points[1:-1] + [_border(points[-1], points[-2], e.dst)]
+
+
+def _border(centre, toward, v) -> tuple[float, float]:
+    """Where the segment from node v's centre toward a point leaves v's box."""
+    (x, y), (tx, ty) = centre, toward
+    dx, dy = tx - x, ty - y
+    if dx == 0 and dy == 0:
+        return centre
+    hw, hh = _node_width(v) / 2, NODE_H / 2
+    t = min(hw / abs(dx) if dx else float("inf"), hh / abs(dy) if dy else float("inf"))
+    return x + dx * t, y + dy * t
+
+
+def _edge_svg(e: DrawnEdge, i: int, points: list, strongest: float) -> tuple[str, str]:
+    """One edge's group (its path and an arrowhead as wide as the pen) and its label, beside it."""
+    colour = ANOMALY_COLOUR if e.anomalous else EDGE_COLOUR
+    width = _width(e.strength, strongest)
+    head = 6 + 2 * width
+    marker = (f'<marker id="arrow{i}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="{head:.1f}" '
+              f'markerHeight="{head:.1f}" markerUnits="userSpaceOnUse" orient="auto">'
+              f'<path d="M0,0 L10,5 L0,10 z" fill="{colour}"/></marker>') if e.directed else ""
+    attrs = (f'fill="none" stroke="{colour}" stroke-width="{width:.2f}"'
+             + ("" if e.in_model else ' stroke-dasharray="6,4"')
+             + (f' marker-end="url(#arrow{i})"' if e.directed else ""))
+    d, mid = _path(points)
+    cls = "edge anomalous" if e.anomalous else "edge"
+    return (f'<g class={quoteattr(cls)}><title>{escape(e.title)}</title>{marker}<path d="{d}" {attrs}/></g>',
+            f'<text x="{mid[0] + width / 2 + 3:.1f}" y="{mid[1] + 3:.1f}" fill="{colour}">{escape(_label(e))}</text>')

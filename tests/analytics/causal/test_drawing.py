@@ -1,0 +1,147 @@
+"""Tests of causewatch.analytics.causal.drawing: the model's SVG from Graphviz and from the built-in
+layered layout (well-formed, every node and edge, widths by strength, anomalies marked)."""
+
+import re
+import shutil
+import xml.etree.ElementTree as ET
+
+import networkx as nx
+import pytest
+from causewatch.analytics.causal import drawing
+from causewatch.analytics.causal.ci import DSeparationOracle, oracle_dataset
+from causewatch.analytics.causal.model import CausalModel
+from causewatch.analytics.causal.pc import PCLearner
+
+SVG = "{http://www.w3.org/2000/svg}"
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed (apt-get install graphviz)")
+ENGINES = ["builtin", pytest.param("dot", marks=needs_dot)]
+
+
+def _model():
+    return CausalModel.from_search(
+        nodes=["A", "B", "C", "D"], arcs=[("A", "B"), ("D", "B")], undirected=[frozenset(("B", "C"))],
+        strengths={frozenset(("A", "B")): 0.5, frozenset(("D", "B")): 0.25, frozenset(("B", "C")): 1.0},
+        sepsets={}, equivalences=[])
+
+
+def _groups(svg: str) -> dict[str, dict[str, ET.Element]]:
+    """Parse (raises on malformed XML) and index the node and edge groups by their <title>."""
+    root = ET.fromstring(svg)
+    assert root.tag == f"{SVG}svg"
+    out = {"node": {}, "edge": {}}
+    for g in root.iter(f"{SVG}g"):
+        kind = (g.get("class") or "").split()
+        if kind and kind[0] in out:
+            out[kind[0]][g.find(f"{SVG}title").text] = g
+    return out
+
+
+def _undirected(groups) -> str:
+    return next(t for t in groups["edge"] if set(t.split("->")) == {"B", "C"})
+
+
+def _stroke(group: ET.Element) -> dict:
+    path = group.find(f"{SVG}path")
+    return {"colour": path.get("stroke"), "width": float(path.get("stroke-width", 1.0)),
+            "dashed": bool(path.get("stroke-dasharray")), "arrow": path.get("marker-end") is not None}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_node_and_edge_is_drawn_and_anomalies_are_marked(engine):
+    svg = drawing.model_svg(_model(), anomalous={("C", "B"), ("A", "C")}, engine=engine, title="app:mw <v2>")
+    groups = _groups(svg)
+    assert set(groups["node"]) == {"A", "B", "C", "D"}
+    # B - C is undirected (drawn as the DAG extension runs it), and ("C", "B") marks it either way;
+    # A -> C is no edge of the model: drawn as one it lacks
+    bc = _undirected(groups)
+    assert set(groups["edge"]) == {"A->B", "D->B", bc, "A->C"}
+    anomalous = {t for t, g in groups["edge"].items() if "anomalous" in g.get("class")}
+    assert anomalous == {bc, "A->C"}
+    assert "app:mw &lt;v2&gt;" in svg
+
+
+def test_builtin_strokes_by_strength_arrowheads_and_dashes():
+    groups = _groups(drawing.model_svg(_model(), anomalous={("A", "C")}, engine="builtin"))
+    s = {t: _stroke(g) for t, g in groups["edge"].items()}
+    s["B->C"] = s[_undirected(groups)]
+    assert s["B->C"]["width"] == drawing.MAX_WIDTH > s["A->B"]["width"] > s["D->B"]["width"] > 1.0
+    assert s["A->B"]["arrow"] and not s["B->C"]["arrow"]          # undirected: no arrowhead
+    assert s["A->C"]["dashed"] and s["A->C"]["colour"] == drawing.ANOMALY_COLOUR
+    assert s["A->B"]["colour"] == drawing.EDGE_COLOUR and not s["A->B"]["dashed"]
+
+
+@needs_dot
+def test_dot_strokes_by_strength():
+    groups = _groups(drawing.model_svg(_model(), engine="dot"))
+    width = {t: float(g.find(f"{SVG}path").get("stroke-width", 1.0)) for t, g in groups["edge"].items()}
+    width["B->C"] = width[_undirected(groups)]
+    assert width["B->C"] == pytest.approx(drawing.MAX_WIDTH) and width["B->C"] > width["A->B"] > width["D->B"]
+
+
+def _centres(svg: str) -> dict[str, tuple[float, float]]:
+    out = {}
+    for title, g in _groups(svg)["node"].items():
+        text = g.find(f"{SVG}text")
+        out[title] = (float(text.get("x")), float(text.get("y")))
+    return out
+
+
+def test_builtin_layers_follow_the_longest_path_and_long_edges_bend_through_their_layers():
+    model = CausalModel.from_search(["a", "b", "c", "d"], arcs=[("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")],
+                                    undirected=[], strengths={}, sepsets={}, equivalences=[])
+    svg = drawing.model_svg(model, engine="builtin")
+    y = {v: c[1] for v, c in _centres(svg).items()}
+    assert y["a"] < y["b"] < y["c"] < y["d"]
+    long_edge = _groups(svg)["edge"]["a->d"].find(f"{SVG}path").get("d")
+    assert long_edge.count("Q") == 2                               # through the dummies on b's and c's layers
+
+
+def test_barycentre_ordering_removes_avoidable_crossings():
+    dag = nx.DiGraph()
+    dag.add_nodes_from(["a", "b", "y", "x"])                      # first order: a b / y x, one crossing
+    dag.add_edges_from([("a", "x"), ("b", "y")])
+    rows, _, down = drawing._with_dummies(dag, drawing.layers(dag))
+    assert drawing._crossings(rows, down) == 1
+    assert drawing._crossings(drawing.order(rows, down), down) == 0
+    model = CausalModel(nx.DiGraph(), data=None)
+    model.graph.add_nodes_from(["a", "b", "y", "x"])
+    model.graph.add_edge("a", "x", directed=True, strength=0.1)
+    model.graph.add_edge("b", "y", directed=True, strength=0.1)
+    x = {v: c[0] for v, c in _centres(drawing.model_svg(model, engine="builtin")).items()}
+    assert (x["a"] < x["b"]) == (x["x"] < x["y"])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_learned_model_with_awkward_names_is_drawn_whole(engine):
+    dag = nx.DiGraph([("cpu<0>", 'io "wait"'), ("cpu<0>", "a&b"), ('io "wait"', "task"), ("a&b", "task"),
+                      ("task", "z"), ("x", "task"), ("x", "y")])
+    model = PCLearner(ci_test=DSeparationOracle(dag)).fit(oracle_dataset(sorted(dag))).model_
+    groups = _groups(drawing.model_svg(model, engine=engine))
+    assert set(groups["node"]) == set(dag)
+    drawn = {tuple(t.split("->")) for t in groups["edge"]}
+    assert {(e.src, e.dst) if e.directed else frozenset((e.src, e.dst)) for e in model.edges()} == \
+        {pair if model.graph[pair[0]][pair[1]]["directed"] else frozenset(pair) for pair in drawn}
+
+
+def test_auto_uses_dot_when_on_the_path_and_the_builtin_layout_otherwise(monkeypatch):
+    if shutil.which("dot"):
+        assert "Generated by graphviz" in drawing.model_svg(_model())
+    monkeypatch.setenv("PATH", "")
+    svg = drawing.model_svg(_model())
+    assert "graphviz" not in svg and set(_groups(svg)["node"]) == {"A", "B", "C", "D"}
+
+
+def test_an_empty_model_and_an_unknown_engine():
+    empty = CausalModel(nx.DiGraph())
+    for engine in ["builtin"] + (["dot"] if shutil.which("dot") else []):
+        assert _groups(drawing.model_svg(empty, engine=engine)) == {"node": {}, "edge": {}}
+    with pytest.raises(ValueError, match="drawing engine 'neato'"):
+        drawing.model_svg(_model(), engine="neato")
+
+
+def test_dot_text_quotes_names():
+    model = _model()
+    nodes, edges = drawing.drawn_edges(model, {("A", "B")}, model.dag_extension())
+    dot = drawing.to_dot(nodes + ['say "hi"\\'], edges)
+    assert re.search(r'"A" -> "B" \[label="0.50", penwidth=3.50, color="#d62728"', dot)
+    assert '"say \\"hi\\"\\\\";' in dot
