@@ -37,30 +37,41 @@ def wall(argv: list[str], repeats: int) -> float:
     return statistics.median(times)
 
 
-def agent_ready(python: str, folder: str, target: int, seconds: float = 5.0) -> tuple[float, float, str]:
-    """(seconds to READY=1, RSS in MB after `seconds` of sampling, what was counted) for one agent."""
+def start_agent(python: str, args: list[str], folder: str, **popen) -> tuple[subprocess.Popen, float]:
+    """`causewatch agent ARGS` and the seconds until it sent READY=1 to $NOTIFY_SOCKET (systemd's signal,
+    sent once sampling runs; a socket file left by an earlier agent cannot fool it)."""
     notify = os.path.join(folder, f"notify-{time.monotonic_ns()}")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
         s.bind(notify)
-        s.settimeout(60)
-        cfg = os.path.join(folder, "agent.toml")
-        Path(cfg).write_text(f'[agent]\ndaemon = "tcp://127.0.0.1:9"\nspool = "{folder}/spool"\n'
-                             f'ipc = "ipc://{folder}/agent.sock"\nbbv_frequency = 1000\ncounters_interval = 0.1\n')
+        s.settimeout(120)
         t = time.perf_counter()
-        agent = subprocess.Popen([python, "-m", "causewatch.cli", "agent", "--config", cfg, "--pid", str(target),
-                                  "--flush-timeout", "0"], env=dict(os.environ, NOTIFY_SOCKET=notify),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        agent = subprocess.Popen([python, "-m", "causewatch.cli", "agent", *args],
+                                 env=dict(os.environ, NOTIFY_SOCKET=notify), **popen)
         try:
             while s.recv(4096) != b"READY=1":
                 pass
-            ready = time.perf_counter() - t
-            time.sleep(seconds)
-            rss = psutil.Process(agent.pid).memory_info().rss / 2**20
-        finally:
-            agent.terminate()
-            err = agent.communicate(timeout=60)[1]
-        os.unlink(notify)
-    return ready, rss, err.strip().splitlines()[-1] if err.strip() else ""
+        except OSError:
+            agent.kill()
+            raise SystemExit(f"agent did not get ready: {agent.communicate()[1]}")
+        ready = time.perf_counter() - t
+    os.unlink(notify)
+    return agent, ready
+
+
+def agent_ready(python: str, folder: str, target: int, seconds: float = 5.0) -> tuple[float, float]:
+    """(seconds to READY=1, RSS in MB after `seconds` of counters and 1 kHz IP sampling) of one agent."""
+    cfg = os.path.join(folder, "agent.toml")
+    Path(cfg).write_text(f'[agent]\ndaemon = "tcp://127.0.0.1:9"\nspool = "{folder}/spool"\n'
+                         f'ipc = "ipc://{folder}/agent.sock"\nbbv_frequency = 1000\ncounters_interval = 0.1\n')
+    agent, ready = start_agent(python, ["--config", cfg, "--pid", str(target), "--flush-timeout", "0"], folder,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(seconds)
+        rss = psutil.Process(agent.pid).memory_info().rss / 2**20
+    finally:
+        agent.terminate()
+        agent.communicate(timeout=60)
+    return ready, rss
 
 
 def du(path: Path) -> float:
@@ -98,7 +109,7 @@ def main() -> None:
     busy = subprocess.Popen([PY, "-c", BUSY])
     try:
         with tempfile.TemporaryDirectory(prefix="cw-start-") as folder:
-            ready, rss, log = agent_ready(PY, folder, busy.pid)
+            ready, rss = agent_ready(PY, folder, busy.pid)
             print(f"agent (full install) ready {ready:.3f} s (goal <= 0.5 s); RSS after 5 s of counters + "
                   f"1 kHz IP sampling on a busy target: {rss:.1f} MB (goal <= 60 MB)")
             if args.no_install:
@@ -107,7 +118,7 @@ def main() -> None:
             top = sorted(((n, s) for n, s in sizes.items() if not n.startswith("(")), key=lambda kv: -kv[1])[:6]
             print(f"agent-only install: {sizes['(all of the venv)']:.1f} MB on disk (goal <= 60 MB); largest: "
                   + ", ".join(f"{n} {s:.1f}" for n, s in top))
-            ready, rss, log = agent_ready(str(venv / "bin" / "python"), folder, busy.pid)
+            ready, rss = agent_ready(str(venv / "bin" / "python"), folder, busy.pid)
             print(f"agent (agent-only install) ready {ready:.3f} s; RSS {rss:.1f} MB")
     finally:
         busy.kill()
