@@ -12,7 +12,6 @@ status and the phase-vector frames it made). Usage: python bench/agent_overhead.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import shutil
 import socket
@@ -24,6 +23,7 @@ import tempfile
 import time
 import urllib.request
 
+from startup import cpu_seconds
 from startup import start_agent as start_ready_agent
 
 from causewatch import wire
@@ -76,18 +76,6 @@ def start_agent(config: str, pid: int) -> subprocess.Popen:
     agent, _ = start_ready_agent(PY, ["--config", config, "--pid", str(pid), "--flush-timeout", "5"],
                                  os.path.dirname(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return agent
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of all of `pid`'s threads in nanoseconds (schedstat's first field), as seconds."""
-    ns = 0
-    for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
-        try:
-            with open(path) as f:
-                ns += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):   # a thread that ended meanwhile
-            pass
-    return ns / 1e9
 
 
 def ip_sampling(spool: str) -> tuple[str, int, int]:
