@@ -117,7 +117,7 @@ class KernelSymbols:
         except OSError as e:
             log.debug("no kernel symbols: %s", e)
             self._raw = b""
-        self.addrs, self._starts, self._ends = _parse_kallsyms(self._raw)
+        self.addrs, self._raw, self._starts, self._ends = _parse_kallsyms(self._raw)
         if not self.addrs.any():   # kptr_restrict: every address reads as 0
             self.addrs = self._starts = self._ends = np.zeros(0, np.uint64)
 
@@ -127,8 +127,9 @@ class KernelSymbols:
                 for i in idx.tolist()]
 
 
-def _parse_kallsyms(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(addresses, name starts, name ends) of the text (T/t) symbols, sorted by address."""
+def _parse_kallsyms(raw: bytes) -> tuple[np.ndarray, bytes, np.ndarray, np.ndarray]:
+    """(addresses, names packed end to end, name starts, name ends) of the text (T/t) symbols, sorted by
+    address; the names are copied out so the 5 MB file text is not kept."""
     buf = np.frombuffer(raw, np.uint8)
     ends = np.flatnonzero(buf == ord("\n"))
     starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
@@ -144,7 +145,14 @@ def _parse_kallsyms(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     tab = tabs[np.minimum(nxt, len(tabs) - 1)] if len(tabs) else ends
     name_ends = np.where((nxt < len(tabs)) & (tab < ends), tab, ends)
     order = np.argsort(addrs, kind="stable")
-    return addrs[order], starts[order] + 19, name_ends[order]
+    starts, lengths = starts[order] + 19, name_ends[order] - starts[order] - 19
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    names = np.empty(offsets[-1], np.uint8)
+    for lo in range(0, len(starts), 8192):     # in blocks: the gather index stays small
+        s, n = starts[lo:lo + 8192], lengths[lo:lo + 8192]
+        o = offsets[lo:lo + len(s)]
+        names[o[0]:o[0] + n.sum()] = buf[np.repeat(s - o, n) + np.arange(o[0], o[0] + n.sum())]
+    return addrs[order], names.tobytes(), offsets[:-1], offsets[1:]
 
 
 def demangle(name: str) -> str:

@@ -4,7 +4,9 @@ Prints (1) agent CPU seconds per wall second with counters and psutil at 1 Hz (g
 a core) and at the defaults (counters 10 Hz, psutil 1 Hz, IP sampling 1 kHz); (2) the target's
 slowdown under the default agent, paired A/B runs, median of the ratios (goal <= 2 %);
 (3) prometheus-node-exporter's CPU at a 1 s scrape in the same run, when it is installed.
-Usage: python bench/agent_overhead.py [--seconds 30] [--repeats 5]
+CPU time is read in nanoseconds from /proc/PID/task/*/schedstat (psutil's 10 ms ticks cannot resolve
+0.2 %); the slowdown runs report from the agent's own spool that IP sampling was on (hello's "bbv"
+status and the phase-vector frames it made). Usage: python bench/agent_overhead.py [--seconds 30] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import os
 import shutil
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -20,7 +23,10 @@ import tempfile
 import time
 import urllib.request
 
-import psutil
+from startup import cpu_seconds
+from startup import start_agent as start_ready_agent
+
+from causewatch import wire
 
 PY = sys.executable
 # fixed CPU work (~1 s) after a go signal on stdin; an untimed first part lets the agent load the symbol
@@ -66,20 +72,24 @@ def agent_config(folder: str, endpoint: str, name: str, **settings) -> str:
 
 
 def start_agent(config: str, pid: int) -> subprocess.Popen:
-    sock = config.replace(".toml", ".sock")
-    p = subprocess.Popen([PY, "-m", "causewatch.cli", "agent", "--config", config, "--pid", str(pid),
-                          "--flush-timeout", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not os.path.exists(sock):      # the relay socket appears once sampling has started
-        if time.monotonic() > deadline or p.poll() is not None:
-            raise SystemExit("agent did not start")
-        time.sleep(0.05)
-    return p
+    """An agent on `pid`, returned once it sent READY=1 (sampling has started)."""
+    agent, _ = start_ready_agent(PY, ["--config", config, "--pid", str(pid), "--flush-timeout", "5"],
+                                 os.path.dirname(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return agent
 
 
-def cpu_seconds(pid: int) -> float:
-    t = psutil.Process(pid).cpu_times()
-    return t.user + t.system
+def ip_sampling(spool: str) -> tuple[str, int, int]:
+    """From an agent's spool (nothing acked it): hello's IP-sampling status, phase-vector frames, samples."""
+    status, frames, samples = "no hello", 0, 0
+    with sqlite3.connect(f"{spool}/spool.sqlite") as db:
+        for (data,) in db.execute("SELECT data FROM frames"):
+            frame = wire.decode(data)
+            if frame.type == "hello":
+                status = frame.body["counters"].get("bbv", "absent")
+            elif frame.type == "bbv" and frame.body.get("kind") != "python":
+                frames += 1
+                samples += sum(frame.body["vector"]["counts"])
+    return status, frames, samples
 
 
 def busy_fraction(pid: int, seconds: float, during=None) -> float:
@@ -111,16 +121,17 @@ def agent_cpu(folder: str, endpoint: str, seconds: float, daemon: int, target: s
         target.wait()
 
 
-def timed_work(folder: str, endpoint: str | None) -> tuple[float, float]:
-    """(wall, CPU) seconds of one run of WORK; with an endpoint, under an agent that sends there."""
+def timed_work(folder: str, endpoint: str | None) -> tuple[float, float, str | None]:
+    """(wall, CPU) seconds of one run of WORK, and with an endpoint, the spool of the agent that watched it."""
     target = subprocess.Popen([PY, "-c", WORK], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    agent = start_agent(agent_config(folder, endpoint, f"ab{time.monotonic_ns()}"), target.pid) if endpoint else None
+    name = f"ab{time.monotonic_ns()}"
+    agent = start_agent(agent_config(folder, endpoint, name), target.pid) if endpoint else None
     try:
         time.sleep(1)                               # both arms: the agent past its start-up
         target.stdin.write("\n")
         target.stdin.flush()
         wall, cpu = map(float, target.stdout.readline().split())
-        return wall, cpu
+        return wall, cpu, f"{folder}/spool-{name}" if endpoint else None
     finally:
         target.wait()
         if agent:
@@ -152,7 +163,7 @@ def node_exporter_cpu(seconds: float) -> float | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=30.0,
-                    help="measuring window per CPU figure (CPU time comes in 10 ms ticks: 30 s resolves 0.03 %%)")
+                    help="measuring window per CPU figure (schedstat CPU time is in ns)")
     ap.add_argument("--repeats", type=int, default=5, help="paired A/B runs for the slowdown")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="cw-bench-") as folder:
@@ -165,12 +176,13 @@ def main() -> None:
             # In production the daemon runs on another host; here its ingest would compete with the target
             # for the same cores, so the A/B runs' agent spools to disk for an endpoint nobody serves.
             nowhere = f"tcp://127.0.0.1:{free_port()}"
-            ratios, cpu_ratios = [], []
+            ratios, cpu_ratios, sampled = [], [], []
             for r in range(args.repeats):           # alternate the order so drift cancels
                 runs = [("A", None), ("B", nowhere)]
                 times = dict((k, timed_work(folder, e)) for k, e in (runs if r % 2 == 0 else runs[::-1]))
                 ratios.append(times["B"][0] / times["A"][0])
                 cpu_ratios.append(times["B"][1] / times["A"][1])
+                sampled.append(ip_sampling(times["B"][2]))
             exporter = node_exporter_cpu(args.seconds)
         finally:
             daemon.terminate()
@@ -184,6 +196,8 @@ def main() -> None:
           f" over {args.repeats} paired runs (ratios {', '.join(f'{x:.3f}' for x in ratios)}; goal <= 2 %)")
     print(f"target slowdown under the default agent, its own CPU time (sampling interrupts land here): median "
           f"{100 * (statistics.median(cpu_ratios) - 1):+.2f} % (ratios {', '.join(f'{x:.3f}' for x in cpu_ratios)})")
+    print("IP sampling in the agent runs: " + "; ".join(f"{st}, {n} phase-vector frames, {k:,} samples"
+                                                        for st, n, k in sampled))
     if exporter is None:
         print("prometheus-node-exporter: not installed (apt-get install prometheus-node-exporter)")
     else:

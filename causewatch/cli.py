@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from causewatch import __version__
@@ -122,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     except CausewatchError as e:
         print(f"causewatch {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:     # `causewatch … | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:   # a known library failure (port in use, locked store …) gets a sentence
         message = explain(e)
         if message is None:

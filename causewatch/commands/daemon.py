@@ -4,8 +4,6 @@ import errno
 import os
 from pathlib import Path
 
-import zmq
-
 from causewatch import config
 from causewatch.config import DaemonConfig
 from causewatch.errors import ConfigError
@@ -34,6 +32,8 @@ def load_config(args) -> DaemonConfig:
 
 
 def run(args) -> int:
+    import zmq
+
     from causewatch.daemon.server import Daemon   # duckdb and the analytics: only when serving
     cfg = load_config(args)
     secret = Path(cfg.keys or ".") / "server.key_secret"

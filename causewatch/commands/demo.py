@@ -50,6 +50,10 @@ def _register_kit(folder: Path, url: str, quiet: bool) -> None:
                    check=True, stdout=subprocess.DEVNULL if quiet else None)
 
 
+def _tasks(seconds: float) -> int:
+    return int(seconds * 20)
+
+
 def _agents(folder: Path, endpoint: str, seconds: float) -> dict[str, subprocess.Popen]:
     """demo-node-1 watches the instrumented master-worker workload; demo-node-2 watches its node only."""
     agents = {}
@@ -60,7 +64,7 @@ def _agents(folder: Path, endpoint: str, seconds: float) -> dict[str, subprocess
         cmd = [sys.executable, "-m", "causewatch.cli", "agent", "--config", str(cfg)]
         if watch:
             cmd += ["--", sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--app", "demo",
-                    "--tasks", str(int(seconds * 20)), "--seed", str(SEED), "--workers", "2"]
+                    "--tasks", str(_tasks(seconds)), "--seed", str(SEED), "--workers", "2"]
         agents[node] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / f"{node}.log", "w"),
                                         env=dict(os.environ, CAUSEWATCH_CONFIG=str(cfg)))
     return agents
@@ -123,14 +127,14 @@ def run(args) -> int:
     agents = _agents(folder, daemon.endpoint, args.seconds)
     watched = agents["demo-node-1"]
     con = daemon.store.cursor()
-    bar = None if quiet else tqdm(total=round(args.seconds), unit="s", desc="streaming", dynamic_ncols=True,
-                                  bar_format="{desc} {bar} {n:.0f}/{total} s  {postfix}")
+    bar = None if quiet else tqdm(total=_tasks(args.seconds), desc="workload tasks stored", dynamic_ncols=True,
+                                  bar_format="{desc} {bar:20} {n}/{total} {elapsed}{postfix}")
     try:
         while watched.poll() is None and time.monotonic() - t0 < args.seconds + 120:
             time.sleep(1.0)
-            _live(con, bar)
+            counts = _live(con, bar)
             if bar is not None:
-                bar.update(min(time.monotonic() - t0, bar.total) - bar.n)
+                bar.update(min(counts["tasks"], bar.total) - bar.n)
     finally:
         if bar is not None:
             bar.close()

@@ -64,16 +64,18 @@ def since(args) -> float | None:
 
 def print_table(frame, wide: bool = False) -> None:
     """The frame as text; unless `wide`, the longest text columns are shortened (with …) to fit WIDTH."""
+    from pandas.api.types import is_numeric_dtype
     if not len(frame):
         print("(no matches)")
         return
+
     def render(f):
         return f.to_string(index=False, float_format=lambda v: f"{v:.4g}")
     text = render(frame)
     width = max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if wide else WIDTH
     frame = frame.copy()
     while not wide and max(map(len, text.splitlines())) > width:
-        texts = [c for c in frame.columns if frame[c].dtype == object]
+        texts = [c for c in frame.columns if not is_numeric_dtype(frame[c])]
         if not texts:
             break
         lengths = {c: int(frame[c].astype(str).str.len().max()) for c in texts}
