@@ -243,7 +243,9 @@ class Agent:
 
     def sample_slow(self) -> None:
         t = self.clock()
-        self._add("node", "slow", t, {**self.node_counters.collect(), **self.node_system.collect()})
+        # the agent's own delivery counts travel as samples: the daemon serves them (the agent serves nothing)
+        own = {f"agent_{k}_total": float(v) for k, v in getattr(self.sender, "counts", {}).items()}
+        self._add("node", "slow", t, {**self.node_counters.collect(), **self.node_system.collect(), **own})
         if self.target_system is not None:
             self._add(self.target.label, "slow", t, self.target_system.collect())
 

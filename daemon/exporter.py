@@ -1,15 +1,28 @@
 """The daemon's exporter: everything /metrics serves, kept in memory (a scrape never touches DuckDB).
 
-Ingest counters are fixed series; each analysis job publishes its gauges as one snapshot, swapped in
-whole at the end of its run by a custom collector, so a scrape never sees a half-updated set.
+Ingest counters are fixed series; the agents' newest sample values are node metrics (NodeState);
+each analysis job publishes its gauges as one snapshot, swapped in whole at the end of its run by a
+custom collector, so a scrape never sees a half-updated set.
 """
 
 from __future__ import annotations
 
+import re
+import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from causewatch import wire
+
+# An agent metric name `base[.cpuN]`: per-CPU values carry the CPU as a label, not in the name; the
+# CPU time of each mode is node_exporter's one counter with a `mode` label.
+_PER_CPU = re.compile(r"^(?P<base>.+)\.cpu(?P<cpu>\d+)$")
+_CPU_MODE = re.compile(r"^cpu_(?P<mode>[a-z_]+)_seconds_total$")
+_NOT_IN_NAMES = re.compile(r"[^a-zA-Z0-9_:]")
 
 
 def gauge_family(name: str, help: str, labels: Sequence[str],
@@ -36,6 +49,69 @@ class Snapshots:
             yield from families
 
 
+def node_series(metric: str) -> tuple[str, dict[str, str]]:
+    """An agent metric name as (exported name, extra labels): `cpu_user_seconds_total.cpu3` is
+    causewatch_cpu_seconds_total{mode="user",cpu="3"}; a name's other parts stay as they are."""
+    labels = {}
+    m = _PER_CPU.match(metric)
+    if m:
+        metric, labels["cpu"] = m["base"], m["cpu"]
+    m = _CPU_MODE.match(metric)
+    if m:
+        metric, labels["mode"] = "cpu_seconds_total", m["mode"]
+    return "causewatch_" + _NOT_IN_NAMES.sub("_", metric), labels
+
+
+class NodeState:
+    """A custom collector of what the agents sent last: each metric's newest value per (node, scope,
+    labels), when each node's newest frame was stored, and frames stored per node. Updated by the
+    writer thread after each commit; a scrape copies it under a lock."""
+
+    def __init__(self, clock=time.time):
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._values: dict[tuple[str, tuple], float] = {}   # (name, sorted label items) -> value
+        self._last_seen: dict[str, float] = {}
+        self._frames: dict[str, int] = {}
+
+    def observe(self, frames: Iterable[wire.Frame]) -> None:
+        now, latest = self.clock(), {}
+        for f in frames:
+            self._frames[f.node] = self._frames.get(f.node, 0) + 1
+            self._last_seen[f.node] = now
+            if f.type == "samples":
+                _, names, values, mask = wire.samples_arrays(f.body)
+                last = values[-1] if mask is None else np.where(mask[-1], np.nan, values[-1])
+                for metric, value in zip(names, last.tolist()):
+                    name, labels = node_series(metric)
+                    labels.update(node=f.node, scope=f.body["scope"])
+                    latest[(name, tuple(sorted(labels.items())))] = value
+        with self._lock:
+            self._values.update(latest)
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            values, seen, frames = dict(self._values), dict(self._last_seen), dict(self._frames)
+        yield gauge_family("causewatch_agent_last_seen_timestamp_seconds", "When the daemon stored the node's "
+                           "newest frame, unix seconds", ["node"], (({"node": n}, t) for n, t in seen.items()))
+        stored = CounterMetricFamily("causewatch_node_frames_stored", "Frames stored per node", labels=["node"])
+        for n, count in frames.items():
+            stored.add_metric([n], count)
+        yield stored
+        by_name: dict[str, list] = {}
+        for (name, labels), value in values.items():
+            if value == value:   # a null sample (NaN) is not a value to show
+                by_name.setdefault(name, []).append((dict(labels), value))
+        for name, series in sorted(by_name.items()):
+            keys = sorted({k for labels, _ in series for k in labels})
+            counter = name.endswith("_total")
+            family = (CounterMetricFamily(name[:-len("_total")], f"{name} as the agents sent it", labels=keys)
+                      if counter else GaugeMetricFamily(name, f"{name} as the agents sent it", labels=keys))
+            for labels, value in series:
+                family.add_metric([labels.get(k, "") for k in keys], value)
+            yield family
+
+
 class Exporter:
     def __init__(self):
         self.registry = CollectorRegistry()
@@ -54,7 +130,9 @@ class Exporter:
                                   ["analysis"], registry=r)
         self.commit_seconds = Counter("causewatch_commit_seconds", "Time spent committing batches", registry=r)
         self.snapshots = Snapshots()
+        self.nodes = NodeState()
         r.register(self.snapshots)
+        r.register(self.nodes)
 
     def publish(self, publisher: str, families: Iterable[Metric]) -> None:
         """Replace every gauge `publisher` exported before with `families` (its complete new state)."""

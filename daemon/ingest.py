@@ -225,6 +225,7 @@ class Ingest:
             if f.type == "samples":
                 self.metrics.values_stored.inc(len(f.body["values"]) // 8)
         self.metrics.frames_duplicate.inc(len(verdicts.duplicate))
+        self.metrics.nodes.observe(verdicts.stored)
         for f in verdicts.stored + verdicts.duplicate:
             push.send_multipart([identity_of[id(f)], self._daemon_frame("ack", {"seq": f.seq, "boot": f.boot})])
         for f, reason in verdicts.refused:

@@ -201,6 +201,9 @@ class Store:
                 self._insert_rows(table, values)
         for f in by_type.get("hello", []):
             self._upsert_node(f)
+        # every stored frame says its node is alive (hello alone left a streaming agent looking silent)
+        self.con.execute("UPDATE nodes SET last_seen = ? WHERE list_contains(?, node)",
+                         [now, sorted({f.node for f in frames})])
 
     def _insert_rows(self, table: str, rows: list[tuple]) -> None:
         columns = self._columns.get(table)

@@ -63,3 +63,16 @@ def test_failed_transaction_leaves_nothing(tmp_path):
         pass
     assert store.cursor().execute("SELECT count(*) FROM anomalies").fetchone()[0] == 0
     store.close()
+
+
+def test_every_stored_frame_updates_its_nodes_last_seen(tmp_path, monkeypatch):
+    store = Store(str(tmp_path / "s.duckdb"))
+    now = [100.0]
+    monkeypatch.setattr("causewatch.daemon.store.time.time", lambda: now[0])
+    hello = wire.decode(wire.encode("hello", "n1", "b1", 1, {"hostname": "h", "agent_version": "t"}, ts=1.0))
+    store.commit_frames([hello])
+    now[0] = 250.0
+    store.commit_frames(frames([2]))
+    first, last = store.con.execute("SELECT first_seen, last_seen FROM nodes WHERE node = 'n1'").fetchone()
+    assert first == 1.0 and last == 250.0   # a streaming agent is seen by its samples, not only its hello
+    store.close()
