@@ -91,14 +91,53 @@ def _live(con, bar) -> dict:
     return counts
 
 
-def report(con, seconds: float) -> dict:
-    """What is in the store, from the store: ingest figures, then each analysis' latest output."""
+def report(con, seconds: float, folder: Path) -> dict:
+    """What is in the store, from the store: ingest figures, then each analysis' latest output, and
+    each scope's newest model drawn as SVG in the demo folder (open anomalies in red)."""
+    from causewatch.analytics.causal.drawing import model_svg
+    from causewatch.analytics.causal.model import CausalModel
     from causewatch.daemon import tables
     rep = tables.overview(con)
-    return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds)
+    pictures = []
+    for scope in tables.model_scopes(con):
+        marked = {(a["src"], a["dst"]) for a in tables.anomalies(con, scope, open_only=True)}
+        path = folder / f"model-{scope.replace(':', '-')}.svg"
+        path.write_text(model_svg(CausalModel.from_json(tables.model_graph(con, scope)[1]), marked, title=scope))
+        pictures.append({"scope": scope, "svg": str(path)})
+    return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
 
 
-def _print(rep: dict) -> None:
+# What each section of the report is, in the words of someone reading it for the first time.
+MEANING = {
+    "nodes": "the machines whose agents said hello, and which of their counters could be opened (here: "
+             "software events only when no hardware PMU is exposed)",
+    "phase_vectors": "where programs spent their time, sampled by instruction pointer (native) or Python "
+                     "frame (python), per interval: the raw material of phases",
+    "top_functions": "the functions those samples landed in most",
+    "tasks": "master-worker task records sent by the instrumented workload (instrument.task)",
+    "causal_edges": "the newest causal model of the tasks: which variable depends on which, strength in bits",
+    "causal_submodels": "each variable with parents as the function of them that describes it shortest (MDL)",
+    "anomalies": "departures from the baseline model (the first stable one): a Markov violation is a new "
+                 "dependency the baseline says should not be there",
+    "model_pictures": "the newest model of each scope drawn as SVG (edge width = strength, anomalies in red)",
+    "bottlenecks": "code regions with fuzzy bottleneck severity (Truong & Fahringer): degree per severity term",
+    "probe_ranking": "each node's predicted task-seconds for the app from its software probe, with the "
+                     "interval and the ratio to the reference node",
+}
+
+
+def _next_steps(db: Path) -> str:
+    return f"""
+== next ==
+  the demo's daemon has stopped; its store is {db}. Read it with --db, or run a daemon on it and use
+  the same verbs live (they read http://127.0.0.1:9464 by default):
+    causewatch daemon --db {db} &
+    causewatch nodes;  causewatch model --svg model.svg;  causewatch anomalies --all
+    causewatch bottlenecks --top 10;  causewatch query "(time_share is high)";  causewatch rank demo
+    curl -s localhost:9464/metrics | grep causewatch_"""
+
+
+def _print(rep: dict, db: Path) -> None:
     print("\n== stored ==")
     print("frames by type: " + ", ".join(f"{k} {v}" for k, v in sorted(rep["frames_by_type"].items())))
     print(f"sample values: {rep['sample_values']:,}  ({rep['ingest_values_per_s']:,.0f} values/s over the run)")
@@ -106,10 +145,10 @@ def _print(rep: dict) -> None:
     print(f"rows per scope/metric ({len(per_metric)} series; the 15 fullest):")
     for metric, n in sorted(per_metric.items(), key=lambda kv: (-kv[1], kv[0]))[:15]:
         print(f"  {metric:<48} {n:>8,}")
-    for title in ("nodes", "phase_vectors", "top_functions", "tasks", "causal_edges", "causal_submodels", "anomalies",
-                  "bottlenecks", "probe_ranking"):
-        print(f"\n== {title.replace('_', ' ')} ==")
+    for title, meaning in MEANING.items():
+        print(f"\n== {title.replace('_', ' ')} ==\n  ({meaning})")
         print("\n".join("  " + "  ".join(f"{k}={v}" for k, v in r.items()) for r in rep[title]) or "  (none yet)")
+    print(_next_steps(db))
 
 
 def run(args) -> int:
@@ -145,9 +184,9 @@ def run(args) -> int:
     elapsed = time.monotonic() - t0
     daemon.scheduler.stop()
     daemon.scheduler.run_due(float("inf"), {})  # one last analysis cycle over everything stored
-    rep = report(con, elapsed)
+    rep = report(con, elapsed, folder)
     daemon.stop()
-    print(json.dumps(rep, default=str)) if args.json else _print(rep)
+    print(json.dumps(rep, default=str)) if args.json else _print(rep, db)
     failed = [f"{node} exited {a.returncode}" for node, a in agents.items() if a.returncode not in (0, -15)]
     if failed:
         print(f"agents failed: {', '.join(failed)}; logs in {folder}", file=sys.stderr)

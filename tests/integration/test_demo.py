@@ -19,6 +19,9 @@ def test_demo_reports_every_part(tmp_path):
     assert rep["causal_edges"], "the causal job learned no model from the task records"
     assert rep["causal_submodels"] and all(s["formula"] for s in rep["causal_submodels"])
     assert rep["bottlenecks"], "the fuzzy job scored no region"
+    pictures = rep["model_pictures"]
+    assert [p["scope"] for p in pictures] == ["app:demo"]
+    assert open(pictures[0]["svg"]).read().lstrip().startswith(("<?xml", "<svg"))
     assert {p["node"] for p in rep["probe_ranking"]} == {"demo-node-1", "demo-node-2"}
     assert all(0 <= p["cpu_bound_phases"] <= p["phases"] and p["phases"] >= 1 and p["ratio"] > 0
                for p in rep["probe_ranking"])
