@@ -26,11 +26,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    source = open_source(args)
-    try:
+    with open_source(args) as source:
         found = source.anomalies(args.scope, open_only=not args.all, limit=args.limit)
-    finally:
-        source.close()
     if args.json:
         print(json.dumps(found, indent=2, default=str))
         return 0

@@ -37,14 +37,12 @@ def run(args) -> int:
     from causewatch.analytics.fuzzy.summaries import records
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
-    source = open_source(args)
-    try:
-        frame = source.regions(since(args), nodes=args.node)
-        found = find_bottlenecks(frame, termsets(args), args.metric, args.mode, args.negligible)
-    except ValueError as e:
-        raise InputError(f"bottlenecks: {e}") from None
-    finally:
-        source.close()
+    with open_source(args) as source:
+        try:
+            frame = source.regions(since(args), nodes=args.node)
+            found = find_bottlenecks(frame, termsets(args), args.metric, args.mode, args.negligible)
+        except ValueError as e:
+            raise InputError(f"bottlenecks: {e}") from None
     table = summarise_bottlenecks(found).head(args.top)
     if args.json:
         print(json.dumps(records(table.round({"severity": 3})), indent=1))

@@ -117,8 +117,7 @@ def _load_stored(table: str, args):
     from causewatch.analytics.causal import features
     from causewatch.analytics.phases.simpoint import PhaseTracker
     _only_for(args, table)
-    source = open_source(args)
-    try:
+    with open_source(args) as source:
         if table == "tasks":
             frame, inputs = features.name_task_columns(*source.tasks(args.app))
             if frame.empty:
@@ -128,8 +127,6 @@ def _load_stored(table: str, args):
         if long.empty:
             raise InputError("no samples stored" + (f" of {', '.join(args.metric)}" if args.metric else ""))
         return features.samples_wide(long, args.bucket or 1.0), [], ("node", "t")
-    finally:
-        source.close()
 
 
 def _names(text: str) -> list[str]:

@@ -37,8 +37,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     check_output(args.dot, "--dot")
     check_output(args.svg, "--svg")
-    source = open_source(args)
-    try:
+    with open_source(args) as source:
         if args.pin is not None:
             if not args.scope:
                 raise InputError("--pin needs --scope")
@@ -49,8 +48,6 @@ def run(args) -> int:
             return _history(source.models(args.scope), args.json)
         found = source.model(args.scope, args.model_id)
         marked = {(a["src"], a["dst"]) for a in source.anomalies(found["scope"], open_only=True)} if args.svg else set()
-    finally:
-        source.close()
     return _show(found, marked, args)
 
 

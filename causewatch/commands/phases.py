@@ -61,9 +61,7 @@ def _load_stored(args):
     """One target's vectors of one kind: phases of different programs, or of native IPs and Python
     frames, are not one clustering."""
     from causewatch.daemon import tables
-    source = open_source(args)
-    where = args.db or source.url
-    try:
+    with open_source(args) as source:
         known = source.bbv_targets()
         chosen = known[known.target == args.target] if args.target else known
         chosen = chosen[chosen.kind == args.kind] if args.kind else chosen
@@ -71,11 +69,9 @@ def _load_stored(args):
             listing = "; ".join(f"--target {r.target} --kind {r.kind} ({r.vectors} vectors)" for r in known.itertuples())
             problem = "has no vectors" if known.empty else (
                 "has several targets or kinds: choose one" if len(chosen) > 1 else "has no such vectors")
-            raise InputError(f"{where}: the stored BBVs {problem}" + (f"; known: {listing}" if listing else ""))
+            raise InputError(f"{source.where}: the stored BBVs {problem}" + (f"; known: {listing}" if listing else ""))
         X, _, _ = tables.bbv_matrix(source.bbv_rows(chosen.target.iloc[0], chosen.kind.iloc[0]))
         return X
-    finally:
-        source.close()
 
 
 def run(args) -> int:

@@ -182,17 +182,16 @@ def _registry(where: str):
 def _register_folder(source, kit: str) -> dict:
     from causewatch.probe.registry import kit_folder_row
     row = kit_folder_row(kit)
-    try:
+    with source:
         source.register_kit(row)
-    finally:
-        source.close()
     return json.loads(row["manifest"])
 
 
 def _register(args) -> int:
-    manifest = _register_folder(open_source(args), args.kit)
+    source = open_source(args)
+    manifest = _register_folder(source, args.kit)
     print(json.dumps(manifest, indent=2) if args.json else
-          f"registered kit {manifest['kit']} for {manifest['app']} with {args.db or args.daemon}")
+          f"registered kit {manifest['kit']} for {manifest['app']} with {source.where}")
     return 0
 
 

@@ -94,15 +94,13 @@ def run(args) -> int:
     from causewatch.analytics.fuzzy.summaries import records
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
-    source = open_source(args)
-    try:
-        query = perfql.Query(args.query, termsets(args), args.mode)
-        frame = source.regions(since(args), nodes=args.node, metrics=query.required_metrics())
-        result = query.evaluate(frame, args.min_degree, args.top)
-    except ValueError as e:
-        raise InputError(f"query: {e}") from None
-    finally:
-        source.close()
+    with open_source(args) as source:
+        try:
+            query = perfql.Query(args.query, termsets(args), args.mode)
+            frame = source.regions(since(args), nodes=args.node, metrics=query.required_metrics())
+            result = query.evaluate(frame, args.min_degree, args.top)
+        except ValueError as e:
+            raise InputError(f"query: {e}") from None
     if args.json:
         print(json.dumps(records(result), indent=1))
     else:

@@ -23,11 +23,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    source = open_source(args)
-    try:
+    with open_source(args) as source:
         nodes = source.rank(args.app)
-    finally:
-        source.close()
     if args.json:
         print(json.dumps({"app": args.app, "nodes": nodes}, indent=2))
         return 0

@@ -45,12 +45,26 @@ def _exists(path: str) -> bool:
     return Path(path).is_file()
 
 
-class StoreSource:
+class _Source:
+    """Closed on leaving a `with` block; `where` names it in messages."""
+    where = ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+
+class StoreSource(_Source):
     """A stopped daemon's store, read-only through daemon.tables."""
 
     def __init__(self, path: str):
         from causewatch.daemon import tables
-        self.path, self.tables = path, tables
+        self.path, self.where, self.tables = path, path, tables
         self.con = tables.open_store(path, need=("ingest_log",))
 
     def close(self) -> None:
@@ -111,7 +125,7 @@ class StoreSource:
             set_baseline(con, scope, model_id, "pinned", time.time())
 
 
-class DaemonSource:
+class DaemonSource(_Source):
     """A running daemon, through its HTTP API: JSON for records, Arrow IPC streams for frames."""
 
     def __init__(self, url: str):
@@ -119,10 +133,7 @@ class DaemonSource:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InputError(f"--daemon {url!r}: expected http://HOST:PORT")
-        self.url = url.rstrip("/")
-
-    def close(self) -> None:
-        pass
+        self.url = self.where = url.rstrip("/")
 
     def unreachable(self) -> str | None:
         try:
