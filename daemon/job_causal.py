@@ -14,7 +14,7 @@ import time
 import pandas as pd
 from causewatch.analytics.causal.background import Background
 from causewatch.analytics.causal.pc import PCLearner
-from causewatch.analytics.phases.simpoint import PhaseTracker
+from causewatch.analytics.phases.tracker import PhaseTracker
 
 log = logging.getLogger("causewatch.daemon.job_causal")
 

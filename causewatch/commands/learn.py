@@ -75,7 +75,7 @@ def load_frame(spec: str, app: str | None = None) -> tuple[pd.DataFrame, list[st
 def _load_duckdb(spec: str, app: str | None):
     import duckdb
 
-    from causewatch.analytics.phases.simpoint import PhaseTracker
+    from causewatch.analytics.phases.tracker import PhaseTracker
     from causewatch.daemon.job_causal import BOOKKEEPING, task_frame, with_code_phase
     _, _, rest = spec.partition(":")
     file, _, table = rest.rpartition(":")
