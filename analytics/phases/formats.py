@@ -61,15 +61,24 @@ def count_rows(X) -> CountRows:
 _DIGIT_LIMIT = 15   # up to 15 digits a count stays exact in a float64
 
 
-def read_frequency_vectors(path, chunk_bytes: int = 1 << 20) -> CountRows:
-    """Parse a SimPoint .bb file (gzipped when the name ends in .gz) into counts.
+def read_frequency_vectors(path) -> CountRows:
+    """Parse a SimPoint .bb file (gzipped when the name ends in .gz) into one counts matrix."""
+    chunks = list(iter_frequency_vectors(path))
+    offsets = np.cumsum([0] + [c.indptr[-1] for c in chunks])
+    indptr = np.concatenate([[0]] + [c.indptr[1:] + off for c, off in zip(chunks, offsets)])
+    return CountRows(indptr, np.concatenate([c.indices for c in chunks]), np.concatenate([c.data for c in chunks]),
+                     (len(indptr) - 1, max(c.shape[1] for c in chunks)))
+
+
+def iter_frequency_vectors(path, chunk_bytes: int = 1 << 18):
+    """The intervals of a SimPoint .bb file (gzipped when the name ends in .gz) as CountRows of
+    successive whole lines, about `chunk_bytes` of text each, so a big file is never held whole.
 
     Lines that do not start with 'T' (comments, valgrind's '# Thread' trailers, blanks) are skipped.
-    Integer files (what valgrind's exp-bbv and SimPoint tools write) are parsed with array operations,
-    `chunk_bytes` of whole lines at a time so the work arrays stay small; anything else (fractional
-    counts, or an error to report with its line) is parsed token by token.
+    Integer text (what valgrind's exp-bbv and SimPoint's tools write) is parsed with array operations;
+    anything else (fractional counts, or an error to report with its line) token by token.
     """
-    pairs, ids, counts = [], [], []
+    seen, lines = 0, 0
     try:
         with _open(path) as f:
             tail = b""
@@ -79,38 +88,34 @@ def read_frequency_vectors(path, chunk_bytes: int = 1 << 20) -> CountRows:
                 cut = len(text) if not block else text.rfind(b"\n") + 1
                 text, tail = text[:cut], text[cut:]
                 if text:
-                    parsed = _parse_integer_lines(text)
-                    if parsed is None:
-                        f.seek(0)
-                        return _parse_tokens(path, f.read())
-                    pairs.append(parsed[0])
-                    ids.append(parsed[1])
-                    counts.append(parsed[2])
+                    rows = _parse_integer_lines(text)
+                    if rows is None:
+                        rows = _parse_tokens(path, text, lines)
+                    lines += text.count(b"\n")
+                    if rows.shape[0]:
+                        seen += rows.shape[0]
+                        yield rows
                 if not block:
                     break
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise PhaseError(f"{path}: not a readable gzip file ({e})") from None
-    pairs = np.concatenate(pairs) if pairs else np.zeros(0, np.int64)
-    if not len(pairs):
+    if not seen:
         raise PhaseError(f"{path}: no frequency vectors (expected lines 'T:id:count :id:count ...')")
-    ids, counts = np.concatenate(ids), np.concatenate(counts)
-    return CountRows(np.concatenate(([0], np.cumsum(pairs))), ids - 1, counts,
-                     (len(pairs), int(ids.max()) if len(ids) else 1))
 
 
 def _open(path):
     return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
 
 
-def _parse_integer_lines(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(pairs per 'T' line, block ids, counts) of whole lines of all-integer .bb text, or None when
-    the text is anything else (the token parser then decides)."""
+def _parse_integer_lines(raw: bytes) -> CountRows | None:
+    """The 'T' lines among whole lines of all-integer .bb text, or None when the text is anything
+    else (the token parser then decides)."""
     b = np.frombuffer(raw, np.uint8)
     line_starts = np.concatenate(([0], np.flatnonzero(b == 10) + 1))
     line_starts = line_starts[line_starts < len(b)]
     keep = b[line_starts] == ord("T")
     if not keep.any():
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return CountRows(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0), (0, 1))
     line_ends = np.append(line_starts[1:], len(b))
     lengths = (line_ends - line_starts)[keep]
     t = b[np.repeat(keep, line_ends - line_starts)]     # the kept lines, each ending in its newline
@@ -146,13 +151,15 @@ def _parse_integer_lines(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray
     ids = values[0::2]
     if (ids < 1).any():
         return None
-    return per_line // 2, ids, values[1::2].astype(float)
+    indptr = np.concatenate(([0], np.cumsum(per_line // 2)))
+    return CountRows(indptr, ids - 1, values[1::2].astype(float), (len(lengths), int(ids.max()) if len(ids) else 1))
 
 
-def _parse_tokens(path, raw: bytes) -> CountRows:
-    """Token-by-token parse: fractional counts, and the line and token of the first error."""
+def _parse_tokens(path, raw: bytes, first_line: int = 0) -> CountRows:
+    """Token-by-token parse of whole lines (the first is line `first_line` + 1 of the file):
+    fractional counts, and the line and token of the first error."""
     indptr, cols, vals = [0], [], []
-    for lineno, line in enumerate(raw.decode("utf-8", "replace").split("\n"), 1):
+    for lineno, line in enumerate(raw.decode("utf-8", "replace").split("\n"), first_line + 1):
         if not line.startswith("T"):
             continue
         for token in line[1:].split():
@@ -168,8 +175,6 @@ def _parse_tokens(path, raw: bytes) -> CountRows:
             cols.append(block - 1)
             vals.append(count)
         indptr.append(len(cols))
-    if len(indptr) == 1:
-        raise PhaseError(f"{path}: no frequency vectors (expected lines 'T:id:count :id:count ...')")
     width = max(cols) + 1 if cols else 1
     return CountRows(np.array(indptr), np.array(cols, np.int64), np.array(vals, float), (len(indptr) - 1, width))
 

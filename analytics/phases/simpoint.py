@@ -12,14 +12,23 @@ import numpy as np
 from .formats import CountRows, PhaseError, count_rows, row_of_entries
 
 
-def projection_matrix(n_features: int, dim: int, seed: int) -> np.ndarray:
-    """SimPoint's random projection: entries uniform in [-1, 1], fixed by the seed."""
-    return np.random.default_rng(seed).uniform(-1.0, 1.0, size=(n_features, dim))
+class _Projection:
+    """SimPoint's random projection: entries uniform in [-1, 1] drawn row by row from the seed, grown
+    as higher block ids appear (a file read in chunks), equal to drawing all its rows at once."""
+
+    def __init__(self, dim: int, seed: int):
+        self.rng, self.matrix = np.random.default_rng(seed), np.zeros((0, dim))
+
+    def cover(self, n_blocks: int) -> np.ndarray:
+        extra = n_blocks - len(self.matrix)
+        if extra > 0:
+            self.matrix = np.vstack([self.matrix, self.rng.uniform(-1.0, 1.0, size=(extra, self.matrix.shape[1]))])
+        return self.matrix
 
 
-def project(rows: CountRows, projection: np.ndarray) -> np.ndarray:
-    """Each row divided by its sum (all-zero rows stay zero), times the projection; blocks past the
-    projection's rows (unseen when it was made) still count in the sum, so they shorten the vector."""
+def project(rows: CountRows, projection: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(projected rows, row sums): each row divided by its sum (all-zero rows stay zero), times the
+    projection; blocks past the projection's rows (unseen in fit) count in the sum only."""
     entry_row = row_of_entries(rows.indptr)
     n = rows.shape[0]
     sums = np.bincount(entry_row, weights=rows.data, minlength=n)
@@ -29,7 +38,7 @@ def project(rows: CountRows, projection: np.ndarray) -> np.ndarray:
     out = np.empty((n, projection.shape[1]))
     for j, column in enumerate(projection.T):
         out[:, j] = np.bincount(entry_row, weights=unit * column[cols], minlength=n)
-    return out
+    return out, sums
 
 
 def nearest(data, centers, block: int = 4096) -> tuple[np.ndarray, np.ndarray]:
@@ -45,6 +54,9 @@ def nearest(data, centers, block: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     return labels, dist
 
 
+_ONE_THREAD_GEMM = 1 << 17   # m*n*k below OpenBLAS's threshold for threading a product (2^18)
+
+
 def kmeans(data, weights, centers, max_iter: int) -> tuple[np.ndarray, np.ndarray, int]:
     """SimPoint 3.2's weighted Lloyd iterations: until no centre moves or `max_iter` passes.
 
@@ -56,12 +68,16 @@ def kmeans(data, weights, centers, max_iter: int) -> tuple[np.ndarray, np.ndarra
     k = len(centers)
     weighted_t = np.ascontiguousarray((data * weights[:, None]).T)
     rows = np.arange(len(data))
+    block = max(1, _ONE_THREAD_GEMM // (k * data.shape[1]))
     # reused across passes: fresh arrays this size cost page faults every pass
     scores, members = np.empty((len(data), k)), np.zeros((len(data), k))
     for passes in range(1, max_iter + 1):
-        # argmin over c of |x - c|^2 is argmin of |c|^2 - 2 x.c, one small product
-        np.matmul(data, -2.0 * centers.T, out=scores)
-        scores += (centers * centers).sum(axis=1)
+        # argmin over c of |x - c|^2 is argmin of |c|^2 - 2 x.c; products in row blocks small enough
+        # that OpenBLAS runs them on one thread (its threads cost more than the work on a busy machine)
+        cross, norms = -2.0 * centers.T, (centers * centers).sum(axis=1)
+        for lo in range(0, len(data), block):
+            np.matmul(data[lo:lo + block], cross, out=scores[lo:lo + block])
+        scores += norms
         labels = scores.argmin(axis=1)
         sizes = np.bincount(labels, weights=weights, minlength=k)
         members[rows, labels] = 1.0
@@ -93,7 +109,8 @@ def bic_score(labels, d2, weights, k: int, n: int, dim: int) -> float:
 class SimPoint:
     """SimPoint 3.2 phase clustering as a scikit-learn style estimator.
 
-    fit(X, weights=None): X is (intervals x blocks) counts, dense, scipy sparse or CountRows. With
+    fit(X, weights=None): X is (intervals x blocks) counts, dense, scipy sparse or CountRows, or an
+    iterator of CountRows (formats.iter_frequency_vectors: a file projected chunk by chunk). With
     `fixed_length` every interval weighs the same; otherwise an interval weighs `weights[i]` or, by
     default, its size (row sum). k is chosen by SimPoint's binary search up to `max_k` (or fixed with
     `k`). Intervals with the same projected vector are clustered once, weighted by their number, which
@@ -115,14 +132,19 @@ class SimPoint:
             raise PhaseError("dim, max_k, n_init and max_iter must all be >= 1")
         if not 0 <= self.bic_threshold <= 1:
             raise PhaseError(f"bic_threshold must lie in [0, 1], got {self.bic_threshold}")
-        rows = self._check(X)
-        n = rows.shape[0]
+        projection, parts, sizes = _Projection(self.dim, self.seed), [], []
+        for rows in [X] if not hasattr(X, "__next__") else X:   # a matrix, or chunks of a file
+            rows = self._check(rows)
+            data, row_sums = project(rows, projection.cover(rows.shape[1]))
+            parts.append(data)
+            sizes.append(row_sums)
+        data, sizes = np.concatenate(parts), np.concatenate(sizes)
+        n = len(data)
         if self.k is not None and not 1 <= self.k <= n:
             raise PhaseError(f"k={self.k} must be between 1 and the number of intervals ({n})")
-        self.n_features_in_ = rows.shape[1]
-        self.projection_ = projection_matrix(rows.shape[1], self.dim, self.seed)
-        data = project(rows, self.projection_)
-        w = self._interval_weights(rows, weights)
+        self.projection_ = projection.matrix
+        self.n_features_in_ = len(self.projection_)
+        w = self._interval_weights(sizes, weights)
         distinct, inverse = np.unique(np.ascontiguousarray(data).view(np.dtype((np.void, data.itemsize * self.dim))),
                                       return_inverse=True)
         inverse = inverse.ravel()
@@ -148,7 +170,7 @@ class SimPoint:
 
     def predict(self, X) -> np.ndarray:
         """Phase of each row of new counts X (blocks numbered as in fit; new blocks count for nothing)."""
-        return nearest(project(self._check(X), self.projection_), self.cluster_centers_)[0]
+        return nearest(project(self._check(X), self.projection_)[0], self.cluster_centers_)[0]
 
     @staticmethod
     def _check(X) -> CountRows:
@@ -159,12 +181,11 @@ class SimPoint:
             raise PhaseError("counts must be finite and >= 0")
         return rows
 
-    def _interval_weights(self, rows: CountRows, weights) -> np.ndarray:
-        n = rows.shape[0]
+    def _interval_weights(self, sizes: np.ndarray, weights) -> np.ndarray:
+        n = len(sizes)
         if self.fixed_length:
             return np.full(n, 1.0 / n)
-        w = (np.bincount(row_of_entries(rows.indptr), weights=rows.data, minlength=n) if weights is None
-             else np.asarray(weights, float))
+        w = sizes if weights is None else np.asarray(weights, float)
         if w.shape != (n,) or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
             raise PhaseError(f"weights must be {n} finite values >= 0 with a positive sum")
         return w / w.sum()
