@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .keyed import normalise_rows, vectors_to_matrix
-
 
 class PhaseTracker:
     """Online phase ids for a live stream of sparse vectors: nearest centroid, a new phase when none is near.
@@ -30,9 +28,7 @@ class PhaseTracker:
         return np.array([self.update(v) for v in vectors], np.int64)
 
     def update(self, vector) -> int:
-        X, keys = vectors_to_matrix([vector], getattr(self, "keys_", []))
-        self._grow(keys)
-        x = normalise_rows(X).toarray().ravel()
+        x, _ = self._normalised(vector, learn=True)
         if not self.counts_.size:
             return self._new_phase(x)
         dist = np.abs(self.centers_ - x).sum(axis=1)
@@ -47,21 +43,35 @@ class PhaseTracker:
         """Phase id of a vector without learning from it (-1 when no phase is within the threshold)."""
         if not getattr(self, "keys_", None):
             return -1
-        X, _ = vectors_to_matrix([vector], self.keys_)
-        x = normalise_rows(X).toarray().ravel()
-        known = len(self.keys_)
-        # mass on keys no phase has seen is distance too
-        dist = np.abs(self.centers_ - x[:known]).sum(axis=1) + x[known:].sum()
+        x, unseen = self._normalised(vector, learn=False)
+        dist = np.abs(self.centers_ - x).sum(axis=1) + unseen   # mass on keys no phase has seen is distance too
         phase = int(dist.argmin())
         return phase if dist[phase] <= self.threshold else -1
 
-    def _grow(self, keys):
+    def _normalised(self, vector, learn: bool) -> tuple[np.ndarray, float]:
+        """(the vector over keys_ divided by its total, the share of its total on unknown keys): keys
+        it brings are added when learning, and left out (the share) when not."""
         if not hasattr(self, "keys_"):
-            self.keys_, self.centers_, self.counts_ = [], np.zeros((0, 0)), np.zeros(0, np.int64)
-        extra = len(keys) - self.centers_.shape[1]
+            self.keys_, self._index = [], {}
+            self.centers_, self.counts_ = np.zeros((0, 0)), np.zeros(0, np.int64)
+        items = zip(vector["keys"], vector["counts"]) if "keys" in vector and "counts" in vector else vector.items()
+        cols, vals, unseen = [], [], 0.0
+        for key, count in items:
+            col = self._index.get(key)
+            if col is None and not learn:
+                unseen += float(count)
+                continue
+            if col is None:
+                col = self._index[key] = len(self.keys_)
+                self.keys_.append(key)
+            cols.append(col)
+            vals.append(float(count))
+        extra = len(self.keys_) - self.centers_.shape[1]
         if extra:
             self.centers_ = np.hstack([self.centers_, np.zeros((len(self.centers_), extra))])
-        self.keys_ = keys
+        x = np.bincount(np.array(cols, np.int64), weights=vals, minlength=len(self.keys_))
+        total = x.sum() + unseen
+        return (x / total, unseen / total) if total > 0 else (x, 0.0)
 
     def _new_phase(self, x) -> int:
         self.centers_ = np.vstack([self.centers_, x[None, :]])
