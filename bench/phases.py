@@ -72,32 +72,21 @@ def main() -> None:
     floor = floor_rss()
     print(f"python + numpy alone: {floor / 1024:.0f} MB peak RSS; SimPoint timed here: {'yes' if simpoint else 'no'}")
     head = ["input", "n", "SP k", "k", "SP ARI", "ARI", "SP s", "s", "s/SP", "RSS MB", "2x bb MB"]
-    if args.seeds:
-        head += ["ARI min..max"]
-    print("{:<17}{:>6}{:>5}{:>4}{:>7}{:>7}{:>7}{:>7}{:>6}{:>8}{:>9}".format(*head[:11]) + (f"  {head[11]}" if args.seeds else ""))
-    for folder, name, bb_gz in inputs(args.inputs, set(args.names)):
-        truth = np.array([line.strip() for line in open(folder / f"{name}.truth") if line.strip()])
-        scored = truth != "-"
+    print("{:<17}{:>6}{:>5}{:>4}{:>7}{:>7}{:>7}{:>7}{:>6}{:>8}{:>9}".format(*head))
+    chosen = list(inputs(args.inputs, set(args.names)))
+    for folder, name, bb_gz in chosen:
+        truth, scored = read_truth(folder, name)
         summary = json.loads((folder / "simpoint" / "summary.json").read_text()).get(name, {})
         sp_labels, _ = read_labels(folder / "simpoint" / f"{name}.labels")
         with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
-            bb = Path(tmp) / f"{name}.bb"
-            with gzip.open(bb_gz, "rb") as src, open(bb, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+            bb = decompressed(bb_gz, tmp)
             ours = CW + ["phases", str(bb), "--max-k", "30", "--save-labels", f"{tmp}/cw.labels"]
-            theirs = [simpoint, "-loadFVFile", str(bb), "-maxK", "30", "-saveLabels", f"{tmp}/sp.labels"] if simpoint else None
             cw_runs, sp_runs = [], []
             for _ in range(args.runs):   # alternate, so both see the same machine load
                 cw_runs.append(timed(ours))
-                if theirs:
-                    sp_runs.append(timed(theirs))
+                if simpoint:
+                    sp_runs.append(timed(simpoint_cmd(simpoint, bb, f"{tmp}/sp.labels")))
             labels, _ = read_labels(f"{tmp}/cw.labels")
-            spread = ""
-            if args.seeds:
-                X = read_frequency_vectors(bb)
-                aris = [adjusted_rand_index(truth[scored], SimPoint(max_k=30, seed=s).fit(X).labels_[scored])
-                        for s in range(1, args.seeds + 1)]
-                spread = f"  {min(aris):.3f}..{max(aris):.3f}"
             size_mb = bb.stat().st_size / 2**20
         cw_s = statistics.median(s for s, _ in cw_runs)
         sp_s = statistics.median(s for s, _ in sp_runs) if sp_runs else summary.get("simpoint_seconds_median")
@@ -105,7 +94,48 @@ def main() -> None:
         print("{:<17}{:>6}{:>5}{:>4}{:>7.3f}{:>7.3f}{:>7.2f}{:>7.2f}{:>6.2f}{:>8.0f}{:>9.1f}".format(
             name, len(truth), len(set(sp_labels)), len(set(labels)),
             adjusted_rand_index(truth[scored], sp_labels[scored]), adjusted_rand_index(truth[scored], labels[scored]),
-            sp_s, cw_s, cw_s / sp_s, rss, 2 * size_mb) + spread, flush=True)
+            sp_s, cw_s, cw_s / sp_s, rss, 2 * size_mb), flush=True)
+    if args.seeds:   # after the timed runs: children forked from a grown process would report its RSS
+        seed_spread(chosen, args.seeds, simpoint)
+
+
+def seed_spread(chosen, seeds: int, simpoint: str | None) -> None:
+    """ARI vs truth over `seeds` seeds: ours (projection and k-means starts), and SimPoint's with the
+    -seedkm/-seedproj pairs its summary.json's other_seed_pairs used, when it is at hand."""
+    pairs = [(1000 + 17 * i, 2000 + 31 * i) for i in range(seeds)]
+    print(f"\nARI vs truth over {seeds} seeds (min / median / max)")
+    for folder, name, bb_gz in chosen:
+        truth, scored = read_truth(folder, name)
+        with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
+            bb = decompressed(bb_gz, tmp)
+            X = read_frequency_vectors(bb)
+            ours = [adjusted_rand_index(truth[scored], SimPoint(max_k=30, seed=proj).fit(X).labels_[scored])
+                    for _, proj in pairs]
+            theirs = []
+            for km, proj in pairs if simpoint else ():
+                subprocess.run(simpoint_cmd(simpoint, bb, f"{tmp}/sp.labels") + ["-seedkm", str(km), "-seedproj", str(proj)],
+                               check=True, stdout=subprocess.DEVNULL)
+                theirs.append(adjusted_rand_index(truth[scored], read_labels(f"{tmp}/sp.labels")[0][scored]))
+        line = f"{name:<17} ours {min(ours):.3f} / {statistics.median(ours):.3f} / {max(ours):.3f}"
+        if theirs:
+            line += f"   SimPoint {min(theirs):.3f} / {statistics.median(theirs):.3f} / {max(theirs):.3f}"
+        print(line, flush=True)
+
+
+def read_truth(folder: Path, name: str):
+    truth = np.array([line.strip() for line in open(folder / f"{name}.truth") if line.strip()])
+    return truth, truth != "-"
+
+
+def decompressed(bb_gz: Path, tmp: str) -> Path:
+    bb = Path(tmp) / bb_gz.name[:-len(".gz")]
+    with gzip.open(bb_gz, "rb") as src, open(bb, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return bb
+
+
+def simpoint_cmd(simpoint: str, bb: Path, labels: str) -> list[str]:
+    return [simpoint, "-loadFVFile", str(bb), "-maxK", "30", "-saveLabels", labels]
 
 
 if __name__ == "__main__":
