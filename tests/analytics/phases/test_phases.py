@@ -1,6 +1,7 @@
 """Tests of analytics.phases: SimPoint formats, planted-phase recovery, determinism, the k-means kernel,
 the sparse merge, the tracker."""
 
+import gzip
 import json
 
 import duckdb
@@ -53,6 +54,44 @@ def test_bad_frequency_vectors_raise(tmp_path, text):
     path.write_text(text)
     with pytest.raises(fm.PhaseError):
         fm.read_frequency_vectors(path)
+
+
+@pytest.mark.parametrize("chunk_bytes", [7, 64, 1 << 18])
+def test_chunked_gzip_read_equals_the_token_parser(tmp_path, chunk_bytes):
+    """The array parser, over chunks cut at any size (a line longer than a chunk too), reading .gz,
+    gives what the token-by-token parser gives."""
+    X, _ = planted(sizes=(6, 4))
+    path = tmp_path / "app.bb"
+    fm.write_frequency_vectors(path, X)
+    text = "# exp-bbv header\n" + path.read_text() + "# Thread 1\n"
+    with gzip.open(tmp_path / "app.bb.gz", "wt") as f:
+        f.write(text)
+    chunks = list(fm.iter_frequency_vectors(tmp_path / "app.bb.gz", chunk_bytes))
+    whole = fm.read_frequency_vectors(tmp_path / "app.bb.gz")
+    reference = fm._parse_tokens("app.bb", text.encode())
+    assert sum(c.shape[0] for c in chunks) == 10
+    assert np.array_equal(whole.toarray(), reference.toarray())
+    assert np.array_equal(np.vstack([np.pad(c.toarray(), ((0, 0), (0, X.shape[1] - c.shape[1]))) for c in chunks]),
+                          np.pad(whole.toarray(), ((0, 0), (0, X.shape[1] - whole.shape[1]))))
+
+
+def test_fractional_counts_and_errors_in_a_later_chunk(tmp_path):
+    path = tmp_path / "mixed.bb"
+    path.write_text("T:1:5 :2:3\n" * 40 + "T:1:2.5 :3:1\n" + "T:2:4\n" * 40 + "T:2:-1\n")
+    with pytest.raises(fm.PhaseError, match=r"mixed.bb:82: token ':2:-1'"):
+        list(fm.iter_frequency_vectors(path, chunk_bytes=100))
+    path.write_text("T:1:5 :2:3\n" * 40 + "T:1:2.5 :3:1\n")
+    rows = fm.read_frequency_vectors(path)
+    assert rows.shape == (41, 3) and rows.toarray()[40].tolist() == [2.5, 0, 1]
+
+
+def test_fit_on_file_chunks_equals_fit_on_the_matrix(tmp_path):
+    X, _ = planted()
+    path = tmp_path / "app.bb"
+    fm.write_frequency_vectors(path, X)
+    whole = ph.SimPoint(max_k=10, seed=3).fit(X)
+    chunked = ph.SimPoint(max_k=10, seed=3).fit(fm.iter_frequency_vectors(path, chunk_bytes=2048))
+    assert np.array_equal(whole.labels_, chunked.labels_) and whole.bic_ == chunked.bic_
 
 
 def test_simpoint_output_formats_round_trip(tmp_path):
@@ -128,6 +167,16 @@ def test_merge_joins_split_phases_and_keeps_distinct_ones():
     assert merge_close_phases(X, split, threshold=2.0).k_ == 1
     with pytest.raises(fm.PhaseError, match="merge threshold"):
         merge_close_phases(X, split, threshold=-1)
+
+
+def test_merge_keeps_a_very_wide_matrix_sparse():
+    """5 M block columns: a dense copy of these 40 rows would take 1.6 GB."""
+    rng = np.random.default_rng(0)
+    rows, cols = np.repeat(np.arange(40), 3), np.concatenate([rng.choice(5_000_000, 3, replace=False) for _ in range(40)])
+    cols[:60] = np.tile([11, 4_999_999, 123_456], 20)    # the first 20 rows run the same code
+    X = sp.csr_matrix((np.ones(120), (rows, cols)), shape=(40, 5_000_000))
+    merged = merge_close_phases(X, np.arange(40), threshold=0.1)
+    assert merged.k_ == 21 and len(set(merged.labels_[:20])) == 1
 
 
 def test_kmeans_matches_a_plain_lloyd_reference():
