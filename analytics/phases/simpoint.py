@@ -34,7 +34,7 @@ def project(rows: CountRows, projection: np.ndarray) -> tuple[np.ndarray, np.nda
     sums = np.bincount(entry_row, weights=rows.data, minlength=n)
     known = rows.indices < len(projection)
     entry_row, cols = entry_row[known], rows.indices[known]
-    unit = rows.data[known] / sums[entry_row]
+    unit = rows.data[known] / np.where(sums > 0, sums, 1.0)[entry_row]   # an all-zero row stays zero
     out = np.empty((n, projection.shape[1]))
     for j, column in enumerate(projection.T):
         out[:, j] = np.bincount(entry_row, weights=unit * column[cols], minlength=n)

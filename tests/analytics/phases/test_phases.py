@@ -219,6 +219,14 @@ def test_adjusted_rand_index_known_values():
     assert adjusted_rand_index([0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 2, 2]) == pytest.approx(0.2424, abs=1e-4)
 
 
+def test_empty_and_all_zero_intervals_sit_at_the_origin(tmp_path):
+    path = tmp_path / "z.bb"
+    path.write_text("T:1:5 :2:1\nT\nT:1:0\n" + "T:3:4\n" * 3)
+    model = ph.SimPoint(max_k=4, seed=1).fit(fm.read_frequency_vectors(path))
+    assert len(model.labels_) == 6 and np.isfinite(list(model.bic_.values())).all()
+    assert model.labels_[1] == model.labels_[2] != model.labels_[3]   # both at the origin
+
+
 def test_bad_parameters_raise():
     with pytest.raises(fm.PhaseError):
         ph.SimPoint(k=5).fit(np.ones((3, 4)))
