@@ -20,7 +20,7 @@ from causewatch.analytics.causal import anomalies, features
 from causewatch.analytics.causal.background import Background
 from causewatch.analytics.causal.model import CausalModel
 from causewatch.analytics.causal.pc import PCLearner
-from causewatch.analytics.phases.simpoint import PhaseTracker
+from causewatch.analytics.phases.tracker import PhaseTracker
 from causewatch.daemon import store, tables
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import JobContext

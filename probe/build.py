@@ -18,7 +18,10 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from causewatch.analytics.phases import simpoint as phases
+from causewatch.analytics.phases import formats
+from causewatch.analytics.phases.keyed import vectors_to_matrix
+from causewatch.analytics.phases.merge import MergedPhases, merge_close_phases
+from causewatch.analytics.phases.simpoint import SimPoint
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource, quality
 from causewatch.probe.prediction import prediction_interval, relative_sd, span_stretch
@@ -194,28 +197,28 @@ def _stretch(key: str, timings: list[dict]) -> dict:
 
 
 def _cluster(out: Path, vectors: list[dict], max_k: int | None, merge_distance: float,
-             seed: int) -> tuple[phases.SimPoint, phases.MergedPhases]:
+             seed: int) -> tuple[SimPoint, MergedPhases]:
     """Each task one variable-length interval weighted by its size; SimPoint's phases closer than
     `merge_distance` are joined (each phase costs the probe time); the SimPoint files of the merged
     phases go next to the kit."""
-    X, keys = phases.vectors_to_matrix(vectors)
+    X, keys = vectors_to_matrix(vectors)
     if max_k is None:
         # SimPoint's BIC drifts toward one phase per interval when intervals are few; sqrt(n) bounds it
         max_k = int(np.ceil(np.sqrt(len(vectors)))) + 1
     try:
-        model = phases.SimPoint(max_k=max_k, fixed_length=False, seed=seed).fit(X)
-    except phases.PhaseError as e:
+        model = SimPoint(max_k=max_k, fixed_length=False, seed=seed).fit(X)
+    except formats.PhaseError as e:
         raise InputError(f"probe build: clustering the task vectors failed: {e}") from None
-    merged = phases.merge_close_phases(X, model.labels_, merge_distance)
-    phases.write_frequency_vectors(out / "tasks.bb", X)
+    merged = merge_close_phases(X, model.labels_, merge_distance)
+    formats.write_frequency_vectors(out / "tasks.bb", X)
     (out / "tasks.keys").write_text("".join(f"{k}\n" for k in keys))
-    phases.write_simpoints(out / "tasks.simpoints", merged.simpoints_)
-    phases.write_weights(out / "tasks.weights", merged.weights_)
-    phases.write_labels(out / "tasks.labels", merged.labels_, merged.distances_)
+    formats.write_simpoints(out / "tasks.simpoints", merged.simpoints_)
+    formats.write_weights(out / "tasks.weights", merged.weights_)
+    formats.write_labels(out / "tasks.labels", merged.labels_, merged.distances_)
     return model, merged
 
 
-def _phase_row(out: Path, p: int, task_input, rep: int, kit_phases: phases.MergedPhases, per_task: np.ndarray,
+def _phase_row(out: Path, p: int, task_input, rep: int, kit_phases: MergedPhases, per_task: np.ndarray,
                covered: np.ndarray, timings: list[dict]) -> dict:
     """One phase of the manifest: its share of the covered reference time (and CPU time), representative,
     its timings over the windows (the mean and its standard error) and whether it is CPU-bound."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from causewatch.analytics.phases.simpoint import PhaseTracker
+from causewatch.analytics.phases.tracker import PhaseTracker
 
 BOOKKEEPING = ["received", "t_start", "bbv"]   # task columns that are not variables
 MIN_PRESENT = 0.8                              # a column missing from more rows than this is dropped

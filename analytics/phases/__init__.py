@@ -1,2 +1,2 @@
-"""Program phases: SimPoint 3.2 compatible clustering of basic block vectors and its file formats
-(simpoint), and the online phase tracker that labels vectors as they stream in."""
+"""Program phases: SimPoint 3.2's formats (formats) and clustering (simpoint) of basic block vectors,
+keyed sparse vectors (keyed), the merge of close phases (merge), the online tracker (tracker), ARI (ari)."""

@@ -115,7 +115,7 @@ def _load_stored(table: str, args):
     has) or `samples` (one column per scope/metric, a row per node and time bucket), read through
     its API or from its stopped store."""
     from causewatch.analytics.causal import features
-    from causewatch.analytics.phases.simpoint import PhaseTracker
+    from causewatch.analytics.phases.tracker import PhaseTracker
     _only_for(args, table)
     with open_source(args) as source:
         if table == "tasks":

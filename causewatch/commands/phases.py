@@ -1,4 +1,4 @@
-"""`causewatch phases`: SimPoint 3 compatible phase clustering of a .bb file, or of the BBVs a daemon
+"""`causewatch phases`: SimPoint 3 compatible phase clustering of a .bb(.gz) file, or of the BBVs a daemon
 stored (read through its HTTP API, or from a stopped daemon's store file).
 
 Prints the chosen k, the BIC of each k tried and per phase its representative interval and weight.
@@ -15,7 +15,7 @@ from causewatch.errors import InputError
 EPILOG = """examples:
   valgrind --tool=exp-bbv --bb-out-file=app.bb ./app
   causewatch phases app.bb --max-k 30 --save-simpoints app.simpoints --save-weights app.weights
-  causewatch phases app.bb --fixed-length off --seed 7 --json
+  causewatch phases app.bb.gz --fixed-length off --seed 7 --json
   causewatch phases --target app:solver --kind python          # BBVs stored by the running daemon
   causewatch phases --db causewatch.duckdb --target myapp --save-labels app.labels   # a stopped one's store
 """
@@ -23,7 +23,8 @@ EPILOG = """examples:
 
 def add_arguments(parser) -> None:
     parser.add_argument("file", nargs="?",
-                        help="SimPoint frequency-vector file (T:id:count ...); without it, the daemon's BBVs")
+                        help="SimPoint frequency-vector file (T:id:count ...; gzipped if named *.gz); "
+                             "without it, the daemon's BBVs")
     add_source_arguments(parser)
     parser.add_argument("--max-k", type=int, default=30, help="largest k of the binary search (default 30)")
     parser.add_argument("--k", type=int, help="cluster with this k instead of searching")
@@ -45,16 +46,13 @@ def add_arguments(parser) -> None:
 
 
 def _load(args):
-    from causewatch.analytics.phases import simpoint as phases
     if args.file is None or args.file.endswith((".duckdb", ".db")):
         args.db = args.db or args.file
         return _load_stored(args)
     if args.target or args.kind:
         raise InputError("--target and --kind apply only to the BBVs a daemon stored, not to a .bb file")
-    try:
-        return phases.read_frequency_vectors(args.file)
-    except OSError as e:
-        raise InputError(f"{args.file}: cannot read ({e.strerror})") from None
+    from causewatch.analytics.phases import formats
+    return formats.iter_frequency_vectors(args.file)   # read and projected chunk by chunk, never held whole
 
 
 def _load_stored(args):
@@ -75,23 +73,26 @@ def _load_stored(args):
 
 
 def run(args) -> int:
-    from causewatch.analytics.phases import simpoint as phases
+    from causewatch.analytics.phases import formats
+    from causewatch.analytics.phases.simpoint import SimPoint
     for flag in ("save_simpoints", "save_weights", "save_labels"):
         check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
     try:
         X = _load(args)
-        model = phases.SimPoint(max_k=args.max_k, dim=args.dim, n_init=args.num_init_seeds,
-                                max_iter=args.iters, bic_threshold=args.bic_threshold,
-                                fixed_length=args.fixed_length == "on", k=args.k, seed=args.seed).fit(X)
-    except phases.PhaseError as e:
+        model = SimPoint(max_k=args.max_k, dim=args.dim, n_init=args.num_init_seeds,
+                         max_iter=args.iters, bic_threshold=args.bic_threshold,
+                         fixed_length=args.fixed_length == "on", k=args.k, seed=args.seed).fit(X)
+    except formats.PhaseError as e:
         raise InputError(str(e)) from None
+    except OSError as e:   # the file is read during fit
+        raise InputError(f"{args.file}: cannot read ({e.strerror or e})") from None
     if args.save_simpoints:
-        phases.write_simpoints(args.save_simpoints, model.simpoints_)
+        formats.write_simpoints(args.save_simpoints, model.simpoints_)
     if args.save_weights:
-        phases.write_weights(args.save_weights, model.weights_)
+        formats.write_weights(args.save_weights, model.weights_)
     if args.save_labels:
-        phases.write_labels(args.save_labels, model.labels_, model.distances_)
-    result = {"intervals": int(X.shape[0]), "k": int(model.k_),
+        formats.write_labels(args.save_labels, model.labels_, model.distances_)
+    result = {"intervals": len(model.labels_), "k": int(model.k_),
               "bic": {str(k): v for k, v in model.bic_.items()},
               "phases": [{"phase": p, "simpoint": int(i), "weight": float(model.weights_[p]),
                           "intervals": int((model.labels_ == p).sum())}

@@ -1,0 +1,142 @@
+"""Phase analysis against SimPoint 3.2: per conformance input our k, ARI vs the planted truth, wall
+seconds (start-up included, median of --runs) and peak RSS, next to SimPoint's recorded figures.
+
+With SIMPOINT=/path/to/simpoint (built from the public SimPoint 3.2 source), SimPoint is also timed
+here, alternating with causewatch, so the time ratio comes from one run on one machine; without it the
+ratio is against the seconds recorded in the inputs' summary.json (another machine). --seeds N also
+clusters every input with N projection seeds and prints the ARI spread. RSS is compared with 2x the
+decompressed .bb size (the goal), and the interpreter-plus-numpy floor is printed beside it.
+Usage: python bench/phases.py [--runs 3] [--seeds 0] [--inputs DIR] [NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from causewatch.analytics.phases.ari import adjusted_rand_index
+from causewatch.analytics.phases.formats import read_frequency_vectors, read_labels
+from causewatch.analytics.phases.simpoint import SimPoint
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_INPUTS = ROOT.parent / "shared" / "conformance" / "phases"
+CW = [sys.executable, "-m", "causewatch.cli"]
+
+
+def timed(cmd: list[str]) -> tuple[float, int]:
+    """(wall seconds, peak RSS in KB) of one child run, measured with wait4's rusage."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-300:]}")
+    proc.stderr.close()
+    return seconds, usage.ru_maxrss
+
+
+def floor_rss() -> int:
+    """Peak RSS (KB) of an interpreter that only imports numpy: what no Python tool gets under."""
+    return timed([sys.executable, "-c", "import numpy"])[1]
+
+
+def inputs(folder: Path, names: set[str]):
+    for sub in ("real", "synthetic"):
+        for bb_gz in sorted((folder / sub).glob("*.bb.gz")):
+            name = bb_gz.name[:-len(".bb.gz")]
+            if not names or name in names:
+                yield folder / sub, name, bb_gz
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=0, help="also report the ARI spread over N projection seeds")
+    parser.add_argument("--inputs", type=Path, default=DEFAULT_INPUTS)
+    parser.add_argument("names", nargs="*")
+    args = parser.parse_args()
+    simpoint = os.environ.get("SIMPOINT")
+    if simpoint and not shutil.which(simpoint):
+        raise SystemExit(f"SIMPOINT={simpoint} is not an executable")
+    floor = floor_rss()
+    print(f"python + numpy alone: {floor / 1024:.0f} MB peak RSS; SimPoint timed here: {'yes' if simpoint else 'no'}")
+    head = ["input", "n", "SP k", "k", "SP ARI", "ARI", "SP s", "s", "s/SP", "RSS MB", "2x bb MB"]
+    print("{:<17}{:>6}{:>5}{:>4}{:>7}{:>7}{:>7}{:>7}{:>6}{:>8}{:>9}".format(*head))
+    chosen = list(inputs(args.inputs, set(args.names)))
+    for folder, name, bb_gz in chosen:
+        truth, scored = read_truth(folder, name)
+        summary = json.loads((folder / "simpoint" / "summary.json").read_text()).get(name, {})
+        sp_labels, _ = read_labels(folder / "simpoint" / f"{name}.labels")
+        with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
+            bb = decompressed(bb_gz, tmp)
+            ours = CW + ["phases", str(bb), "--max-k", "30", "--save-labels", f"{tmp}/cw.labels"]
+            cw_runs, sp_runs = [], []
+            for _ in range(args.runs):   # alternate, so both see the same machine load
+                cw_runs.append(timed(ours))
+                if simpoint:
+                    sp_runs.append(timed(simpoint_cmd(simpoint, bb, f"{tmp}/sp.labels")))
+            labels, _ = read_labels(f"{tmp}/cw.labels")
+            size_mb = bb.stat().st_size / 2**20
+        cw_s = statistics.median(s for s, _ in cw_runs)
+        sp_s = statistics.median(s for s, _ in sp_runs) if sp_runs else summary.get("simpoint_seconds_median")
+        rss = max(r for _, r in cw_runs) / 1024
+        print("{:<17}{:>6}{:>5}{:>4}{:>7.3f}{:>7.3f}{:>7.2f}{:>7.2f}{:>6.2f}{:>8.0f}{:>9.1f}".format(
+            name, len(truth), len(set(sp_labels)), len(set(labels)),
+            adjusted_rand_index(truth[scored], sp_labels[scored]), adjusted_rand_index(truth[scored], labels[scored]),
+            sp_s, cw_s, cw_s / sp_s, rss, 2 * size_mb), flush=True)
+    if args.seeds:   # after the timed runs: children forked from a grown process would report its RSS
+        seed_spread(chosen, args.seeds, simpoint)
+
+
+def seed_spread(chosen, seeds: int, simpoint: str | None) -> None:
+    """ARI vs truth over `seeds` seeds: ours (projection and k-means starts), and SimPoint's with the
+    -seedkm/-seedproj pairs its summary.json's other_seed_pairs used, when it is at hand."""
+    pairs = [(1000 + 17 * i, 2000 + 31 * i) for i in range(seeds)]
+    print(f"\nARI vs truth over {seeds} seeds (min / median / max)")
+    for folder, name, bb_gz in chosen:
+        truth, scored = read_truth(folder, name)
+        with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
+            bb = decompressed(bb_gz, tmp)
+            X = read_frequency_vectors(bb)
+            ours = [adjusted_rand_index(truth[scored], SimPoint(max_k=30, seed=proj).fit(X).labels_[scored])
+                    for _, proj in pairs]
+            theirs = []
+            for km, proj in pairs if simpoint else ():
+                subprocess.run(simpoint_cmd(simpoint, bb, f"{tmp}/sp.labels") + ["-seedkm", str(km), "-seedproj", str(proj)],
+                               check=True, stdout=subprocess.DEVNULL)
+                theirs.append(adjusted_rand_index(truth[scored], read_labels(f"{tmp}/sp.labels")[0][scored]))
+        line = f"{name:<17} ours {min(ours):.3f} / {statistics.median(ours):.3f} / {max(ours):.3f}"
+        if theirs:
+            line += f"   SimPoint {min(theirs):.3f} / {statistics.median(theirs):.3f} / {max(theirs):.3f}"
+        print(line, flush=True)
+
+
+def read_truth(folder: Path, name: str):
+    truth = np.array([line.strip() for line in open(folder / f"{name}.truth") if line.strip()])
+    return truth, truth != "-"
+
+
+def decompressed(bb_gz: Path, tmp: str) -> Path:
+    bb = Path(tmp) / bb_gz.name[:-len(".gz")]
+    with gzip.open(bb_gz, "rb") as src, open(bb, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return bb
+
+
+def simpoint_cmd(simpoint: str, bb: Path, labels: str) -> list[str]:
+    return [simpoint, "-loadFVFile", str(bb), "-maxK", "30", "-saveLabels", labels]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Phases on real basic block vectors: a small C program recorded under valgrind's exp-bbv here, and the
+shipped conformance recordings (with SimPoint 3.2's answers) through `causewatch phases`."""
+
+import gzip
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from causewatch.analytics.phases import formats as fm
+from causewatch.analytics.phases.ari import adjusted_rand_index
+from causewatch.analytics.phases.simpoint import SimPoint
+from causewatch.analytics.phases.tracker import PhaseTracker
+from causewatch.cli import main
+
+CONFORMANCE = Path(__file__).resolve().parents[3].parent / "shared" / "conformance" / "phases"
+
+# Three loop kernels in a fixed schedule; each segment runs one kernel for several 20 k-instruction
+# intervals, so an interval's planted phase is the kernel it spends (nearly) all its instructions in.
+KERNELS = ("k_sum", "k_xor", "k_branch")
+PROGRAM = r"""
+static volatile unsigned sink;
+__attribute__((noinline)) static void k_sum(int reps) {
+    unsigned s = 0;
+    for (int r = 0; r < reps; r++) for (unsigned i = 0; i < 1000; i++) s += i * 3u;
+    sink = s;
+}
+__attribute__((noinline)) static void k_xor(int reps) {
+    unsigned s = 1;
+    for (int r = 0; r < reps; r++) for (unsigned i = 0; i < 1000; i++) s = (s << 1) ^ (s >> 3) ^ i;
+    sink = s;
+}
+__attribute__((noinline)) static void k_branch(int reps) {
+    unsigned s = 0;
+    for (int r = 0; r < reps; r++) for (unsigned i = 0; i < 1000; i++) { if (i & 4) s += i; else s ^= i; }
+    sink = s;
+}
+int main(void) {
+    for (int seg = 0; seg < 4; seg++) { k_sum(150); k_xor(100); k_branch(120); }
+    return 0;
+}
+"""
+
+
+def _missing_tools():
+    missing = [tool for tool in ("valgrind", "cc") if shutil.which(tool) is None]
+    if not missing and "exp-bbv" not in subprocess.run(["valgrind", "--tool=exp-bbv", "--help"],
+                                                       capture_output=True, text=True).stdout:
+        missing.append("valgrind's exp-bbv tool")
+    return missing
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    """(path of the gzipped .bb, planted kernel per interval with -1 = mixed) of a fresh recording."""
+    missing = _missing_tools()
+    if missing:
+        pytest.skip(f"a real recording needs {' and '.join(missing)}")
+    tmp = tmp_path_factory.mktemp("exp-bbv")
+    (tmp / "kern.c").write_text(PROGRAM)
+    subprocess.run(["cc", "-O1", "-o", str(tmp / "kern"), str(tmp / "kern.c")], check=True)
+    subprocess.run(["valgrind", "--tool=exp-bbv", "--interval-size=20000", f"--bb-out-file={tmp}/kern.bb",
+                    f"--pc-out-file={tmp}/kern.pc", str(tmp / "kern")], check=True, capture_output=True)
+    # the pc file names each block's function ('F:<block>:<address>:<function>')
+    kernel_of = {}
+    for line in (tmp / "kern.pc").read_text().splitlines():
+        fields = line.split(":", 3)
+        if fields[0] == "F" and fields[3] in KERNELS:
+            kernel_of[int(fields[1]) - 1] = KERNELS.index(fields[3])
+    X = fm.read_frequency_vectors(tmp / "kern.bb").toarray()
+    per_kernel = np.stack([X[:, [c for c, k in kernel_of.items() if k == kern and c < X.shape[1]]].sum(axis=1)
+                           for kern in range(len(KERNELS))], axis=1) / X.sum(axis=1, keepdims=True)
+    truth = np.where(per_kernel.max(axis=1) >= 0.95, per_kernel.argmax(axis=1), -1)
+    with open(tmp / "kern.bb", "rb") as src, gzip.open(tmp / "kern.bb.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return tmp / "kern.bb.gz", truth
+
+
+def _shaped(tmp, n):
+    """The saved labels, after checking the three files are shaped as SimPoint writes them."""
+    labels, distances = fm.read_labels(tmp / "o.labels")
+    simpoints, weights = fm.read_simpoints(tmp / "o.simpoints"), fm.read_weights(tmp / "o.weights")
+    assert len(labels) == n and (distances >= 0).all()
+    assert sorted(simpoints) == sorted(weights) == sorted(set(labels.tolist()))
+    assert all(labels[i] == p for p, i in simpoints.items())
+    assert sum(weights.values()) == pytest.approx(1.0)
+    return labels
+
+
+def _run(bb, tmp, capsys):
+    code = main(["phases", str(bb), "--max-k", "30", "--json", "--save-labels", str(tmp / "o.labels"),
+                 "--save-simpoints", str(tmp / "o.simpoints"), "--save-weights", str(tmp / "o.weights")])
+    assert code == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_real_recording_phases_match_the_planted_kernels(recording, tmp_path, capsys):
+    bb_gz, truth = recording
+    scored = truth >= 0
+    assert scored.sum() > 300 and set(truth[scored]) == {0, 1, 2}
+    out = _run(bb_gz, tmp_path, capsys)             # read gzipped, straight from the .gz
+    labels = _shaped(tmp_path, len(truth))
+    assert out["intervals"] == len(truth) and 3 <= out["k"] <= 30
+    assert adjusted_rand_index(truth[scored], labels[scored]) >= 0.95
+    # stable across projection seeds
+    X = fm.read_frequency_vectors(bb_gz)
+    for seed in (1, 2, 3):
+        assert adjusted_rand_index(truth[scored], SimPoint(max_k=30, seed=seed).fit(X).labels_[scored]) >= 0.95
+
+
+def test_online_tracker_agrees_with_the_offline_clustering(recording):
+    bb_gz, _ = recording
+    X = fm.read_frequency_vectors(bb_gz)
+    offline = SimPoint(max_k=30).fit(X).labels_
+    dense = X.toarray()
+    online = PhaseTracker().update_many([{str(c): dense[i, c] for c in np.flatnonzero(dense[i])}
+                                         for i in range(len(dense))])
+    assert adjusted_rand_index(online, offline) >= 0.9
+
+
+def _conformance_inputs():
+    for folder in ("real", "synthetic"):
+        yield from sorted((CONFORMANCE / folder).glob("*.bb.gz"))
+
+
+@pytest.mark.skipif(not CONFORMANCE.is_dir(), reason=f"no conformance inputs at {CONFORMANCE}")
+@pytest.mark.parametrize("bb_gz", list(_conformance_inputs()), ids=lambda p: p.name[:-len(".bb.gz")])
+def test_conformance_input_through_the_cli(bb_gz, tmp_path, capsys):
+    """As ../shared/conformance/phases/check.py scores it: ARI vs the planted truth at least SimPoint
+    3.2's - 0.02 (and 0.95 on real recordings), SimPoint-shaped outputs, k within --max-k."""
+    name = bb_gz.name[:-len(".bb.gz")]
+    truth = np.array([line.strip() for line in open(bb_gz.parent / f"{name}.truth") if line.strip()])
+    scored = truth != "-"
+    sp_labels, _ = fm.read_labels(bb_gz.parent / "simpoint" / f"{name}.labels")
+    out = _run(bb_gz, tmp_path, capsys)
+    labels = _shaped(tmp_path, len(truth))
+    ari = adjusted_rand_index(truth[scored], labels[scored])
+    assert ari >= adjusted_rand_index(truth[scored], sp_labels[scored]) - 0.02
+    assert out["k"] <= 30
+    if bb_gz.parent.name == "real":
+        assert ari >= 0.95
