@@ -75,7 +75,8 @@ def agent_ready(python: str, folder: str, target: int, seconds: float = 5.0) -> 
     """(seconds to READY=1, its CPU seconds by then, RSS in MB after `seconds` of counters and 1 kHz IP
     sampling) of one agent. The CPU figure hardly moves with the machine's load; the wall one does."""
     cfg = os.path.join(folder, "agent.toml")
-    Path(cfg).write_text(f'[agent]\ndaemon = "tcp://127.0.0.1:9"\nspool = "{folder}/spool"\n'
+    # a spool of its own: frames an earlier agent left unacked would be loaded and counted as this one's
+    Path(cfg).write_text(f'[agent]\ndaemon = "tcp://127.0.0.1:9"\nspool = "{folder}/spool-{time.monotonic_ns()}"\n'
                          f'ipc = "ipc://{folder}/agent.sock"\nbbv_frequency = 1000\ncounters_interval = 0.1\n')
     agent, ready = start_agent(python, ["--config", cfg, "--pid", str(target), "--flush-timeout", "0"], folder,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

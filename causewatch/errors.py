@@ -4,7 +4,6 @@ Every message names the thing that was wrong and what was expected, so a user ca
 """
 
 import errno
-import socket
 
 
 class CausewatchError(Exception):
@@ -61,7 +60,7 @@ def explain(e: BaseException) -> str | None:
     if isinstance(e, OSError):
         if code == errno.EADDRINUSE:
             return f"{text}: the port is in use — stop the other process or choose another port"
-        if code == errno.EADDRNOTAVAIL or isinstance(e, socket.gaierror):
+        if code == errno.EADDRNOTAVAIL or type(e).__name__ == "gaierror":   # no socket import at start-up
             return f"{text}: no such local address — give an address of this machine"
         if e.filename is not None and code in (errno.EACCES, errno.EPERM, errno.ENOENT, errno.EROFS,
                                                errno.EISDIR, errno.ENOTDIR, errno.ENOSPC):

@@ -16,10 +16,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from causewatch.commands import check_output, waiting
 from causewatch.commands import learn as learn_cmd
 from causewatch.errors import InputError
+
+if TYPE_CHECKING:   # for annotations only: numpy and pandas load in the functions, so --help stays light
+    import numpy as np
+    import pandas as pd
 
 EPILOG = """examples:
   causewatch experiment --param n=5..300 --param dtype=short,int,float,double --runs 200 \\

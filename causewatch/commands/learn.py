@@ -9,10 +9,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from causewatch.commands import check_output, waiting
 from causewatch.commands.source import add_source_arguments, open_source
 from causewatch.errors import InputError
+
+if TYPE_CHECKING:   # for annotations only: the libraries load in the functions, so --help stays light
+    import pandas as pd
+
+    from causewatch.analytics.causal.background import Background
+    from causewatch.analytics.causal.pc import PCLearner
 
 EPILOG = """examples:
   causewatch learn runs.csv --discrete dtype --tier inputs:n,dtype --tier outputs:seconds
