@@ -3,9 +3,12 @@
 Delivery promise: at-least-once send, exactly-once store. Every frame is spooled on disk before
 `send` returns and stays there until the daemon acks it — which the daemon does only after the
 commit (ack-after-commit) — and the daemon drops resends by (node, boot, seq). At most `window`
-frames are in flight (credit-based flow control); after a disconnect, or when the oldest frame
-has waited `resend_after` seconds, every unacked frame is sent again, oldest first. Reconnects
-back off up to 10 s (ZMQ reconnect_ivl_max) and ZMQ heartbeats detect a dead daemon.
+frames are in flight (credit-based flow control); nothing is sent between a disconnect and the next
+handshake, and then every unacked frame is sent again, oldest first (also when the oldest frame has
+waited `resend_after` seconds). A nack deletes a frame only when it says the frame itself is wrong;
+a nack with a code in wire.RETRY_CODES (store error, identity) keeps it for the next resend. The
+frames an instrumented program spooled under SPOOL/instrument are adopted and delivered too.
+Reconnects back off up to 10 s (ZMQ reconnect_ivl_max) and ZMQ heartbeats detect a dead daemon.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Callable
 
 import zmq
@@ -29,7 +33,9 @@ from causewatch.config import AgentConfig
 from causewatch.errors import ConfigError, WireError
 
 log = logging.getLogger("causewatch.agent.sender")
-_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+_FAILED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | _FAILED
+INSTRUMENT_SPOOL = "instrument"   # SPOOL/instrument: where instrumented programs spool when no agent listens
 
 
 class Sender:
@@ -40,12 +46,16 @@ class Sender:
         self.resend_after = resend_after
         self.boot = uuid.uuid4().hex[:16]
         self.spool = Spool(cfg.spool, cfg.spool_max_bytes)
+        adopted = self.spool.adopt(Path(cfg.spool).expanduser() / INSTRUMENT_SPOOL)
         self.registry = registry = registry or CollectorRegistry()
         self.dropped = Counter("causewatch_agent_spool_dropped_frames", "Frames dropped unsent because the "
                                "spool was full", registry=registry)
         self.nacked = Counter("causewatch_agent_frames_nacked", "Frames the daemon refused", registry=registry)
         self.resent = Counter("causewatch_agent_frames_resent", "Frames sent again after a reconnect or timeout",
                               registry=registry)
+        self.acked = 0                 # frames the daemon stored (or already had)
+        self.refused = 0               # frames the daemon refused for good
+        self.last_refusal = ""         # why, for the agent's exit message
         self._lock = threading.Lock()
         self._seq = 0
         # (boot, seq) -> frame bytes, oldest first: frames of an earlier run of this agent come first.
@@ -57,9 +67,13 @@ class Sender:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._stop = threading.Event()
+        self._handshaken = False       # sender thread only: the connection is ready for frames
+        self._failed_handshakes = 0
         self.connected = threading.Event()
         self.auth_failed = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sender", daemon=True)
+        if adopted:
+            log.info("adopted %d frames an instrumented program spooled with no agent listening", adopted)
         if self._pending:
             log.info("spool holds %d unacked frames from an earlier run; they go first", len(self._pending))
 
@@ -140,7 +154,7 @@ class Sender:
         sock.setsockopt(zmq.HEARTBEAT_IVL, 2000)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 6000)
         sock.setsockopt(zmq.HEARTBEAT_TTL, 6000)
-        sock.setsockopt(zmq.IDENTITY, f"{self.cfg.node}/{self.boot}".encode())
+        # no ZMQ_ROUTING_ID: the daemon refuses peer-chosen ids and addresses its replies by the one it assigns
         if self.cfg.server_key or self.cfg.client_key:
             if not (self.cfg.server_key and self.cfg.client_key):
                 raise ConfigError("server_key" if not self.cfg.server_key else "client_key",
@@ -183,18 +197,29 @@ class Sender:
 
     def _on_event(self, event: dict) -> None:
         if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._handshaken = True
+            self._failed_handshakes = 0
             self.connected.set()
             self.auth_failed.clear()
         elif event["event"] == zmq.EVENT_DISCONNECTED:
-            # Everything in flight went out on the dead connection; IMMEDIATE holds new sends until the
-            # next handshake. (Requeueing at the handshake instead would resend frames that were
-            # already sent on the new connection before its event was read.)
+            # Everything in flight went out on the dead connection. Nothing more is sent until the next
+            # handshake is read: frames written after the disconnect would be lost with the connection,
+            # or reach the new daemon out of order.
+            self._handshaken = False
             self.connected.clear()
             self._requeue("disconnected")
         elif event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             self.auth_failed.set()
-            log.error("daemon %s refused this agent's CURVE key (is its public key in the daemon's "
-                      "authorized/ folder?)", self.cfg.daemon)
+            log.error("daemon %s refused this agent's CURVE key. Likely causes: on the daemon, this agent's "
+                      "public key is not in its authorized/ folder (causewatch keys DIR --authorize %s.key; it "
+                      "reloads on SIGHUP) or that file is malformed; here, client_key %s is not the pair of "
+                      "the authorized public key", self.cfg.daemon, self.cfg.node, self.cfg.client_key)
+        elif event["event"] & _FAILED:
+            self._failed_handshakes += 1
+            if self._failed_handshakes == 1:   # it repeats at every reconnect: say it once per outage
+                log.error("handshake with daemon %s failed (%s). Likely causes: here, server_key %s is not the "
+                          "daemon's public server.key, or CURVE is on at one end only; on the daemon, --keys "
+                          "names another key pair", self.cfg.daemon, event.get("value"), self.cfg.server_key)
 
     def _requeue(self, why: str) -> None:
         """Send every unacked frame again, oldest first (the daemon stores each once)."""
@@ -211,7 +236,7 @@ class Sender:
             self._requeue(f"no ack for {self.resend_after:.0f} s")
 
     def _send_window(self) -> None:
-        while True:
+        while self._handshaken:
             with self._lock:
                 if len(self._in_flight) >= self.cfg.window or not self._unsent:
                     return
@@ -234,7 +259,8 @@ class Sender:
             log.error("unreadable frame from daemon: %s", e)
             return
         if frame.type == "ack":
-            self._settle((frame.body["boot"], frame.body["seq"]))
+            if self._settle((frame.body["boot"], frame.body["seq"])):
+                self.acked += 1
         elif frame.type == "nack":
             self._on_nack(frame.body)
         else:
@@ -242,14 +268,20 @@ class Sender:
 
     def _on_nack(self, body: dict) -> None:
         self.nacked.inc()
-        log.error("daemon refused frame %s/%s: %s: %s", body.get("boot", "?"), body.get("seq", "?"),
-                  body["field"], body["reason"])
-        if "seq" in body:
-            self._settle((body["boot"], body["seq"]))  # a refused frame is never retried
+        keep = body.get("code") in wire.RETRY_CODES
+        log.error("daemon refused frame %s/%s: %s: %s (%s)", body.get("boot", "?"), body.get("seq", "?"),
+                  body["field"], body["reason"], "kept in the spool, sent again later" if keep else "dropped")
+        if keep or "seq" not in body:
+            return   # nothing wrong with the frame itself: the resend timer sends it again
+        if self._settle((body["boot"], body["seq"])):
+            self.refused += 1
+            self.last_refusal = f"{body['field']}: {body['reason']}"
 
-    def _settle(self, key) -> None:
+    def _settle(self, key) -> bool:
         with self._acked:
-            if key in self._pending:
-                self._forget(key)
-                self.spool.remove(*key)
-                self._acked.notify_all()
+            if key not in self._pending:
+                return False
+            self._forget(key)
+            self.spool.remove(*key)
+            self._acked.notify_all()
+            return True
