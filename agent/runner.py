@@ -28,11 +28,11 @@ import zmq
 
 from causewatch import __version__, wire
 from causewatch.agent import perf
-from causewatch.agent.instrument import listening
+from causewatch.agent.instrument import environment, listening
 from causewatch.agent.ipsampler import BBVCollector
 from causewatch.agent.system import NodeCollector, ProcessCollector
 from causewatch.config import AgentConfig
-from causewatch.errors import InputError, WireError
+from causewatch.errors import CausewatchError, InputError, WireError
 from causewatch.systemd import sd_notify
 
 log = logging.getLogger(__name__)
@@ -56,15 +56,17 @@ class Target:
             self._release = None
 
 
-def launch(cmd: list[str]) -> Target:
-    """Start `cmd` held before exec, so the agent opens counters before its first instruction."""
+def launch(cmd: list[str], cfg: AgentConfig | None = None, config_file: str | None = None) -> Target:
+    """Start `cmd` held before exec, so the agent opens counters before its first instruction; its
+    environment tells an instrumented program where this agent (and its daemon and spool) are."""
     if shutil.which(cmd[0]) is None:
         raise InputError(f"cannot run {cmd[0]!r}: not found or not executable")
     r, w = os.pipe()
     # a trampoline waits on the pipe, then execs: Popen itself returns only after an exec
     hold = f"import os, sys; os.read({r}, 2); os.execvp(sys.argv[1], sys.argv[1:])"
     try:
-        child = subprocess.Popen([sys.executable, "-c", hold, *cmd], pass_fds=(r,))
+        env = {**os.environ, **environment(cfg, config_file)} if cfg is not None else None
+        child = subprocess.Popen([sys.executable, "-c", hold, *cmd], pass_fds=(r,), env=env)
     finally:
         os.close(r)
     return Target(f"cmd:{os.path.basename(cmd[0])}", pid=child.pid, child=child, _release=w)
@@ -259,6 +261,10 @@ class Agent:
         for c in (self.node_counters, self.target_counters, self.bbv):
             if c is not None:
                 c.close()
+        refused = getattr(self.sender, "refusals", 0)
+        if refused and not getattr(self.sender, "acked", 0):
+            raise CausewatchError(f"the daemon refused every frame this agent sent ({refused} nacks); nothing was "
+                                  f"stored. Last reason: {self.sender.last_refusal}")
         return ok
 
     # ---- daemon commands ----

@@ -54,7 +54,7 @@ class Sender:
         self.resent = Counter("causewatch_agent_frames_resent", "Frames sent again after a reconnect or timeout",
                               registry=registry)
         self.acked = 0                 # frames the daemon stored (or already had)
-        self.refused = 0               # frames the daemon refused for good
+        self.refusals = 0              # nacks for frames still unsettled (whether dropped or kept)
         self.last_refusal = ""         # why, for the agent's exit message
         self._lock = threading.Lock()
         self._seq = 0
@@ -271,11 +271,15 @@ class Sender:
         keep = body.get("code") in wire.RETRY_CODES
         log.error("daemon refused frame %s/%s: %s: %s (%s)", body.get("boot", "?"), body.get("seq", "?"),
                   body["field"], body["reason"], "kept in the spool, sent again later" if keep else "dropped")
-        if keep or "seq" not in body:
-            return   # nothing wrong with the frame itself: the resend timer sends it again
-        if self._settle((body["boot"], body["seq"])):
-            self.refused += 1
-            self.last_refusal = f"{body['field']}: {body['reason']}"
+        key = (body.get("boot"), body.get("seq"))
+        with self._lock:
+            if key not in self._pending:
+                return   # not ours, or settled already
+        self.refusals += 1
+        self.last_refusal = f"{body['field']}: {body['reason']}"
+        if not keep:
+            self._settle(key)
+        # else nothing is wrong with the frame itself: the resend timer sends it again
 
     def _settle(self, key) -> bool:
         with self._acked:

@@ -127,7 +127,7 @@ def test_a_nack_that_blames_no_frame_keeps_it_spooled_and_resends_it(tmp_path):
     ident, again = router.recv_multipart()
     assert wire.decode(again).seq == frame.seq and s.unacked == 1 and len(s.spool.pending()) == 1
     router.send_multipart([ident, wire.encode("ack", "daemon", "d", 2, {"seq": frame.seq, "boot": frame.boot})])
-    assert s.flush(5) and s.spool.pending() == [] and s.acked == 1 and s.refused == 0
+    assert s.flush(5) and s.spool.pending() == [] and s.acked == 1 and s.refusals == 1
     s.close()
     router.close(linger=0)
 
