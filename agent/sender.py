@@ -69,6 +69,8 @@ class Sender:
         self._stop = threading.Event()
         self._handshaken = False       # sender thread only: the connection is ready for frames
         self._failed_handshakes = 0
+        self._refused_keys = 0         # CURVE refusals in a row: ZeroMQ does not retry those, this sender does
+        self._retry_at: float | None = None
         self.connected = threading.Event()
         self.auth_failed = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sender", daemon=True)
@@ -178,11 +180,21 @@ class Sender:
                     self._on_event(recv_monitor_message(self._monitor))
                 else:
                     os.read(self._wake_r, 4096)
+            if self._retry_at is not None and time.monotonic() >= self._retry_at:
+                self._retry_at = None
+                self._reconnect()
             self._resend_if_stale()
             self._send_window()
         self._sock.disable_monitor()
         self._monitor.close(linger=0)
         self._sock.close(linger=0)
+
+    def _reconnect(self) -> None:
+        try:
+            self._sock.disconnect(self.cfg.daemon)
+        except zmq.ZMQError:
+            pass   # ZeroMQ may have dropped the endpoint already
+        self._sock.connect(self.cfg.daemon)
 
     def _resend_due(self) -> float | None:
         """Monotonic time at which the oldest in-flight frame is due again; None when nothing is in flight."""
@@ -192,13 +204,13 @@ class Sender:
 
     def _poll_timeout(self) -> int | None:
         """Sleep until there is work (wake pipe, ack, monitor event) or the oldest frame is due again."""
-        due = self._resend_due()
+        due = min((t for t in (self._resend_due(), self._retry_at) if t is not None), default=None)
         return None if due is None else max(0, int((due - time.monotonic()) * 1000)) + 1
 
     def _on_event(self, event: dict) -> None:
         if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self._handshaken = True
-            self._failed_handshakes = 0
+            self._failed_handshakes = self._refused_keys = 0
             self.connected.set()
             self.auth_failed.clear()
         elif event["event"] == zmq.EVENT_DISCONNECTED:
@@ -210,6 +222,12 @@ class Sender:
             self._requeue("disconnected")
         elif event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             self.auth_failed.set()
+            # ZeroMQ never reconnects after the daemon's ZAP refusal; keys may be authorized later (the
+            # daemon reloads them), so connect again with a backoff of 1 s doubling up to 32 s
+            self._retry_at = time.monotonic() + 2 ** min(self._refused_keys, 5)
+            self._refused_keys += 1
+            if self._refused_keys > 1:
+                return
             log.error("daemon %s refused this agent's CURVE key. Likely causes: on the daemon, this agent's "
                       "public key is not in its authorized/ folder (causewatch keys DIR --authorize %s.key; it "
                       "reloads on SIGHUP) or that file is malformed; here, client_key %s is not the pair of "
