@@ -2,8 +2,11 @@
 
 Each measures the calling thread (perf software/hardware counters, wall and CPU time, a Python-level
 phase vector sampled from sys._current_frames) and sends one record to the local agent's ipc socket,
-or, when no agent listens there, straight to the daemon through a Sender. Monitoring never raises
-into the program: a record that cannot be sent is logged and dropped.
+or, when no agent listens there, straight to the daemon through a Sender spooling under
+SPOOL/instrument (a stable name: the agent and the next such run deliver what is left there). The
+agent tells a command it launches where it is through the CAUSEWATCH_* environment (ENVIRONMENT).
+Monitoring never raises into the program; one that reaches neither an agent nor a daemon says so
+once at WARNING.
 """
 
 from __future__ import annotations
@@ -25,11 +28,23 @@ import zmq
 
 from causewatch import config
 from causewatch.agent import perf
-from causewatch.agent.sender import Sender
+from causewatch.agent.sender import INSTRUMENT_SPOOL, Sender
 from causewatch.config import AgentConfig
 
 log = logging.getLogger(__name__)
 MAX_KEY = 256
+# AgentConfig setting -> the variable an agent sets for the command it launches (read by `configure`)
+ENVIRONMENT = {"ipc": "CAUSEWATCH_IPC", "daemon": "CAUSEWATCH_DAEMON", "node": "CAUSEWATCH_NODE",
+               "spool": "CAUSEWATCH_SPOOL", "server_key": "CAUSEWATCH_SERVER_KEY",
+               "client_key": "CAUSEWATCH_CLIENT_KEY"}
+
+
+def environment(cfg: AgentConfig, config_file: str | None = None) -> dict[str, str]:
+    """The variables that lead an instrumented program to this agent (and its daemon, spool and keys)."""
+    env = {var: str(getattr(cfg, key)) for key, var in ENVIRONMENT.items() if getattr(cfg, key) is not None}
+    if config_file:
+        env["CAUSEWATCH_CONFIG"] = os.path.abspath(config_file)
+    return env
 
 
 class FrameSampler:
@@ -117,7 +132,7 @@ class Transport:
             self._push.setsockopt(zmq.LINGER, 5000)          # deliver what is queued at exit
             self._push.connect(self.cfg.ipc)
         else:
-            spool = f"{self.cfg.spool}-{os.path.basename(sys.argv[0]) or 'python'}-{os.getpid()}"
+            spool = os.path.join(os.path.expanduser(self.cfg.spool), INSTRUMENT_SPOOL)
             self._sender = Sender(dataclasses.replace(self.cfg, spool=spool)).start()
             log.info("no agent listens on %s: sending straight to %s", self.cfg.ipc, self.cfg.daemon)
 
@@ -141,9 +156,22 @@ class Transport:
                 self._push.close(linger=int(timeout * 1000))
             if self._sender is not None:
                 ok = self._sender.flush(timeout)
+                if not self._sender.connected.is_set():
+                    _warn_unreachable(self.cfg, self._sender.unacked)
                 self._sender.close()
             self._push = self._sender = None
             return ok
+
+
+_warned = threading.Event()
+
+
+def _warn_unreachable(cfg: AgentConfig, kept: int) -> None:
+    if not _warned.is_set():
+        _warned.set()
+        log.warning("causewatch: no agent listens on %s and no daemon answered at %s; %d records wait in %s/%s "
+                    "for the agent or the next run (set CAUSEWATCH_CONFIG, or start the program under "
+                    "`causewatch agent -- CMD`)", cfg.ipc, cfg.daemon, kept, cfg.spool, INSTRUMENT_SPOOL)
 
 
 def listening(endpoint: str) -> bool:
@@ -170,7 +198,8 @@ def configure(app: str | None = None, config_file: str | None = None, sample_int
               **settings) -> AgentConfig:
     """Set the default app name and where records go (AgentConfig settings: ipc, daemon, node, spool…).
 
-    Without a call, the config comes from $CAUSEWATCH_CONFIG (table [agent]) or the defaults.
+    Without a call, the config comes from $CAUSEWATCH_CONFIG (table [agent]) or the defaults, with the
+    CAUSEWATCH_* variables of ENVIRONMENT (set by an agent for the command it launches) over it.
     """
     global _transport, _app
     if app:
@@ -179,7 +208,9 @@ def configure(app: str | None = None, config_file: str | None = None, sample_int
         _sampler.interval = sample_interval
     if _transport is not None:
         _transport.close()
-    cfg = config.load(AgentConfig, config_file or os.environ.get("CAUSEWATCH_CONFIG"), "agent", **settings)
+    from_env = {key: os.environ[var] for key, var in ENVIRONMENT.items() if os.environ.get(var)}
+    cfg = config.load(AgentConfig, config_file or os.environ.get("CAUSEWATCH_CONFIG"), "agent",
+                      **{**from_env, **settings})
     _transport = Transport(cfg)
     return cfg
 

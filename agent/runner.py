@@ -29,11 +29,11 @@ import zmq
 
 from causewatch import __version__, wire
 from causewatch.agent import perf
-from causewatch.agent.instrument import listening
+from causewatch.agent.instrument import environment, listening
 from causewatch.agent.ipsampler import BBVCollector
 from causewatch.agent.system import NodeCollector, ProcessCollector
 from causewatch.config import AgentConfig
-from causewatch.errors import InputError, WireError
+from causewatch.errors import CausewatchError, InputError, WireError
 from causewatch.systemd import sd_notify
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,10 @@ class Target:
         return self.child.returncode
 
 
-def launch(cmd: list[str], leave_running: bool = False) -> Target:
-    """Start `cmd` held before exec, so the agent opens counters before its first instruction.
+def launch(cmd: list[str], leave_running: bool = False, cfg: AgentConfig | None = None,
+           config_file: str | None = None) -> Target:
+    """Start `cmd` held before exec, so the agent opens counters before its first instruction; its
+    environment tells an instrumented program where this agent (and its daemon and spool) are.
 
     Unless `leave_running`, the command gets SIGTERM when the agent dies, even by SIGKILL
     (PR_SET_PDEATHSIG, which survives the exec)."""
@@ -84,7 +86,8 @@ def launch(cmd: list[str], leave_running: bool = False) -> Target:
     tie = "" if leave_running else "import ctypes; ctypes.CDLL(None).prctl(1, 15); "   # PR_SET_PDEATHSIG, SIGTERM
     hold = f"import os, sys; {tie}os.read({r}, 2); os.execvp(sys.argv[1], sys.argv[1:])"
     try:
-        child = subprocess.Popen([sys.executable, "-c", hold, *cmd], pass_fds=(r,))
+        env = {**os.environ, **environment(cfg, config_file)} if cfg is not None else None
+        child = subprocess.Popen([sys.executable, "-c", hold, *cmd], pass_fds=(r,), env=env)
     finally:
         os.close(r)
     return Target(f"cmd:{os.path.basename(cmd[0])}", pid=child.pid, child=child, _release=w)
@@ -284,6 +287,11 @@ class Agent:
         for c in (self.node_counters, self.target_counters, self.bbv):
             if c is not None:
                 c.close()
+        counts = getattr(self.sender, "counts", {})
+        refused = counts.get("frames_refused", 0)
+        if refused and not counts.get("frames_acked", 0):
+            raise CausewatchError(f"the daemon refused every frame this agent sent ({refused} nacks); nothing was "
+                                  f"stored. Last reason: {self.sender.last_refusal}")
         return ok
 
     # ---- daemon commands ----

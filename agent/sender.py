@@ -3,9 +3,12 @@
 Delivery promise: at-least-once send, exactly-once store. Every frame is spooled on disk before
 `send` returns and stays there until the daemon acks it — which the daemon does only after the
 commit (ack-after-commit) — and the daemon drops resends by (node, boot, seq). At most `window`
-frames are in flight (credit-based flow control); after a disconnect, or when the oldest frame
-has waited `resend_after` seconds, every unacked frame is sent again, oldest first. Reconnects
-back off up to 10 s (ZMQ reconnect_ivl_max) and ZMQ heartbeats detect a dead daemon.
+frames are in flight (credit-based flow control); nothing is sent between a disconnect and the next
+handshake, and then every unacked frame is sent again, oldest first (also when the oldest frame has
+waited `resend_after` seconds). A nack deletes a frame only when it says the frame itself is wrong;
+a nack with a code in wire.RETRY_CODES (store error, identity) keeps it for the next resend. The
+frames an instrumented program spooled under SPOOL/instrument are adopted and delivered too.
+Reconnects back off up to 10 s (ZMQ reconnect_ivl_max) and ZMQ heartbeats detect a dead daemon.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import struct
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Callable
 
 import zmq
@@ -28,7 +32,9 @@ from causewatch.config import AgentConfig
 from causewatch.errors import ConfigError, WireError
 
 log = logging.getLogger("causewatch.agent.sender")
-_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+_FAILED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | _FAILED
+INSTRUMENT_SPOOL = "instrument"   # SPOOL/instrument: where instrumented programs spool when no agent listens
 
 
 class Sender:
@@ -39,9 +45,12 @@ class Sender:
         self.resend_after = resend_after
         self.boot = uuid.uuid4().hex[:16]
         self.spool = Spool(cfg.spool, cfg.spool_max_bytes)
-        # spool_dropped_frames (spool full), frames_nacked (refused by the daemon), frames_resent (after a
+        adopted = self.spool.adopt(Path(cfg.spool).expanduser() / INSTRUMENT_SPOOL)
+        # spool_dropped_frames (spool full), frames_nacked (every nack), frames_refused (nacks for frames
+        # still unsettled, dropped or kept), frames_acked (stored, or already stored), frames_resent (after a
         # reconnect or timeout); plain counts: the agent exports nothing, and prometheus-client costs it 9 MB
         self.counts: collections.Counter = collections.Counter()
+        self.last_refusal = ""         # why the daemon last refused a frame, for the agent's exit message
         self._lock = threading.Lock()
         self._seq = 0
         # (boot, seq) -> frame bytes, oldest first: frames of an earlier run of this agent come first.
@@ -53,9 +62,15 @@ class Sender:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._stop = threading.Event()
+        self._handshaken = False       # sender thread only: the connection is ready for frames
+        self._failed_handshakes = 0
+        self._refused_keys = 0         # CURVE refusals in a row: ZeroMQ does not retry those, this sender does
+        self._retry_at: float | None = None
         self.connected = threading.Event()
         self.auth_failed = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sender", daemon=True)
+        if adopted:
+            log.info("adopted %d frames an instrumented program spooled with no agent listening", adopted)
         if self._pending:
             log.info("spool holds %d unacked frames from an earlier run; they go first", len(self._pending))
 
@@ -136,7 +151,7 @@ class Sender:
         sock.setsockopt(zmq.HEARTBEAT_IVL, 2000)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 6000)
         sock.setsockopt(zmq.HEARTBEAT_TTL, 6000)
-        sock.setsockopt(zmq.IDENTITY, f"{self.cfg.node}/{self.boot}".encode())
+        # no ZMQ_ROUTING_ID: the daemon refuses peer-chosen ids and addresses its replies by the one it assigns
         if self.cfg.server_key or self.cfg.client_key:
             if not (self.cfg.server_key and self.cfg.client_key):
                 raise ConfigError("server_key" if not self.cfg.server_key else "client_key",
@@ -160,11 +175,21 @@ class Sender:
                     self._on_event(_monitor_event(self._monitor.recv_multipart()))
                 else:
                     os.read(self._wake_r, 4096)
+            if self._retry_at is not None and time.monotonic() >= self._retry_at:
+                self._retry_at = None
+                self._reconnect()
             self._resend_if_stale()
             self._send_window()
         self._sock.disable_monitor()
         self._monitor.close(linger=0)
         self._sock.close(linger=0)
+
+    def _reconnect(self) -> None:
+        try:
+            self._sock.disconnect(self.cfg.daemon)
+        except zmq.ZMQError:
+            pass   # ZeroMQ may have dropped the endpoint already
+        self._sock.connect(self.cfg.daemon)
 
     def _resend_due(self) -> float | None:
         """Monotonic time at which the oldest in-flight frame is due again; None when nothing is in flight."""
@@ -174,23 +199,40 @@ class Sender:
 
     def _poll_timeout(self) -> int | None:
         """Sleep until there is work (wake pipe, ack, monitor event) or the oldest frame is due again."""
-        due = self._resend_due()
+        due = min((t for t in (self._resend_due(), self._retry_at) if t is not None), default=None)
         return None if due is None else max(0, int((due - time.monotonic()) * 1000)) + 1
 
     def _on_event(self, event: dict) -> None:
         if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._handshaken = True
+            self._failed_handshakes = self._refused_keys = 0
             self.connected.set()
             self.auth_failed.clear()
         elif event["event"] == zmq.EVENT_DISCONNECTED:
-            # Everything in flight went out on the dead connection; IMMEDIATE holds new sends until the
-            # next handshake. (Requeueing at the handshake instead would resend frames that were
-            # already sent on the new connection before its event was read.)
+            # Everything in flight went out on the dead connection. Nothing more is sent until the next
+            # handshake is read: frames written after the disconnect would be lost with the connection,
+            # or reach the new daemon out of order.
+            self._handshaken = False
             self.connected.clear()
             self._requeue("disconnected")
         elif event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             self.auth_failed.set()
-            log.error("daemon %s refused this agent's CURVE key (is its public key in the daemon's "
-                      "authorized/ folder?)", self.cfg.daemon)
+            # ZeroMQ never reconnects after the daemon's ZAP refusal; keys may be authorized later (the
+            # daemon reloads them), so connect again with a backoff of 1 s doubling up to 32 s
+            self._retry_at = time.monotonic() + 2 ** min(self._refused_keys, 5)
+            self._refused_keys += 1
+            if self._refused_keys > 1:
+                return
+            log.error("daemon %s refused this agent's CURVE key. Likely causes: on the daemon, this agent's "
+                      "public key is not in its authorized/ folder (causewatch keys DIR --authorize %s.key; it "
+                      "reloads on SIGHUP) or that file is malformed; here, client_key %s is not the pair of "
+                      "the authorized public key", self.cfg.daemon, self.cfg.node, self.cfg.client_key)
+        elif event["event"] & _FAILED:
+            self._failed_handshakes += 1
+            if self._failed_handshakes == 1:   # it repeats at every reconnect: say it once per outage
+                log.error("handshake with daemon %s failed (%s). Likely causes: here, server_key %s is not the "
+                          "daemon's public server.key, or CURVE is on at one end only; on the daemon, --keys "
+                          "names another key pair", self.cfg.daemon, event.get("value"), self.cfg.server_key)
 
     def _requeue(self, why: str) -> None:
         """Send every unacked frame again, oldest first (the daemon stores each once)."""
@@ -207,7 +249,7 @@ class Sender:
             self._requeue(f"no ack for {self.resend_after:.0f} s")
 
     def _send_window(self) -> None:
-        while True:
+        while self._handshaken:
             with self._lock:
                 if len(self._in_flight) >= self.cfg.window or not self._unsent:
                     return
@@ -230,7 +272,8 @@ class Sender:
             log.error("unreadable frame from daemon: %s", e)
             return
         if frame.type == "ack":
-            self._settle((frame.body["boot"], frame.body["seq"]))
+            if self._settle((frame.body["boot"], frame.body["seq"])):
+                self.counts["frames_acked"] += 1
         elif frame.type == "nack":
             self._on_nack(frame.body)
         else:
@@ -238,17 +281,27 @@ class Sender:
 
     def _on_nack(self, body: dict) -> None:
         self.counts["frames_nacked"] += 1
-        log.error("daemon refused frame %s/%s: %s: %s", body.get("boot", "?"), body.get("seq", "?"),
-                  body["field"], body["reason"])
-        if "seq" in body:
-            self._settle((body["boot"], body["seq"]))  # a refused frame is never retried
+        keep = body.get("code") in wire.RETRY_CODES
+        log.error("daemon refused frame %s/%s: %s: %s (%s)", body.get("boot", "?"), body.get("seq", "?"),
+                  body["field"], body["reason"], "kept in the spool, sent again later" if keep else "dropped")
+        key = (body.get("boot"), body.get("seq"))
+        with self._lock:
+            if key not in self._pending:
+                return   # not ours, or settled already
+        self.counts["frames_refused"] += 1
+        self.last_refusal = f"{body['field']}: {body['reason']}"
+        if not keep:
+            self._settle(key)
+        # else nothing is wrong with the frame itself: the resend timer sends it again
 
-    def _settle(self, key) -> None:
+    def _settle(self, key) -> bool:
         with self._acked:
-            if key in self._pending:
-                self._forget(key)
-                self.spool.remove(*key)
-                self._acked.notify_all()
+            if key not in self._pending:
+                return False
+            self._forget(key)
+            self.spool.remove(*key)
+            self._acked.notify_all()
+            return True
 
 
 def _monitor_event(frames: list[bytes]) -> dict:

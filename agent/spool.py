@@ -49,6 +49,26 @@ class Spool:
             if row:
                 self.bytes -= row[0]
 
+    def adopt(self, folder: Path) -> int:
+        """Move every frame of another spool (an instrumented program's) into this one; return how many.
+        A crash between the two commits leaves a frame in both: the daemon stores it once."""
+        other = folder / "spool.sqlite"
+        if not other.is_file() or other == self.path:
+            return 0
+        theirs = Spool(folder, self.max_bytes)
+        try:
+            frames = theirs.pending()
+            for boot, seq, data in frames:
+                with self._lock:
+                    self._db.execute("INSERT OR IGNORE INTO frames (boot, seq, data) VALUES (?, ?, ?)",
+                                     (boot, seq, data))
+                theirs.remove(boot, seq)
+        finally:
+            theirs.close()
+        with self._lock:
+            self.bytes = self._db.execute("SELECT coalesce(sum(length(data)), 0) FROM frames").fetchone()[0]
+        return len(frames)
+
     def pending(self) -> list[tuple[str, int, bytes]]:
         """Every frame kept, oldest first."""
         with self._lock:

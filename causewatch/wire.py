@@ -1,13 +1,19 @@
 """Wire protocol v1: msgpack frames between agents (DEALER) and the daemon (ROUTER).
 
 Every frame is a msgpack map {v, type, node, boot, seq, ts, body}; `decode` validates all of it and
-raises WireError(field, reason, code) naming the first thing that is wrong. Sample bodies are
-columnar (packed float64), so decoding them is one numpy call, not a Python loop per value.
+raises WireError(field, reason, code) naming the first thing that is wrong (with the frame's boot and
+seq whenever those are readable, so a sender can settle it). Sample bodies are columnar (packed
+float64), so decoding them is one numpy call, not a Python loop per value.
+
+Metric, counter and parameter names follow one rule, METRIC_NAME: a letter or '_' first, then
+letters, digits and '_', '.', ':', '-' (at most MAX_NAME characters). Readers may rely on it, but
+still pass names to SQL as parameters.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +29,10 @@ MAX_NAME = 256
 AGENT_TYPES = ("hello", "samples", "bbv", "task", "region", "probe_result", "heartbeat")
 DAEMON_TYPES = ("ack", "nack", "run_probe")
 _SEQ_MAX = 2**63 - 1
+METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]*")
+MAX_SHOWN = 200               # characters of a peer's value echoed back in an error (no amplification)
+# nack codes that say nothing is wrong with the frame itself: the sender keeps it and sends it again
+RETRY_CODES = ("store", "identity")
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,21 @@ def _name(field, value):
         raise WireError(field, f"length {len(value)} outside 1..{MAX_NAME}", "name")
     if not value.isprintable():
         raise WireError(field, "contains control characters", "name")
+    return value
+
+
+def show(value) -> str:
+    """repr of a peer-supplied value, cut to MAX_SHOWN characters (errors echo it back and log it)."""
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text)} characters)"
+
+
+def _metric(field, value):
+    """A metric, counter or parameter name: METRIC_NAME, the one rule every reader relies on."""
+    _name(field, value)
+    if not METRIC_NAME.fullmatch(value):
+        raise WireError(field, f"{show(value)} is not a metric name (a letter or '_', then letters, digits, "
+                               "'_', '.', ':' or '-')", "name")
     return value
 
 
@@ -80,11 +105,11 @@ def _opt_float(field, value):
     return None if value is None else _float(field, value)
 
 
-def _map_of(kind):
+def _map_of(kind, key=_name):
     def check(field, value):
         if not isinstance(value, dict):
             raise WireError(field, f"expected a map, got {type(value).__name__}", "type")
-        return {_name(f"{field} key", k): kind(f"{field}.{k}", v) for k, v in value.items()}
+        return {key(f"{field} key", k): kind(f"{field}.{k}", v) for k, v in value.items()}
     return check
 
 
@@ -116,25 +141,26 @@ _EXTRA = (_map_of(_scalar), False)
 SCHEMAS: dict[str, dict[str, tuple]] = {
     "hello": {"hostname": (_name, True), "agent_version": (_name, True), "cpu_model": (_text, False),
               "cores": (_int, False), "memory_bytes": (_int, False),
-              "counters": (_map_of(_text), False), "extra": _EXTRA},
-    "samples": {"scope": (_name, True), "t": (_bytes, True), "names": (_list_of(_name), True),
+              "counters": (_map_of(_text, _metric), False), "extra": _EXTRA},
+    "samples": {"scope": (_name, True), "t": (_bytes, True), "names": (_list_of(_metric), True),
                 "values": (_bytes, True), "nulls": (_bytes, False)},
     "bbv": {"target": (_name, True), "kind": (_name, True), "start": (_float, True), "end": (_float, True),
             "vector": (_sparse, True), "pid": (_int, False), "lost": (_int, False)},
     "task": {"app": (_name, True), "task_id": (_name, True), "start": (_float, True),
              "duration": (_float, True), "cpu_seconds": (_opt_float, False),
-             "params": (_map_of(_scalar), False), "counters": (_map_of(_opt_float), False),
+             "params": (_map_of(_scalar, _metric), False), "counters": (_map_of(_opt_float, _metric), False),
              "bbv": (_sparse, False), "extra": _EXTRA},
     "region": {"app": (_name, True), "region": (_name, True), "start": (_float, True),
                "duration": (_float, True), "calls": (_int, False), "cpu_seconds": (_opt_float, False),
-               "counters": (_map_of(_opt_float), False), "bbv": (_sparse, False), "extra": _EXTRA},
+               "counters": (_map_of(_opt_float, _metric), False), "bbv": (_sparse, False), "extra": _EXTRA},
     "probe_result": {"app": (_name, True), "kit": (_name, True), "predicted_seconds": (_float, True),
                      "lo": (_float, True), "hi": (_float, True), "ratio": (_float, True),
                      "probe_seconds": (_float, True), "phases": (_list_of(_map_of(_scalar)), False),
                      "extra": _EXTRA},
     "heartbeat": {},
     "ack": {"seq": (_int, True), "boot": (_name, True)},
-    "nack": {"seq": (_int, False), "boot": (_text, False), "field": (_text, True), "reason": (_text, True)},
+    "nack": {"seq": (_int, False), "boot": (_text, False), "field": (_text, True), "reason": (_text, True),
+             "code": (_text, False)},
     "run_probe": {"app": (_name, True), "kit": (_name, True), "manifest": (_map_of(lambda f, v: v), False)},
 }
 
@@ -144,7 +170,8 @@ def _check_body(field: str, body: Any, schema: dict) -> dict:
         raise WireError(field, f"expected a map, got {type(body).__name__}", "type")
     for key in body:
         if key not in schema:
-            raise WireError(f"{field}.{key}", f"unknown field (known: {', '.join(schema) or 'none'})", "field")
+            raise WireError(f"{field}.{str(key)[:MAX_SHOWN]}", f"unknown field (known: {', '.join(schema) or 'none'})",
+                          "field")
     out = {}
     for key, (kind, required) in schema.items():
         if key in body:
@@ -185,26 +212,42 @@ def decode(data: bytes, max_bytes: int = MAX_FRAME_BYTES, types=AGENT_TYPES) -> 
     try:
         msg = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
     except Exception as e:  # msgpack raises several unrelated types for garbage
-        raise WireError("frame", f"not a msgpack map ({type(e).__name__}: {e})", "decode") from None
+        raise WireError("frame", f"not a msgpack map ({type(e).__name__}: {str(e)[:MAX_SHOWN]})", "decode") from None
     if not isinstance(msg, dict):
         raise WireError("frame", f"expected a msgpack map, got {type(msg).__name__}", "decode")
-    if msg.get("v") != VERSION:
-        raise WireError("v", f"protocol version {msg.get('v')!r} is not supported (expected {VERSION})", "version")
+    try:
+        return _decode_map(msg, types)
+    except WireError as e:
+        e.boot, e.seq = _readable_key(msg)
+        raise
+
+
+def _readable_key(msg: dict) -> tuple[str | None, int | None]:
+    """The frame's (boot, seq) when both are valid, else (None, None): what a nack echoes."""
+    boot, seq = msg.get("boot"), msg.get("seq")
+    try:
+        _name("boot", boot)
+        _int("seq", seq)
+    except WireError:
+        return None, None
+    return (boot, seq) if 0 < seq <= _SEQ_MAX else (None, None)
+
+
+def _decode_map(msg: dict, types) -> Frame:
+    version = msg.get("v")
+    if type(version) is not int or version != VERSION:   # True and 1.0 compare equal to 1: not versions
+        raise WireError("v", f"protocol version {show(version)} is not supported (expected {VERSION})", "version")
     kind = msg.get("type")
     if kind not in types:
-        raise WireError("type", f"unknown message type {kind!r} (expected one of {', '.join(types)})", "type")
+        raise WireError("type", f"unknown message type {show(kind)} (expected one of {', '.join(types)})", "type")
     env = _check_body("frame", {k: v for k, v in msg.items() if k != "v"},
                       {"type": (_text, True), "node": (_name, True), "boot": (_name, True),
                        "seq": (_int, True), "ts": (_float, True), "body": (lambda f, v: v, True)})
     if not 0 < env["seq"] <= _SEQ_MAX:
         raise WireError("seq", f"{env['seq']} outside 1..2^63-1", "range")
-    try:
-        body = _check_body("body", env["body"], SCHEMAS[kind])
-        if kind == "samples":
-            _check_samples(body)
-    except WireError as e:
-        e.boot, e.seq = env["boot"], env["seq"]
-        raise
+    body = _check_body("body", env["body"], SCHEMAS[kind])
+    if kind == "samples":
+        _check_samples(body)
     return Frame(kind, env["node"], env["boot"], env["seq"], env["ts"], body)
 
 

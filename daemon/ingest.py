@@ -4,12 +4,17 @@ Pattern: ack-after-commit. The IO thread decodes and validates each frame (nack 
 is refused); the writer thread commits batches in one transaction each and only then queues the
 acks, which the IO thread sends. Agents resend what was not acked and the store drops what it
 already has, so every acknowledged frame is in DuckDB exactly once.
+
+Trust: replies go to the routing id ZeroMQ assigned to the connection (a peer that chooses its own
+is refused, so no one can take over another agent's acks). With CURVE keys a frame's `node` must be
+the name its key was authorized under; without keys the daemon binds loopback only and trusts it.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import resource
 import threading
 import time
 import uuid
@@ -23,11 +28,46 @@ from zmq.auth.thread import ThreadAuthenticator
 from causewatch import wire
 from causewatch.config import DaemonConfig, is_loopback
 from causewatch.errors import ConfigError, WireError
+from causewatch.daemon.authorized import AuthorizedKeys
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.store import Store
 
 log = logging.getLogger("causewatch.daemon.ingest")
 _STOP = object()
+_KEYS_CHECK_SECONDS = 1.0
+
+
+def raise_nofile_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (each agent holds a descriptor); return it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as e:
+            log.warning("cannot raise the open-files limit from %d to %d: %s", soft, hard, e)
+    return soft
+
+
+class LogLimit:
+    """At most `burst` log lines per reason per `period` seconds; the rest are counted and summarised."""
+
+    def __init__(self, burst: int = 5, period: float = 10.0, clock=time.monotonic):
+        self.burst, self.period, self.clock = burst, period, clock
+        self._window: dict[str, list] = {}   # reason -> [window start, lines logged, lines suppressed]
+
+    def allow(self, reason: str) -> bool:
+        now = self.clock()
+        w = self._window.setdefault(reason, [now, 0, 0])
+        if now - w[0] >= self.period:
+            if w[2]:
+                log.warning("%d more refusals for reason %s in %.0f s were not logged", w[2], reason, now - w[0])
+            w[:] = [now, 0, 0]
+        w[1] += 1
+        if w[1] > self.burst:
+            w[2] += 1
+            return False
+        return True
 
 
 class Ingest:
@@ -45,15 +85,19 @@ class Ingest:
         self._seq_lock = threading.Lock()
         self._running = threading.Event()
         self._auth: ThreadAuthenticator | None = None
+        self.keys: AuthorizedKeys | None = None
+        self._reload = threading.Event()
+        self._log_limit = LogLimit()
         self.endpoint: str | None = None
         self._threads: list[threading.Thread] = []
 
     # ---- lifecycle ----
     def start(self) -> str:
         """Bind, start both threads; return the bound endpoint (with the real port for tcp://*:0)."""
+        raise_nofile_limit()
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
-        self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a reconnecting agent takes over its identity
+        # No ROUTER_HANDOVER: a routing id is never taken over by a later connection.
         self._router.setsockopt(zmq.HEARTBEAT_IVL, 2000)
         self._router.setsockopt(zmq.HEARTBEAT_TIMEOUT, 6000)
         # Frames over the cap get a nack; only absurd ones (4x) make ZMQ drop the connection unread.
@@ -86,13 +130,28 @@ class Ingest:
             raise ConfigError("keys", f"{secret} is missing (make it with: causewatch keys {keys} --name server)")
         if not allowed.is_dir():
             raise ConfigError("keys", f"{allowed}/ is missing: put the public keys of allowed agents there")
-        self._auth = ThreadAuthenticator(self._ctx)
-        self._auth.start()
-        self._auth.configure_curve(domain="*", location=str(allowed))
-        public, private = zmq.auth.load_certificate(str(secret))
+        try:
+            public, private = zmq.auth.load_certificate(str(secret))
+        except (OSError, ValueError) as e:
+            raise ConfigError("keys", f"cannot read the daemon's secret key: {e}", str(secret)) from None
+        if not private:
+            raise ConfigError("keys", "holds no secret key (expected the pair made by causewatch keys)", str(secret))
+        self.keys = AuthorizedKeys(allowed)
+        count = self.keys.load(strict=True)
+        self._auth = self.keys.authenticator(self._ctx)
         self._router.curve_secretkey, self._router.curve_publickey = private, public
         self._router.curve_server = True
-        log.info("CURVE on: %d authorized agent keys in %s", len(list(allowed.glob("*.key"))), allowed)
+        log.info("CURVE on: %d authorized agent keys in %s (reloaded on SIGHUP and on change)", count, allowed)
+
+    def reload_keys(self) -> None:
+        """Ask the IO thread to read authorized/ again (safe from a signal handler)."""
+        self._reload.set()
+
+    def _check_keys(self) -> None:
+        if self.keys is None or not (self._reload.is_set() or self.keys.changed()):
+            return
+        self._reload.clear()
+        log.info("authorized keys reloaded: %d agents allowed", self.keys.load(strict=False))
 
     def stop(self) -> None:
         """Stop taking frames, commit what is queued, send its acks, close."""
@@ -110,12 +169,16 @@ class Ingest:
         poller = zmq.Poller()
         poller.register(self._router, zmq.POLLIN)
         poller.register(self._pull, zmq.POLLIN)
+        checked = time.monotonic()
         while self._running.is_set():
             for sock, _ in poller.poll(100):
                 if sock is self._router:
                     self._receive()
                 else:
                     self._router.send_multipart(self._pull.recv_multipart(), zmq.NOBLOCK)
+            if time.monotonic() - checked > _KEYS_CHECK_SECONDS or self._reload.is_set():
+                checked = time.monotonic()
+                self._check_keys()
         self._drain_outbox()
         self._router.close(linger=0)
         self._pull.close(linger=0)
@@ -128,12 +191,24 @@ class Ingest:
                 pass
 
     def _receive(self) -> None:
-        parts = self._router.recv_multipart(zmq.NOBLOCK, copy=True)
+        parts = self._router.recv_multipart(zmq.NOBLOCK, copy=self.keys is None)
+        user = None
+        if self.keys is not None:   # zero-copy frames carry the ZAP User-Id: the authorized key's name
+            user = parts[-1].get("User-Id")
+            parts = [p.bytes for p in parts]
         identity, data = parts[0], parts[-1]
         try:
+            if identity[:1] != b"\x00":   # ids ZeroMQ assigns start with a zero byte; peers cannot choose those
+                raise WireError("routing_id", "a routing id chosen by the peer is not accepted (do not set "
+                                "ZMQ_ROUTING_ID)", "routing_id")
             if len(parts) != 2:
                 raise WireError("frame", f"expected one message part, got {len(parts) - 1}", "decode")
             frame = wire.decode(data, self.cfg.max_frame_bytes)
+            if user is not None and frame.node != user:
+                e = WireError("node", f"{wire.show(frame.node)} is not the node this CURVE key was authorized "
+                                      f"as ({user!r}): set the agent's node to {user!r}", "identity")
+                e.boot, e.seq = frame.boot, frame.seq
+                raise e
         except WireError as e:
             self._refuse(identity, e)
             return
@@ -143,11 +218,17 @@ class Ingest:
 
     def _refuse(self, identity: bytes, e: WireError) -> None:
         self.metrics.frames_refused.labels(e.code).inc()
-        log.warning("refused frame %s/%s from %r: %s", e.boot or "?", e.seq or "?", identity, e)
-        body = {"field": e.field, "reason": e.reason}
+        field, reason = e.field[:wire.MAX_SHOWN], e.reason[:2 * wire.MAX_SHOWN]
+        if self._log_limit.allow(e.code):
+            log.warning("refused frame %s/%s from %s: %s: %s", e.boot or "?", e.seq or "?", identity.hex()[:16],
+                        field, reason)
+        body = {"field": field, "reason": reason, "code": e.code}
         if e.seq is not None:
             body.update(seq=e.seq, boot=e.boot)
-        self._router.send_multipart([identity, self._daemon_frame("nack", body)], zmq.NOBLOCK)
+        try:
+            self._router.send_multipart([identity, self._daemon_frame("nack", body)], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass   # the peer is gone or not reading: it gets no nack, the daemon is not held up
 
     def _daemon_frame(self, kind: str, body: dict) -> bytes:
         with self._seq_lock:
@@ -216,7 +297,8 @@ class Ingest:
             log.error("frame %s/%s/%s cannot be stored: %s", frame.node, frame.boot, frame.seq, e)
             self.metrics.frames_refused.labels("store").inc()
             push.send_multipart([ident, self._daemon_frame(
-                "nack", {"seq": frame.seq, "boot": frame.boot, "field": "frame", "reason": f"store error: {e}"})])
+                "nack", {"seq": frame.seq, "boot": frame.boot, "field": "frame", "code": "store",
+                         "reason": f"store error: {str(e)[:wire.MAX_SHOWN]}"})])
             return
         self.metrics.commit_seconds.inc(time.perf_counter() - t0)
         identity_of = {id(f): ident for ident, f in items}
@@ -228,10 +310,6 @@ class Ingest:
         self.metrics.nodes.observe(verdicts.stored)
         for f in verdicts.stored + verdicts.duplicate:
             push.send_multipart([identity_of[id(f)], self._daemon_frame("ack", {"seq": f.seq, "boot": f.boot})])
-        for f, reason in verdicts.refused:
-            self.metrics.frames_refused.labels("seq").inc()
-            push.send_multipart([identity_of[id(f)], self._daemon_frame(
-                "nack", {"seq": f.seq, "boot": f.boot, "field": "seq", "reason": reason})])
         for f in verdicts.stored:
             if f.type == "hello":
                 self.on_hello(f.node, f.body)

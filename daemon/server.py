@@ -69,6 +69,7 @@ class Daemon:
         done = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: done.set())
+        signal.signal(signal.SIGHUP, lambda *_: self.ingest.reload_keys())   # systemd ExecReload=
         self.start()
         sd_notify("READY=1")
         print(f"causewatch daemon: {self.endpoint}  db={self.cfg.db}  "

@@ -51,6 +51,12 @@ MIGRATIONS: list[tuple[int, str]] = [
         threshold DOUBLE, evidence JSON);
     CREATE TABLE baselines (scope VARCHAR PRIMARY KEY, model_id BIGINT, chosen DOUBLE, how VARCHAR);
     """),
+    # every field the wire accepts is stored: a bbv frame's pid and lost IP samples, a probe result's extra
+    (3, """
+    ALTER TABLE bbv ADD COLUMN pid BIGINT;
+    ALTER TABLE bbv ADD COLUMN lost BIGINT;
+    ALTER TABLE probe_results ADD COLUMN extra JSON;
+    """),
 ]
 
 
@@ -96,7 +102,7 @@ def samples_table(frames: list[wire.Frame]) -> pa.Table:
 
 def _bbv_rows(f: wire.Frame) -> list[tuple]:
     b, vec = f.body, f.body["vector"]
-    return [(f.node, f.boot, f.seq, b["target"], b["kind"], b["start"], b["end"], k, c)
+    return [(f.node, f.boot, f.seq, b["target"], b["kind"], b["start"], b["end"], k, c, b.get("pid"), b.get("lost"))
             for k, c in zip(vec["keys"], vec["counts"])]
 
 
@@ -115,15 +121,14 @@ def _region_row(f: wire.Frame) -> tuple:
 def _probe_row(f: wire.Frame) -> tuple:
     b = f.body
     return (f.node, f.boot, f.seq, f.ts, b["app"], b["kit"], b["predicted_seconds"], b["lo"], b["hi"],
-            b["ratio"], b["probe_seconds"], _json(b.get("phases")))
+            b["ratio"], b["probe_seconds"], _json(b.get("phases")), _json(b.get("extra")))
 
 
 @dataclass
 class Verdicts:
-    """What a batch commit decided per frame: stored, duplicate (already stored) or refused."""
+    """What a batch commit decided per frame: stored (new) or duplicate (already stored)."""
     stored: list[wire.Frame] = field(default_factory=list)
     duplicate: list[wire.Frame] = field(default_factory=list)
-    refused: list[tuple[wire.Frame, str]] = field(default_factory=list)
 
 
 class Store:
@@ -134,7 +139,8 @@ class Store:
         self.con = duckdb.connect(path)
         self.version = migrate(self.con)
         self._columns: dict[str, list[str]] = {}
-        # Highest stored seq per (node, boot): a frame above it is new, at or below it a resend.
+        # Highest stored seq per (node, boot): a frame above it is new without a look-up; at or below it,
+        # ingest_log decides (frames may arrive out of order: that is no reason to drop one).
         self._high = {(n, b): s for n, b, s in self.con.execute(
             "SELECT node, boot, max(seq) FROM ingest_log GROUP BY ALL").fetchall()}
 
@@ -145,21 +151,22 @@ class Store:
         self.con.close()
 
     def _classify(self, frames: list[wire.Frame]) -> Verdicts:
-        verdicts, high = Verdicts(), dict(self._high)
+        """New = (node, boot, seq) neither in ingest_log nor earlier in this batch; order does not matter."""
+        verdicts, seen = Verdicts(), set()
+        maybe = [f for f in frames if f.seq <= self._high.get((f.node, f.boot), 0)]
+        logged = self._logged(maybe) if maybe else set()
         for f in frames:
-            key = (f.node, f.boot)
-            if f.seq > high.get(key, 0):
-                high[key] = f.seq
-                verdicts.stored.append(f)
-            elif self._logged(f) or any(s.seq == f.seq and (s.node, s.boot) == key for s in verdicts.stored):
-                verdicts.duplicate.append(f)
-            else:
-                verdicts.refused.append((f, f"seq {f.seq} went backwards (highest stored is {high[key]})"))
+            key = (f.node, f.boot, f.seq)
+            (verdicts.duplicate if key in seen or key in logged else verdicts.stored).append(f)
+            seen.add(key)
         return verdicts
 
-    def _logged(self, f: wire.Frame) -> bool:
-        return self.con.execute("SELECT count(*) FROM ingest_log WHERE node=? AND boot=? AND seq=?",
-                                [f.node, f.boot, f.seq]).fetchone()[0] > 0
+    def _logged(self, frames: list[wire.Frame]) -> set[tuple[str, str, int]]:
+        """Which of these frames' (node, boot, seq) are already in ingest_log: one join, not a query each."""
+        keys = pa.table({"node": [f.node for f in frames], "boot": [f.boot for f in frames],  # noqa: F841
+                         "seq": pa.array([f.seq for f in frames], pa.int64())})
+        return set(self.con.execute("SELECT l.node, l.boot, l.seq FROM ingest_log l JOIN keys k "
+                                    "USING (node, boot, seq)").fetchall())
 
     def commit_frames(self, frames: list[wire.Frame]) -> Verdicts:
         """Store the new frames of a batch in one transaction; resends are recognised, not stored twice."""

@@ -1,5 +1,7 @@
 """Linguistic expressions over terms: expr := term | expr OR term; term := mod | term AND mod;
-mod := HEDGE mod | TERM | ( expr ). OR is max, AND is min, case-insensitive; lexer shared with PERFQL."""
+mod := HEDGE mod | TERM | ( expr ). OR is max, AND is min, case-insensitive; lexer shared with PERFQL.
+Bounded: at most MAX_LENGTH characters, MAX_TOKENS tokens and MAX_DEPTH nested parentheses, hedges or
+signs, so parsing and the recursive evaluation never exhaust the stack."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from causewatch.analytics.fuzzy.membership import Membership
 
 _TOKEN = re.compile(r"""\s*(?:(?P<number>\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)
                         |(?P<name>[A-Za-z_][A-Za-z0-9_]*)|"(?P<quoted>[^"]*)"|(?P<op>[()+\-*/]))""", re.X)
+MAX_LENGTH = 4000   # characters of one expression
+MAX_TOKENS = 300    # names, numbers, keywords and operators: an AND/OR chain nests one level per operand
+MAX_DEPTH = 50      # parentheses, hedges and unary signs inside each other
 
 
 class ExpressionError(ValueError):
@@ -39,6 +44,9 @@ class Token:
 
 
 def tokenize(text: str) -> list[Token]:
+    if len(text) > MAX_LENGTH:
+        raise ExpressionError(text[:40] + "...", MAX_LENGTH + 1,
+                              f"at most {MAX_LENGTH} characters (the length limit)", f"{len(text)} characters")
     tokens, pos = [], 0
     while pos < len(text):
         if not text[pos:].strip():
@@ -50,6 +58,9 @@ def tokenize(text: str) -> list[Token]:
                                   repr(text[col - 1]))
         kind = m.lastgroup
         tokens.append(Token(kind, m.group(kind), m.start(kind) + 1 - (kind == "quoted")))
+        if len(tokens) > MAX_TOKENS:
+            raise ExpressionError(text, tokens[-1].column, f"at most {MAX_TOKENS} tokens (the length limit)",
+                                  "more")
         pos = m.end()
     tokens.append(Token("end", "", len(text) + 1))
     return tokens
@@ -60,6 +71,17 @@ class TokenStream:
 
     def __init__(self, text: str):
         self.text, self.tokens, self.i = text, tokenize(text), 0
+        self.depth = 0
+
+    def nest(self, rule: Callable[["TokenStream"], tuple]) -> tuple:
+        """Parse `rule` one level deeper; past MAX_DEPTH, an ExpressionError names the limit."""
+        if self.depth >= MAX_DEPTH:
+            self.fail(f"at most {MAX_DEPTH} nested parentheses, hedges or signs (the depth limit)")
+        self.depth += 1
+        try:
+            return rule(self)
+        finally:
+            self.depth -= 1
 
     def peek(self) -> Token:
         return self.tokens[self.i]
@@ -87,7 +109,7 @@ class TokenStream:
     def parenthesised(self, rule: Callable[["TokenStream"], tuple], expected: str) -> tuple:
         """At '(': skip it, parse `rule`, then require ')' (`expected` names what else could follow)."""
         self.next()
-        node = rule(self)
+        node = self.nest(rule)
         self.expect_op(")", expected)
         return node
 
@@ -119,7 +141,7 @@ def parse_mod(ts: TokenStream):
     word = tok.keyword()
     if word in hedges.HEDGES:
         ts.next()
-        return ("hedge", word, parse_mod(ts))
+        return ("hedge", word, ts.nest(parse_mod))
     if word in ("and", "or", "is"):
         ts.fail("a term, a hedge or '('")
     if tok.kind in ("name", "quoted"):

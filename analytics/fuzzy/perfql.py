@@ -41,7 +41,7 @@ def _parse_unary(ts: TokenStream):
     tok = ts.peek()
     if tok.kind == "op" and tok.text == "-":
         ts.next()
-        return ("neg", _parse_unary(ts))
+        return ("neg", ts.nest(_parse_unary))
     if tok.kind == "number":
         ts.next()
         return ("num", float(tok.text))

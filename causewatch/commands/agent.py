@@ -18,6 +18,7 @@ EPILOG = """examples:
   causewatch agent --match postgres                             # the oldest process named postgres
   causewatch agent --cgroup system.slice/nginx.service          # a cgroup (perf_event or cgroup2)
   causewatch agent --node n17 -- ./solver --size 4096           # launch a command, stop when it ends
+  causewatch agent --node n17 --daemon tcp://10.0.0.5:5555 --server-key server.key --client-key n17.key_secret
   causewatch agent --check --json                               # what can be counted here, and why not
 """
 
@@ -27,6 +28,9 @@ def add_arguments(p):
     p.add_argument("--daemon", help="daemon endpoint (default tcp://127.0.0.1:5555)")
     p.add_argument("--node", help="node name (default: the host name)")
     p.add_argument("--ipc", help="ipc:// endpoint where instrumented programs send task/region records")
+    p.add_argument("--server-key", help="the daemon's public key file (server.key): turns CURVE on")
+    p.add_argument("--client-key", help="this agent's secret key file (NAME.key_secret), authorized as --node")
+    p.add_argument("--spool", help="folder where frames wait for the daemon's ack (default ~/.cache/causewatch/spool)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--pid", type=int, help="watch this process and its threads")
     which.add_argument("--match", metavar="NAME", help="watch the oldest process with this name")
@@ -43,7 +47,8 @@ def add_arguments(p):
 
 
 def load_config(args) -> AgentConfig:
-    return config.load(AgentConfig, args.config, "agent", daemon=args.daemon, node=args.node, ipc=args.ipc)
+    return config.load(AgentConfig, args.config, "agent", daemon=args.daemon, node=args.node, ipc=args.ipc,
+                       server_key=args.server_key, client_key=args.client_key, spool=args.spool)
 
 
 def run_probe(body: dict) -> dict:
@@ -66,7 +71,8 @@ def run(args) -> int:
         raise InputError(f"--stop-grace must be 0 or more seconds, got {args.stop_grace}")
     if args.check:
         return _check(cfg, runner.find_target(args.pid, args.match, args.cgroup), args.json)
-    target = runner.launch(cmd, args.leave_running) if cmd else runner.find_target(args.pid, args.match, args.cgroup)
+    target = (runner.launch(cmd, args.leave_running, cfg=cfg, config_file=args.config) if cmd
+              else runner.find_target(args.pid, args.match, args.cgroup))
     stop = runner.StopSignal()
     runner.install_signal_handlers(stop)
     agent = None

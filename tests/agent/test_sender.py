@@ -1,5 +1,6 @@
 """The sender against real sockets: credit window, refused frames settled, full spool never silent."""
 
+import dataclasses
 import logging
 import math
 
@@ -26,9 +27,9 @@ def test_no_more_than_window_frames_in_flight(tmp_path):
         s.send("task", task(i))
     got = []
     while router.poll(1000):
-        got.append(wire.decode(router.recv_multipart()[-1]).seq)
+        ident, data = router.recv_multipart()
+        got.append(wire.decode(data).seq)
     assert got == [1, 2, 3, 4]
-    ident = f"node-1/{s.boot}".encode()
     for seq in (1, 2):
         router.send_multipart([ident, wire.encode("ack", "daemon", "d", seq, {"seq": seq, "boot": s.boot})])
     while router.poll(1000):
@@ -71,3 +72,76 @@ def test_run_probe_commands_reach_the_callback(tmp_path):
     assert seen[0].type == "run_probe" and seen[0].body["kit"] == "k1"
     s.close()
     router.close(linger=0)
+
+
+def _handshake(s):
+    """Read the sender's monitor until its connection is ready (what its own thread would do)."""
+    from zmq.utils.monitor import recv_monitor_message
+    while True:
+        assert s._monitor.poll(5000), "no handshake"
+        event = recv_monitor_message(s._monitor)
+        s._on_event(event)
+        if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            return
+
+
+def test_nothing_is_sent_between_disconnect_and_the_next_handshake(tmp_path):
+    """Issue 12 defect 1: frames written after DISCONNECTED went into the dead connection, so later seqs
+    reached the restarted daemon first. The sender thread is not started: the test drives it."""
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    s = Sender(agent_config(tmp_path, f"tcp://127.0.0.1:{port}", window=8))
+    s._sock = s._socket()
+    _handshake(s)
+    for i in range(3):
+        s.send("task", task(i))
+    s._send_window()
+    got = [wire.decode(router.recv_multipart()[-1]).seq for _ in range(3)]
+    s._on_event({"event": zmq.EVENT_DISCONNECTED, "value": 0, "endpoint": b""})
+    s.send("task", task(3))
+    s._send_window()
+    assert not router.poll(300), "a frame was sent after DISCONNECTED, before a new handshake"
+    s._on_event({"event": zmq.EVENT_HANDSHAKE_SUCCEEDED, "value": 0, "endpoint": b""})
+    s._send_window()
+    while router.poll(300):
+        got.append(wire.decode(router.recv_multipart()[-1]).seq)
+    assert got == [1, 2, 3, 1, 2, 3, 4]   # everything unacked again, oldest first
+    s._sock.disable_monitor()
+    s._monitor.close(linger=0)
+    s._sock.close(linger=0)
+    s.spool.close()
+    router.close(linger=0)
+
+
+def test_a_nack_that_blames_no_frame_keeps_it_spooled_and_resends_it(tmp_path):
+    """Issue 12 defect 1: the sender deleted every nacked frame from its spool, even on a store error."""
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    s = Sender(agent_config(tmp_path, f"tcp://127.0.0.1:{port}"), resend_after=0.5).start()
+    s.send("task", task(1))
+    ident, data = router.recv_multipart()
+    frame = wire.decode(data)
+    router.send_multipart([ident, wire.encode("nack", "daemon", "d", 1, {
+        "seq": frame.seq, "boot": frame.boot, "field": "frame", "reason": "store error: disk full", "code": "store"})])
+    assert router.poll(5000), "the frame was not sent again"
+    ident, again = router.recv_multipart()
+    assert wire.decode(again).seq == frame.seq and s.unacked == 1 and len(s.spool.pending()) == 1
+    router.send_multipart([ident, wire.encode("ack", "daemon", "d", 2, {"seq": frame.seq, "boot": frame.boot})])
+    assert s.flush(5) and s.spool.pending() == [] and count(s, "frames_acked") == 1 and count(s, "frames_refused") == 1
+    s.close()
+    router.close(linger=0)
+
+
+def test_sender_adopts_the_frames_an_instrumented_program_spooled(daemon, tmp_path):
+    """Issue 12 defect 9: records spooled by a program that found no agent were never resent."""
+    cfg = agent_config(tmp_path, "tcp://127.0.0.1:9")   # nothing listens there
+    orphan = Sender(dataclasses.replace(cfg, spool=f"{cfg.spool}/instrument"))
+    for i in range(5):
+        orphan.send("task", task(i))
+    orphan.close()
+    s = Sender(agent_config(tmp_path, daemon.endpoint)).start()
+    assert s.flush(10) and count(s, "frames_acked") == 5
+    s.close()
+    again = Sender(agent_config(tmp_path, daemon.endpoint))
+    assert again.unacked == 0   # the instrument spool was emptied, not copied
+    again.spool.close()

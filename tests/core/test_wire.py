@@ -73,3 +73,55 @@ def test_explicit_null_counter_is_accepted():
     f = wire.decode(frame(kind="task", body={"app": "a", "task_id": "1", "start": 0.0, "duration": 1.0,
                                              "counters": {"cycles": None, "task-clock": 2}}))
     assert f.body["counters"] == {"cycles": None, "task-clock": 2.0}
+
+
+@pytest.mark.parametrize("version", [True, 1.0, "1", None, 2])
+def test_only_the_integer_1_is_version_1(version):
+    """Issue 12 defect 6: v = True and v = 1.0 were accepted as version 1."""
+    with pytest.raises(WireError) as e:
+        wire.decode(frame(v=version))
+    assert (e.value.field, e.value.code) == ("v", "version")
+
+
+@pytest.mark.parametrize("bad", [
+    {"v": 9}, {"type": "gossip"}, {"colour": 1}, {"ts": math.nan}, {"node": ""},
+    {"body": {"scope": "n"}}, {"v": "x" * 800_000}])
+def test_refusals_echo_boot_and_seq_whenever_they_are_readable(bad):
+    """Issue 12 defect 4: a bad v, type, envelope field or NaN ts gave a nack a sender could never settle."""
+    with pytest.raises(WireError) as e:
+        wire.decode(frame(seq=77, boot="b9", **bad))
+    assert (e.value.boot, e.value.seq) == ("b9", 77)
+
+
+@pytest.mark.parametrize("bad", [{"seq": "77"}, {"seq": 0}, {"boot": ""}, {"boot": 5}])
+def test_unreadable_boot_or_seq_is_not_echoed(bad):
+    with pytest.raises(WireError) as e:
+        wire.decode(frame(v=2, **bad))
+    assert (e.value.boot, e.value.seq) == (None, None)
+
+
+def test_echoed_values_are_truncated():
+    """Issue 12 defect 5: an 800 KB string in v came back whole in the nack."""
+    with pytest.raises(WireError) as e:
+        wire.decode(frame(v="x" * 800_000))
+    assert len(str(e.value)) < 2 * wire.MAX_SHOWN + 200
+
+
+@pytest.mark.parametrize("name", ["x\\", "*", "a b", "1abc", "a\"b", "a'b", "$.x", "é"])
+@pytest.mark.parametrize("where", ["samples", "counters", "params"])
+def test_metric_counter_and_parameter_names_follow_one_rule(name, where):
+    """Issue 12 defect 7: a counter key `x\\` or `*` passed validation and broke /api/bottlenecks."""
+    if where == "samples":
+        data = frame(body=wire.samples_body([1.0], [name], [[1.0]]))
+    else:
+        data = frame("task", {"app": "a", "task_id": "1", "start": 0.0, "duration": 1.0, where: {name: 1.0}})
+    with pytest.raises(WireError) as e:
+        wire.decode(data)
+    assert e.value.code == "name" and "metric name" in e.value.reason
+
+
+@given(st.from_regex(wire.METRIC_NAME, fullmatch=True).filter(lambda s: len(s) <= wire.MAX_NAME))
+@settings(max_examples=50, deadline=None)
+def test_names_that_follow_the_rule_pass(name):
+    body = {"app": "a", "task_id": "1", "start": 0.0, "duration": 1.0, "params": {name: 1}, "counters": {name: 1.0}}
+    assert wire.decode(frame("task", body)).body["counters"] == {name: 1.0}

@@ -52,7 +52,8 @@ def _fill(path) -> None:
                          (("a.py:f", "a.py:g") if i < 6 else ("b.py:h",))])
         con.executemany("INSERT INTO samples VALUES ('n1', ?, 'node', ?, ?)",
                         [(float(t), m, float(t % 7) * (2 if m == "b" else 1)) for t in range(60) for m in "ab"])
-        con.execute("INSERT INTO probe_results VALUES ('n1', 'b', 3000, 1.0, 'mw', 'k1', 5.0, 4.5, 5.5, 0.5, 0.2, NULL)")
+        con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, ratio, "
+                    "probe_seconds, phases) VALUES ('n1', 'b', 3000, 1.0, 'mw', 'k1', 5.0, 4.5, 5.5, 0.5, 0.2, NULL)")
         con.execute("INSERT INTO nodes (node, hostname, cores, memory_bytes, agent_version, boot, first_seen, "
                     "last_seen) VALUES ('n1', 'h1', 4, 8000000000, 't', 'b', 1.0, 2.0)")
     store.run(write)
