@@ -48,43 +48,54 @@ def launch(endpoint, spool, node, n):
     return p, p.stdout.readline().strip()
 
 
-def test_daemon_and_sender_kills_lose_double_and_invent_nothing(tmp_path):
-    rng = random.Random(SEED)
-    d = QuickDaemon(tmp_path / "chaos.duckdb", port=free_port()).start()
-    spools = {f"n{k}": tmp_path / f"spool-{k}" for k in range(SENDERS)}
+def run_chaos(folder: Path, seed: int, kills: int, senders: int = SENDERS, frames: int = FRAMES) -> dict:
+    """Run one seeded chaos round; return the audit: lost, doubled, invented and wrong frames, spooled left."""
+    rng = random.Random(seed)
+    d = QuickDaemon(folder / "chaos.duckdb", port=free_port()).start()
+    spools = {f"n{k}": folder / f"spool-{k}" for k in range(senders)}
     procs, boots = {}, {}   # node -> process; (node, boot) -> frames that boot was asked to send
     for node, spool in spools.items():
-        procs[node], boot = launch(d.endpoint, spool, node, FRAMES)
-        boots[(node, boot)] = FRAMES
+        procs[node], boot = launch(d.endpoint, spool, node, frames)
+        boots[(node, boot)] = frames
     killed_boot = None
-    for k in range(KILLS):
-        time.sleep(rng.uniform(0.2, 0.6))
-        d.kill()
-        if k == KILLS // 2:   # a sender dies too, mid-stream, and comes back on its spool
-            procs["n0"].kill()
-            procs["n0"].wait()
-            killed_boot = next(b for (n, b) in boots if n == "n0")
-            procs["n0"], boot = launch(d.endpoint, spools["n0"], "n0", 500)
-            boots[("n0", boot)] = 500
-        time.sleep(rng.uniform(0.0, 0.3))
-        d.start()
-    for node, p in procs.items():
-        assert p.wait(180) == 0, f"sender {node} did not get every frame acked"
-    d.stop()
+    try:
+        for k in range(kills):
+            time.sleep(rng.uniform(0.2, 0.6))
+            d.kill()
+            if k == kills // 2:   # a sender dies too, mid-stream, and comes back on its spool
+                procs["n0"].kill()
+                procs["n0"].wait()
+                killed_boot = next(b for (n, b) in boots if n == "n0")
+                procs["n0"], boot = launch(d.endpoint, spools["n0"], "n0", frames // 4)
+                boots[("n0", boot)] = frames // 4
+            time.sleep(rng.uniform(0.0, 0.3))
+            d.start()
+        unflushed = [node for node, p in procs.items() if p.wait(300) != 0]
+    finally:
+        d.stop()
     rows = query(d.db, "SELECT l.node, l.boot, l.seq, t.task_id, t.duration, count(*) OVER (PARTITION BY "
                        "l.node, l.boot, l.seq) FROM ingest_log l LEFT JOIN tasks t USING (node, boot, seq)")
-    assert {r[5] for r in rows} == {1}, "a frame is stored twice"
+    audit = {"stored": len(rows), "doubled": sum(r[5] > 1 for r in rows), "invented": 0, "wrong": 0, "lost": 0,
+             "spooled_left": 0, "unflushed_senders": len(unflushed)}
     seen: dict = {}
     for node, boot, seq, task_id, duration, _ in rows:
-        assert (node, boot) in boots, f"stored a frame no sender sent: {node}/{boot}/{seq}"
-        assert task_id == str(seq) and abs(duration - (seq / 1000 + len(node))) < 1e-9, (node, boot, seq)
+        audit["invented"] += (node, boot) not in boots
+        audit["wrong"] += task_id != str(seq) or abs(duration - (seq / 1000 + len(node))) > 1e-9
         seen.setdefault((node, boot), set()).add(seq)
     for (node, boot), n in boots.items():
         got = seen.get((node, boot), set())
-        if boot == killed_boot:   # it spooled 1..K before it died: all of those, nothing after
-            assert got == set(range(1, max(got, default=0) + 1)) and len(got) <= n, "a spooled frame was lost"
-        else:
-            assert got == set(range(1, n + 1)), f"{node}/{boot}: {n - len(got)} frames lost"
+        # the killed boot spooled 1..K before it died: all of those must be stored, nothing after
+        expected = set(range(1, (max(got, default=0) if boot == killed_boot else n) + 1))
+        audit["lost"] += len(expected - got)
+        audit["invented"] += len(got - expected)
     for spool in spools.values():
         with sqlite3.connect(spool / "spool.sqlite") as con:
-            assert con.execute("SELECT count(*) FROM frames").fetchone()[0] == 0, f"{spool} not drained"
+            audit["spooled_left"] += con.execute("SELECT count(*) FROM frames").fetchone()[0]
+    return audit
+
+
+def test_daemon_and_sender_kills_lose_double_and_invent_nothing(tmp_path):
+    audit = run_chaos(tmp_path, SEED, KILLS)
+    assert audit["stored"] >= SENDERS * FRAMES
+    assert {k: v for k, v in audit.items() if k != "stored"} == {
+        "doubled": 0, "invented": 0, "wrong": 0, "lost": 0, "spooled_left": 0, "unflushed_senders": 0}
