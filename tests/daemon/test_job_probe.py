@@ -45,7 +45,9 @@ def test_hello_from_a_new_node_gets_every_kit_it_has_no_result_for(tmp_path):
     Job().on_hello(ctx, "n1", HELLO)
     assert sorted((n, k, b["kit"]) for n, k, b in sent) == [("n1", "run_probe", "k1"), ("n1", "run_probe", "k2")]
     assert sent[0][2]["manifest"]["phases"] == manifest()["phases"]
-    con.execute("INSERT INTO probe_results VALUES ('n1', 'b', 1, 1.0, 'mw', 'k1', 12.0, 11.0, 13.0, 1.2, 0.5, NULL)")
+    con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, "
+                "ratio, probe_seconds, phases) "
+                "VALUES ('n1', 'b', 1, 1.0, 'mw', 'k1', 12.0, 11.0, 13.0, 1.2, 0.5, NULL)")
     sent.clear()
     Job().on_hello(ctx, "n1", HELLO)
     assert [b["kit"] for _, _, b in sent] == ["k2"]

@@ -2,7 +2,6 @@
 port again and again, one sender SIGKILLed and restarted on its spool; then an audit per (node, boot, seq)."""
 
 import random
-import signal
 import sqlite3
 import subprocess
 import sys

@@ -23,7 +23,9 @@ def store(path, results):
     con = duckdb.connect(str(path))
     migrate(con)
     for i, (node, ts, app, pred) in enumerate(results):
-        con.execute("INSERT INTO probe_results VALUES (?, 'b', ?, ?, ?, 'k1', ?, ?, ?, ?, 1.0, ?)",
+        con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, "
+                    "ratio, probe_seconds, phases) "
+                    "VALUES (?, 'b', ?, ?, ?, 'k1', ?, ?, ?, ?, 1.0, ?)",
                     [node, i + 1, ts, app, pred, pred * 0.9, pred * 1.1, pred / 10, json.dumps([{"phase": 0}])])
     return con
 

@@ -29,7 +29,8 @@ def con(tmp_path):
         ("n1", 10, 100.0, 102.0, "f", 3), ("n1", 10, 100.0, 102.0, "g", 1),
         ("n1", 11, 102.0, 104.0, "f", 1), ("n1", 11, 102.0, 104.0, "g", 1),
     ]
-    con.executemany("INSERT INTO bbv VALUES (?, 'b', ?, 'pic', 'native', ?, ?, ?, ?)", bbv)
+    con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
+                    "VALUES (?, 'b', ?, 'pic', 'native', ?, ?, ?, ?)", bbv)
     yield con
     con.close()
 

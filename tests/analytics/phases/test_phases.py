@@ -177,7 +177,8 @@ def test_bbv_matrix_from_duckdb(tmp_path):
     con = duckdb.connect(str(tmp_path / "s.duckdb"))
     con.execute("CREATE TABLE bbv(node VARCHAR, boot VARCHAR, seq BIGINT, target VARCHAR, kind VARCHAR, "
                 "t_start DOUBLE, t_end DOUBLE, key VARCHAR, count BIGINT)")
-    con.execute("INSERT INTO bbv VALUES ('n1','b',1,'app','native',0,1,'f',3), ('n1','b',1,'app','native',0,1,'g',1),"
+    con.execute("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
+                "VALUES ('n1','b',1,'app','native',0,1,'f',3), ('n1','b',1,'app','native',0,1,'g',1),"
                 "('n1','b',2,'app','native',1,2,'g',5), ('n2','c',1,'other','python',0,1,'h',2)")
     X, keys, index = ph.bbv_matrix(con, "target = ?", ["app"])
     assert X.shape == (2, 2) and keys == ["f", "g"]
@@ -213,7 +214,8 @@ def test_phases_command_reads_a_duckdb_store(tmp_path, capsys):
                 "t_start DOUBLE, t_end DOUBLE, key VARCHAR, count BIGINT)")
     rows = [("n", "b", i, "app", "native", float(i), i + 1.0, key, 10 + i % 3)
             for i in range(12) for key in (("f", "g") if i % 2 else ("h", "k"))]
-    con.executemany("INSERT INTO bbv VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     con.close()
     assert main(["phases", db, "--target", "app", "--k", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
