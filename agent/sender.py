@@ -229,7 +229,9 @@ class Sender:
                       "the authorized public key", self.cfg.daemon, self.cfg.node, self.cfg.client_key)
         elif event["event"] & _FAILED:
             self._failed_handshakes += 1
-            if self._failed_handshakes == 1:   # it repeats at every reconnect: say it once per outage
+            if not self.cfg.server_key:   # no keys: a daemon that died mid-handshake; ZeroMQ reconnects
+                log.info("handshake with daemon %s interrupted (%s); reconnecting", self.cfg.daemon, event.get("value"))
+            elif self._failed_handshakes == 1:   # it repeats at every reconnect: say it once per outage
                 log.error("handshake with daemon %s failed (%s). Likely causes: here, server_key %s is not the "
                           "daemon's public server.key, or CURVE is on at one end only; on the daemon, --keys "
                           "names another key pair", self.cfg.daemon, event.get("value"), self.cfg.server_key)

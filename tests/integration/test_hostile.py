@@ -201,7 +201,8 @@ def test_hostile_names_never_break_the_readers(shared, tmp_path):
 CORPUS = [
     b"", b"\x93\x01garbage", msgpack.packb([1, 2]), frame(v=True), frame(v=1.0), frame(v="x" * 100_000),
     frame(type="gossip"), frame(ts=math.nan), frame(seq=0), frame(seq=2**63), frame(node=""),
-    frame(colour=1), frame(body={"scope": "n"}), frame(node="good", boot="forged", seq=2**62, kind="heartbeat", body={}),
+    frame(colour=1), frame(body={"scope": "n"}),
+    frame(node="good", boot="forged", seq=2**62, kind="heartbeat", body={}),   # legal: no keys, node trusted
     frame(kind="task", body={"app": "a", "task_id": "1", "start": 0.0, "duration": 1.0, "counters": {"x\\": 1.0}}),
     frame(kind="region", body={"app": "a", "region": "r", "start": 0.0, "duration": 1.0, "counters": {"*": 1.0}}),
     frame(body={**samples(0), "values": np.full(15, math.nan).tobytes()}),
