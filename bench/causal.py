@@ -33,6 +33,7 @@ import pandas as pd
 from causewatch.analytics.causal import papers
 from causewatch.analytics.causal.background import Background
 from causewatch.analytics.causal.ci import (
+    AutoTest,
     Dataset,
     DSeparationOracle,
     FisherZTest,
@@ -152,8 +153,9 @@ def score(truth: set, found: set) -> dict:
 
 
 # ---- methods ---------------------------------------------------------------------------------------
-def run_ours(case, test, max_depth):
-    learner = PCLearner(ci_test=test, max_depth=max_depth, discrete=case.discrete, background=case.background)
+def run_ours(case, test, max_depth, orientation="majority"):
+    learner = PCLearner(ci_test=test, max_depth=max_depth, discrete=case.discrete, background=case.background,
+                        orientation=orientation)
     learner.fit(case.frame)
     return {(e.src, e.dst, e.directed) for e in learner.model_.edges()}, learner.n_tests_
 
@@ -304,12 +306,16 @@ def families(quick: bool):
 def methods(case: Case, args, kci: bool):
     """(name, function, arguments) of each method run on the case; ours first."""
     d = args.max_depth
-    ours = [("ours-kde", run_ours, (case, KDEMITest(alpha=args.alpha), d))]
+    ours = [("ours-auto", run_ours, (case, AutoTest(alpha=args.alpha), d))]
+    if args.conservative:
+        ours.append(("ours-cons", run_ours, (case, AutoTest(alpha=args.alpha), d, "conservative")))
+    if args.variants and case.kind != "discrete":
+        ours += [("ours-kde", run_ours, (case, KDEMITest(alpha=args.alpha), d)),
+                 ("ours-rcot", run_ours, (case, RCoTTest(alpha=args.alpha), d))]
     if case.kind == "discrete":
         base = [("cl-gsq", run_causallearn, (case, "gsq", args.cl_alpha, d)),
                 ("cl-fisherz", run_causallearn, (case, "fisherz", args.cl_alpha, d))]
     else:
-        ours.append(("ours-rcot", run_ours, (case, RCoTTest(alpha=args.alpha), d)))
         base = [("cl-fisherz", run_causallearn, (case, "fisherz", args.cl_alpha, d)),
                 ("cl-rcit", run_causallearn, (case, "rcit", args.cl_alpha, d))]
         if kci:
@@ -328,6 +334,10 @@ def main() -> None:
     ap.add_argument("--cl-alpha", type=float, default=0.05, help="causal-learn's level (its default)")
     ap.add_argument("--max-depth", type=int, default=3)
     ap.add_argument("--only", default="", help="run only families whose name matches this regular expression")
+    ap.add_argument("--variants", action="store_true",
+                    help="also run the KDE and RCoT tests on their own (the default picks one per data kind)")
+    ap.add_argument("--conservative", action="store_true",
+                    help="also run our default with the conservative collider rule (compare arrowhead F1)")
     ap.add_argument("--partial-fit", action="store_true", help="also measure partial_fit's share of a full fit")
     ap.add_argument("--fpr", type=int, default=0, metavar="REPS",
                     help="also measure the tests' false-dependence rate on REPS conditionally independent data sets")
@@ -418,7 +428,8 @@ def warm_up(args) -> None:
     case = Case("warm-up", "nonlinear", 0, dag, frame, [])
     codes = Case("warm-up", "discrete", 0, dag, (frame > 0).astype(float), list(frame.columns))
     c0 = time.process_time()
-    for test in (KDEMITest(alpha=args.alpha), RCoTTest(alpha=args.alpha), FisherZTest(alpha=args.alpha)):
+    for test in (AutoTest(alpha=args.alpha), KDEMITest(alpha=args.alpha), RCoTTest(alpha=args.alpha),
+                 FisherZTest(alpha=args.alpha)):
         run_ours(case, test, 1)
     run_ours(codes, KDEMITest(alpha=args.alpha), 1)
     for test in ("fisherz", "kci", "rcit"):

@@ -13,13 +13,18 @@ from itertools import combinations
 import pandas as pd
 from causewatch.analytics.causal import mdl
 from causewatch.analytics.causal.background import Background
-from causewatch.analytics.causal.ci import CIResult, CITest, Dataset, KDEMITest
+from causewatch.analytics.causal.ci import AutoTest, CIResult, CITest, Dataset
 from causewatch.analytics.causal.model import CausalModel
 
-ORIENTATIONS = ("majority", "standard")
+ORIENTATIONS = ("majority", "conservative", "standard")
 # An information equivalence needs I(x;y | s') > 0 by at least this many null sd: a deterministic
 # relation is far above that, a chance rejection at alpha almost never is (Fisher-z: p < 3e-8).
 EQUIVALENCE_MARGIN = 3.0
+# Information equivalence comes from deterministic relations (Lemeire et al. §6.2): the two candidates
+# must be a function of one another up to this share of unexplained variance. Without it a
+# conditional test short of power given a descendant (LU: n and t_comp for l2m_op given c_op)
+# made a non-deterministic pair look equivalent and kept the wrong edge.
+DETERMINED_R2 = 0.99
 
 
 class PCError(ValueError):
@@ -35,14 +40,15 @@ class PCLearner:
 
     Parameters
     ----------
-    ci_test : a CITest (default KDEMITest(), the calibrated KDE mutual-information test).
+    ci_test : a CITest (default AutoTest(): RCoT on mixed data, else the calibrated KDE MI test).
     max_depth : largest conditioning set tried.
     background : Background knowledge: forbidden pairs are never tested, required edges never
         removed, tiers orient edges; no orientation step introduces a directed cycle.
     discrete : names of discrete columns (non-numeric columns are discrete anyway).
     orientation : "majority" (an unshielded triple a–c–b is a collider when c lies in fewer than half
         of the separating sets of a and b found among the subsets of their adjacencies; exactly half
-        leaves it unoriented) or "standard" (c not in the first separating set found).
+        leaves it unoriented), "conservative" (Ramsey et al. 2006: a collider when c is in none of
+        them, unoriented when in some but not all) or "standard" (c not in the first separating set found).
     equivalences : detect information-equivalent variables and keep the simplest edge.
     reuse_margin : in partial_fit, an earlier CI decision is reused when |margin| (its distance from
         the threshold in null standard deviations) is at least this; the others are re-tested.
@@ -82,11 +88,11 @@ class PCLearner:
     # ---- the algorithm --------------------------------------------------------------------------
     def _validate(self):
         if self.orientation not in ORIENTATIONS:
-            raise PCError(f"orientation {self.orientation!r} unknown; expected majority or standard")
+            raise PCError(f"orientation {self.orientation!r} unknown; expected one of {', '.join(ORIENTATIONS)}")
         if self.max_depth < 0:
             raise PCError(f"max_depth must be >= 0, got {self.max_depth}")
         if self.ci_test is None:
-            self.ci_test = KDEMITest()
+            self.ci_test = AutoTest()
 
     def _run(self) -> PCLearner:
         self.background_ = self.background or Background()
@@ -171,6 +177,8 @@ class PCLearner:
                     continue
                 frame = self.data_.frame() if frame is None else frame
                 disc = [n for n, d in zip(self.data_.names, self.data_.discrete) if d]
+                if not (_determined(frame, other, w, disc) or _determined(frame, w, other, disc)):
+                    continue
                 costs = {v: mdl.relation_bits(frame, target, (v,), disc) for v in (other, w)}
                 keep = min((other, w), key=lambda v: (costs[v], v))
                 drop = w if keep == other else other
@@ -208,9 +216,10 @@ class PCLearner:
                 if b in adj[a] or _pair(a, b) not in self.sepsets_:
                     continue
                 share = self._sepset_share(adj, a, b, c)
-                if share < 0.5:
+                cut = 0.0 if self.orientation == "conservative" else 0.5
+                if share < cut or share == 0:
                     out.append((a, c, b))
-                elif share == 0.5:
+                elif share == cut or (self.orientation == "conservative" and share < 1):
                     self.ambiguous_.append((a, c, b))
         return out
 
@@ -229,6 +238,20 @@ class PCLearner:
         if not found:
             return 1.0 if c in sep else 0.0
         return sum(c in s for s in found) / len(found)
+
+
+def _determined(frame: pd.DataFrame, a: str, b: str, discrete) -> bool:
+    """Whether a is a function of b: a's values constant within b's levels (b discrete), else the
+    MDL curve b -> a leaving at most 1 - DETERMINED_R2 of a's variance."""
+    y = frame[a].to_numpy(float)
+    var = float(y.var())
+    if var == 0:
+        return True
+    if b in discrete or frame[b].nunique() <= 2:
+        rss = float(((y - frame.groupby(b)[a].transform("mean").to_numpy(float)) ** 2).sum())
+    else:
+        rss = mdl.fit_curve(frame[b].to_numpy(float), y).rss
+    return rss <= (1 - DETERMINED_R2) * var * len(y)
 
 
 class _PDAG:

@@ -20,23 +20,25 @@ XY_FEATURES = 5
 WIDTH_ROWS = 500
 
 
-def chi2_mixture_sf(weights: np.ndarray, x: float, p: int = 4) -> float:
+def chi2_mixture_sf(weights: np.ndarray, x: float, p: int = 4, near: tuple[float, float] = (0.0, 1.0)) -> float:
     """P(Σ w_i χ²_1 > x) by Lindsay, Pilla & Basak (2000): a mixture of p gammas with a common shape
     matching the first 2p moments. With fewer than p positive weights, or when the moment system
-    is degenerate, the two-moment gamma (Satterthwaite–Welch)."""
+    is degenerate, the two-moment gamma (Satterthwaite–Welch); also when that gamma's value lies
+    outside `near` (a test only needs LPB's accuracy where its decision could change)."""
     w = np.asarray(weights, dtype=np.float64)
     w = w[w > 0]
     if w.size == 0:
         return 1.0 if x >= 0 else 0.0
     scale = w.sum()  # moments of order 8 overflow otherwise; the answer is scale-free
     w, x = w / scale, x / scale
-    if w.size >= p:
+    mean, var = w.sum(), 2 * (w ** 2).sum()
+    gamma = float(special.gammaincc(mean * mean / var, x * mean / var))
+    if w.size >= p and near[0] <= gamma <= near[1]:
         try:
             return _lpb(w, x, p)
         except (np.linalg.LinAlgError, ValueError, ZeroDivisionError):
             pass
-    mean, var = w.sum(), 2 * (w ** 2).sum()
-    return float(special.gammaincc(mean * mean / var, x * mean / var))
+    return gamma
 
 
 def _moments(w: np.ndarray, count: int) -> np.ndarray:
@@ -50,9 +52,8 @@ def _moments(w: np.ndarray, count: int) -> np.ndarray:
 
 def _hankel(m: np.ndarray, lam: float, size: int) -> np.ndarray:
     """Hankel matrix of the moments divided by Π_{k<r}(1 + kλ): the moments of the gammas' means."""
-    div = np.cumprod([1.0] + [1 + k * lam for k in range(2 * size - 2)])
-    mt = m[:2 * size - 1] / div
-    return np.array([[mt[i + j] for j in range(size)] for i in range(size)])
+    div = np.cumprod(np.concatenate(([1.0], 1 + lam * np.arange(2 * size - 2))))
+    return (m[:2 * size - 1] / div)[np.add.outer(np.arange(size), np.arange(size))]
 
 
 def _lpb(w: np.ndarray, x: float, p: int) -> float:
@@ -63,7 +64,7 @@ def _lpb(w: np.ndarray, x: float, p: int) -> float:
         det = lambda t, k=k: np.linalg.det(_hankel(m, t, k + 1))  # noqa: E731
         if det(0.0) * det(lam) > 0:
             raise ValueError("no sign change: the moments are those of fewer atoms")
-        lam = optimize.brentq(det, 0.0, lam, xtol=1e-12)
+        lam = optimize.brentq(det, 0.0, lam, xtol=1e-9 * lam, rtol=1e-9)
     hank = _hankel(m, lam, p + 1)
     # Atoms: roots of the polynomial det([H[:p]; 1 μ μ² … μ^p]) (cofactors along the last row).
     coef = [(-1) ** (p + i) * np.linalg.det(np.delete(hank[:p], i, axis=1)) for i in range(p + 1)]
@@ -116,8 +117,9 @@ class RCoT:
             self._z[z] = (fz, np.linalg.solve(czz, fz.T) / (len(fz) - 1))
         return self._z[z]
 
-    def pvalue(self, x: int, y: int, z: tuple = ()) -> tuple[float, float, float]:
-        """(statistic n·‖C_xy|z‖², its p-value, the largest squared canonical correlation of the residuals)."""
+    def pvalue(self, x: int, y: int, z: tuple = (), near: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float, float]:
+        """(statistic n·‖C_xy|z‖², its p-value, the largest squared canonical correlation of the
+        residuals); the p-value is LPB's where the two-moment gamma's lies in `near`, else the gamma's."""
         fx, fy = self._xy_features(x), self._xy_features(y)
         if z:
             fz, proj = self._projection(tuple(sorted(z)))
@@ -127,6 +129,6 @@ class RCoT:
         stat = n * float((cxy ** 2).sum())
         prods = (fx[:, :, None] * fy[:, None, :]).reshape(n, -1)
         prods -= prods.mean(axis=0)
-        pval = chi2_mixture_sf(np.linalg.eigvalsh(prods.T @ prods / n), stat)
+        pval = chi2_mixture_sf(np.linalg.eigvalsh(prods.T @ prods / n), stat, near=near)
         r2 = float(np.linalg.svd(cxy, compute_uv=False)[0]) ** 2
         return stat, pval, min(r2, 1 - 1e-12)
