@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, special
+from scipy import linalg, optimize, spatial, special
 
 # Features of z and of x, y: the paper's defaults (100 and 5); more z features only slowly shrink
 # the leak of z's nonlinear effect into the residuals, at O(F²) per test.
@@ -95,7 +95,7 @@ class RCoT:
         b ~ U(0, 2π), σ the median distance between the first WIDTH_ROWS rows."""
         v = self.values[:, list(cols)]
         head = v[:WIDTH_ROWS]
-        dist = np.sqrt(((head[:, None, :] - head[None, :, :]) ** 2).sum(-1))[np.triu_indices(len(head), 1)]
+        dist = spatial.distance.pdist(head)
         sigma = float(np.median(dist[dist > 0])) if (dist > 0).any() else 1.0
         rng = np.random.default_rng([self.seed, count, *cols])
         f = math.sqrt(2) * np.cos(v @ rng.normal(size=(len(cols), count)) / sigma
@@ -110,11 +110,11 @@ class RCoT:
         return self._xy[col]
 
     def _projection(self, z: tuple):
-        """z's features F_z and C_zz⁻¹·F_zᵀ/(n−1): residuals f − F_z·(that·f) (least squares on F_z)."""
+        """z's features F_z and the Cholesky factor of C_zz (+1e-10·I): residuals f − F_z·C_zz⁻¹·C_zf."""
         if z not in self._z:
             fz = self._features(z, self.z_features)
             czz = fz.T @ fz / (len(fz) - 1) + 1e-10 * np.eye(fz.shape[1])
-            self._z[z] = (fz, np.linalg.solve(czz, fz.T) / (len(fz) - 1))
+            self._z[z] = (fz, linalg.cho_factor(czz))
         return self._z[z]
 
     def pvalue(self, x: int, y: int, z: tuple = (), near: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float, float]:
@@ -122,8 +122,10 @@ class RCoT:
         residuals); the p-value is LPB's where the two-moment gamma's lies in `near`, else the gamma's."""
         fx, fy = self._xy_features(x), self._xy_features(y)
         if z:
-            fz, proj = self._projection(tuple(sorted(z)))
-            fx, fy = fx - fz @ (proj @ fx), fy - fz @ (proj @ fy)
+            fz, chol = self._projection(tuple(sorted(z)))
+            coef = linalg.cho_solve(chol, fz.T @ np.hstack([fx, fy]) / (len(fz) - 1))
+            res = np.hstack([fx, fy]) - fz @ coef
+            fx, fy = res[:, :fx.shape[1]], res[:, fx.shape[1]:]
         n = len(fx)
         cxy = fx.T @ fy / (n - 1)
         stat = n * float((cxy ** 2).sum())
