@@ -25,6 +25,8 @@ EQUIVALENCE_MARGIN = 3.0
 # conditional test short of power given a descendant (LU: n and t_comp for l2m_op given c_op)
 # made a non-deterministic pair look equivalent and kept the wrong edge.
 DETERMINED_R2 = 0.99
+# How many of an end's strongest neighbours are tried as the hidden strong cause (PCLearner.unmask).
+UNMASK = 2
 
 
 class PCError(ValueError):
@@ -50,13 +52,15 @@ class PCLearner:
         leaves it unoriented), "conservative" (Ramsey et al. 2006: a collider when c is in none of
         them, unoriented when in some but not all) or "standard" (c not in the first separating set found).
     equivalences : detect information-equivalent variables and keep the simplest edge.
+    unmask : before removing x – y for x ⊥ y | s, check that the independence is not a strong
+        other neighbour of one end masking a weak dependence (see _masked).
     reuse_margin : in partial_fit, an earlier CI decision is reused when |margin| (its distance from
         the threshold in null standard deviations) is at least this; the others are re-tested.
     """
 
     def __init__(self, ci_test: CITest | None = None, max_depth: int = 3, background: Background | None = None,
                  discrete: Iterable[str] = (), orientation: str = "majority", equivalences: bool = True,
-                 reuse_margin: float = 2.0):
+                 reuse_margin: float = 2.0, unmask: bool = True):
         self.ci_test = ci_test
         self.max_depth = max_depth
         self.background = background
@@ -64,6 +68,7 @@ class PCLearner:
         self.orientation = orientation
         self.equivalences = equivalences
         self.reuse_margin = reuse_margin
+        self.unmask = unmask
 
     # ---- public estimator API -------------------------------------------------------------------
     def fit(self, data: pd.DataFrame | Dataset) -> PCLearner:
@@ -150,9 +155,21 @@ class PCLearner:
             if self._excused.get(_pair(x, y), set()) & set(s):
                 continue
             kept = self._equivalence(adj, x, y, s) if self.equivalences and depth else None
-            if kept is None:
+            if kept is None and not (self.unmask and self._masked(frozen, x, y, s)):
                 self._remove(adj, x, y, s)
                 return
+
+    def _masked(self, frozen, x, y, s) -> bool:
+        """Whether x ⊥ y | s is a lack of power: given s and the UNMASK other neighbours of y (or of x)
+        most strongly dependent on it (marginally; of the 2·UNMASK strongest) that the other end is
+        independent of given s, x and y are decisively dependent.
+        Strong other causes of y hide a weak one (LU: ops and f_clock hide c_op from t_comp)."""
+        for a, b in ((x, y), (y, x)):
+            pool = sorted(frozen[b] - {a} - set(s), key=lambda v: (-self._ci(v, b).bits, v))  # marginal: cached
+            hidden = tuple(v for v in pool[:2 * UNMASK] if self._ci(a, v, s).independent)[:UNMASK]
+            if hidden and self._ci(a, b, (*s, *hidden)).margin >= EQUIVALENCE_MARGIN:
+                return True
+        return False
 
     def _remove(self, adj, x, y, s):
         adj[x].discard(y)
