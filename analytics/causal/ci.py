@@ -196,9 +196,22 @@ class KDEMITest(CITest):
 
     def _copula_margin(self, data, idx) -> float:
         bits = entropy.gaussian_cmi_bits(self.prepared(data), *idx)
+        df = len(idx[0]) * len(idx[1])
+        if idx[2] and self.local_null and bits * 2 * data.n * math.log(2) > special.chdtri(df, self.alpha):
+            bits = max(bits - self._gaussian_leak(data, idx, df), 0.0)
         g2 = 2 * data.n * math.log(2) * bits
         p = float(special.chdtrc(len(idx[0]) * len(idx[1]), g2))  # chi-square survival function
         return _z_margin(p, self.alpha), bits
+
+    def _gaussian_leak(self, data, idx, df) -> float:
+        """The Gaussian look's leak given z: linear partialling on normal scores leaves nonlinear
+        confounding behind (Fig. 1: D and C both depend on B nonlinearly, D ⊥ C | B, and the partial
+        correlation rejected on 3 of 6 seeds at n = 1000). The mean of the partial-correlation bits
+        over the local permutations, less their null mean df/(2·n·ln2), at least 0."""
+        prep = self.prepared(data)
+        values = [entropy.gaussian_cmi_bits(entropy.permuted(prep, idx[0], perm), *idx)
+                  for perm in self._local_permutations(data, tuple(idx[2]))]
+        return max(float(np.mean(values)) - df / (2 * data.n * math.log(2)), 0.0)
 
     def _local_shift(self, data, idx, excess, mean, sd) -> float:
         """The leak: mean of the estimate over `local_null` local permutations, minus the null mean

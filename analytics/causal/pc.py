@@ -165,7 +165,11 @@ class PCLearner:
         independent of given s, x and y are decisively dependent.
         Strong other causes of y hide a weak one (LU: ops and f_clock hide c_op from t_comp)."""
         for a, b in ((x, y), (y, x)):
-            pool = sorted(frozen[b] - {a} - set(s), key=lambda v: (-self._ci(v, b).bits, v))  # marginal: cached
+            # (pairs the background keeps apart or requires are never tested, so they cannot serve)
+            bg = self.background_
+            pool = sorted((v for v in frozen[b] - {a} - set(s)
+                           if bg.adjacency_allowed(a, v) and not bg.is_required(a, v) and not bg.is_required(v, b)),
+                          key=lambda v: (-self._ci(v, b).bits, v))  # marginal: cached
             hidden = tuple(v for v in pool[:2 * UNMASK] if self._ci(a, v, s).independent)[:UNMASK]
             if hidden and self._ci(a, b, (*s, *hidden)).margin >= EQUIVALENCE_MARGIN:
                 return True
