@@ -309,6 +309,8 @@ def methods(case: Case, args, kci: bool):
     ours = [("ours-auto", run_ours, (case, AutoTest(alpha=args.alpha), d))]
     if args.conservative:
         ours.append(("ours-cons", run_ours, (case, AutoTest(alpha=args.alpha), d, "conservative")))
+    if args.lemeire:
+        ours.append(("ours-lemeire", run_ours, (case, KDEMITest("lemeire"), d)))
     if args.variants and case.kind != "discrete":
         ours += [("ours-kde", run_ours, (case, KDEMITest(alpha=args.alpha), d)),
                  ("ours-rcot", run_ours, (case, RCoTTest(alpha=args.alpha), d))]
@@ -336,6 +338,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="run only families whose name matches this regular expression")
     ap.add_argument("--variants", action="store_true",
                     help="also run the KDE and RCoT tests on their own (the default picks one per data kind)")
+    ap.add_argument("--lemeire", action="store_true", help="also run the papers' estimator and thresholds")
     ap.add_argument("--conservative", action="store_true",
                     help="also run our default with the conservative collider rule (compare arrowhead F1)")
     ap.add_argument("--partial-fit", action="store_true", help="also measure partial_fit's share of a full fit")
