@@ -18,6 +18,7 @@ import pandas as pd
 
 from causewatch.analytics.causal import anomalies, features
 from causewatch.analytics.causal.background import Background
+from causewatch.analytics.causal.ci import KDEMITest
 from causewatch.analytics.causal.model import CausalModel
 from causewatch.analytics.causal.pc import PCLearner
 from causewatch.analytics.phases.tracker import PhaseTracker
@@ -130,7 +131,10 @@ class CausalJob:
             if st.learner is not None and list(data.columns) != st.columns:
                 log.info("causal model %s: columns changed, learning a new model", scope)
             bg = Background(tiers={"inputs": [c for c in inputs if c in data.columns]})
-            st.learner = PCLearner(max_depth=self.max_depth, background=bg).fit(data.tail(self.max_rows))
+            # The KDE test, not learn's AutoTest: its strengths are bits on every kind of data, and
+            # they are exported and compared version to version (strength_changed).
+            st.learner = PCLearner(ci_test=KDEMITest(), max_depth=self.max_depth,
+                                   background=bg).fit(data.tail(self.max_rows))
             st.columns, st.n_rows = list(data.columns), min(len(data), self.max_rows)
             st.window_start = float(frame["t_start"].min())
         st.received = float(frame["received"].max())

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import pandas as pd
 
-from causewatch.analytics.causal.ci import CITest, Dataset, KDEMITest
+from causewatch.analytics.causal.ci import AutoTest, CITest, Dataset, KDEMITest
 from causewatch.analytics.causal.model import CausalModel
 
 KINDS = ("markov_violation", "edge_appeared", "edge_disappeared", "strength_changed")
@@ -38,6 +38,7 @@ def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITes
     """Variables of `baseline` whose Markov condition fails on `newest`, each with the non-descendant
     it now depends on most (given its baseline parents) as `src`."""
     test = ci_test or KDEMITest()
+    test = test.kde if isinstance(test, AutoTest) else test   # evidence in bits, as markov_violations judges
     violations = baseline.markov_violations(newest, ci_test=test)
     found = []
     if not violations.violated.any():

@@ -399,7 +399,7 @@ def cmi_bits(prepared, discrete, x, y, z=(), estimator="kde", seed=0, rows=None,
     if not x or not y:
         return 0.0
     if np.asarray(discrete, dtype=bool)[list(x) + list(y) + list(z)].all():
-        codes = prepared if permutation is None else _permuted(prepared, x, permutation)
+        codes = prepared if permutation is None else permuted(prepared, x, permutation)
         return discrete_cmi_bits(codes, x, y, z)
     return _log_ratio_mean(*kernel_terms(prepared, discrete, x, y, z, estimator, seed, rows, permutation))
 
@@ -420,7 +420,8 @@ def gaussian_cmi_bits(prepared, x, y, z=()) -> float:
     return float(max(nats, 0.0) / LN2)
 
 
-def _permuted(prepared, x, permutation):
+def permuted(prepared, x, permutation):
+    """A copy of the prepared matrix with the x columns' rows permuted (a local-permutation null draw)."""
     out = prepared.copy()
     out[:, list(x)] = prepared[permutation][:, list(x)]
     return out

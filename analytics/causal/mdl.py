@@ -310,17 +310,14 @@ def fit_submodel(frame: pd.DataFrame, target: str, parents: Sequence[str], discr
 
 
 def relation_bits(frame: pd.DataFrame, target: str, variables: Sequence[str], discrete: Iterable[str] = ()) -> float:
-    """Description length of the relation between `target` and `variables`, fitted both ways on
-    standardised columns so that candidates with different units compare fairly: how the learner
-    ranks information-equivalent variables (the relation of least complexity is kept)."""
+    """Description length of target = f(variables) on columns divided by their sd: how the learner
+    ranks information-equivalent variables (the relation of least complexity is kept). Dividing
+    makes the target's residual code the same for every candidate; not centring keeps positive
+    data positive, so log, power and product fits stay available (t = ops·c/f is a product)."""
     discrete = set(discrete)
     cols = [target, *variables]
     std = frame[cols].copy()
     for c in cols:
         if c not in discrete:
-            sd = float(std[c].std(ddof=0)) or 1.0
-            std[c] = (std[c] - std[c].mean()) / sd
-    bits = fit_submodel(std, target, variables, discrete).bits
-    if len(variables) == 1:
-        bits += fit_submodel(std, variables[0], [target], discrete).bits
-    return bits
+            std[c] = std[c] / (float(std[c].std(ddof=0)) or 1.0)
+    return fit_submodel(std, target, variables, discrete).bits

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import networkx as nx
 import pandas as pd
 from causewatch.analytics.causal import mdl
-from causewatch.analytics.causal.ci import CITest, Dataset, KDEMITest
+from causewatch.analytics.causal.ci import AutoTest, CITest, Dataset, KDEMITest
 
 
 class ModelError(ValueError):
@@ -202,7 +202,10 @@ class CausalModel:
 
 
 def _block_test(test: CITest, ds: Dataset, v: str, others: list[str], parents: list[str]) -> tuple[float, float]:
-    """I(v; others | parents) with `others` as one block, and the test's threshold for that shape."""
+    """I(v; others | parents) with `others` as one block, and the test's threshold for that shape
+    (the default AutoTest checks with its KDE test: bits against a threshold in bits)."""
+    if isinstance(test, AutoTest):
+        test = test.kde
     if isinstance(test, KDEMITest):
         res = test.block(ds, [v], others, parents)
         return res.bits, res.threshold

@@ -13,13 +13,20 @@ from itertools import combinations
 import pandas as pd
 from causewatch.analytics.causal import mdl
 from causewatch.analytics.causal.background import Background
-from causewatch.analytics.causal.ci import CIResult, CITest, Dataset, KDEMITest
+from causewatch.analytics.causal.ci import AutoTest, CIResult, CITest, Dataset
 from causewatch.analytics.causal.model import CausalModel
 
-ORIENTATIONS = ("majority", "standard")
+ORIENTATIONS = ("majority", "conservative", "standard")
 # An information equivalence needs I(x;y | s') > 0 by at least this many null sd: a deterministic
 # relation is far above that, a chance rejection at alpha almost never is (Fisher-z: p < 3e-8).
 EQUIVALENCE_MARGIN = 3.0
+# Information equivalence comes from deterministic relations (Lemeire et al. §6.2): the two candidates
+# must be a function of one another up to this share of unexplained variance. Without it a
+# conditional test short of power given a descendant (LU: n and t_comp for l2m_op given c_op)
+# made a non-deterministic pair look equivalent and kept the wrong edge.
+DETERMINED_R2 = 0.99
+# How many of an end's strongest neighbours are tried as the hidden strong cause (PCLearner.unmask).
+UNMASK = 2
 
 
 class PCError(ValueError):
@@ -35,22 +42,25 @@ class PCLearner:
 
     Parameters
     ----------
-    ci_test : a CITest (default KDEMITest(), the calibrated KDE mutual-information test).
+    ci_test : a CITest (default AutoTest(): RCoT on mixed data, else the calibrated KDE MI test).
     max_depth : largest conditioning set tried.
     background : Background knowledge: forbidden pairs are never tested, required edges never
         removed, tiers orient edges; no orientation step introduces a directed cycle.
     discrete : names of discrete columns (non-numeric columns are discrete anyway).
     orientation : "majority" (an unshielded triple a–c–b is a collider when c lies in fewer than half
         of the separating sets of a and b found among the subsets of their adjacencies; exactly half
-        leaves it unoriented) or "standard" (c not in the first separating set found).
+        leaves it unoriented), "conservative" (Ramsey et al. 2006: a collider when c is in none of
+        them, unoriented when in some but not all) or "standard" (c not in the first separating set found).
     equivalences : detect information-equivalent variables and keep the simplest edge.
+    unmask : before removing x – y for x ⊥ y | s, check that the independence is not a strong
+        other neighbour of one end masking a weak dependence (see _masked).
     reuse_margin : in partial_fit, an earlier CI decision is reused when |margin| (its distance from
         the threshold in null standard deviations) is at least this; the others are re-tested.
     """
 
     def __init__(self, ci_test: CITest | None = None, max_depth: int = 3, background: Background | None = None,
                  discrete: Iterable[str] = (), orientation: str = "majority", equivalences: bool = True,
-                 reuse_margin: float = 2.0):
+                 reuse_margin: float = 2.0, unmask: bool = True):
         self.ci_test = ci_test
         self.max_depth = max_depth
         self.background = background
@@ -58,6 +68,7 @@ class PCLearner:
         self.orientation = orientation
         self.equivalences = equivalences
         self.reuse_margin = reuse_margin
+        self.unmask = unmask
 
     # ---- public estimator API -------------------------------------------------------------------
     def fit(self, data: pd.DataFrame | Dataset) -> PCLearner:
@@ -82,11 +93,11 @@ class PCLearner:
     # ---- the algorithm --------------------------------------------------------------------------
     def _validate(self):
         if self.orientation not in ORIENTATIONS:
-            raise PCError(f"orientation {self.orientation!r} unknown; expected majority or standard")
+            raise PCError(f"orientation {self.orientation!r} unknown; expected one of {', '.join(ORIENTATIONS)}")
         if self.max_depth < 0:
             raise PCError(f"max_depth must be >= 0, got {self.max_depth}")
         if self.ci_test is None:
-            self.ci_test = KDEMITest()
+            self.ci_test = AutoTest()
 
     def _run(self) -> PCLearner:
         self.background_ = self.background or Background()
@@ -144,9 +155,25 @@ class PCLearner:
             if self._excused.get(_pair(x, y), set()) & set(s):
                 continue
             kept = self._equivalence(adj, x, y, s) if self.equivalences and depth else None
-            if kept is None:
+            if kept is None and not (self.unmask and self._masked(frozen, x, y, s)):
                 self._remove(adj, x, y, s)
                 return
+
+    def _masked(self, frozen, x, y, s) -> bool:
+        """Whether x ⊥ y | s is a lack of power: given s and the UNMASK other neighbours of y (or of x)
+        most strongly dependent on it (marginally; of the 2·UNMASK strongest) that the other end is
+        independent of given s, x and y are decisively dependent.
+        Strong other causes of y hide a weak one (LU: ops and f_clock hide c_op from t_comp)."""
+        for a, b in ((x, y), (y, x)):
+            # (pairs the background keeps apart or requires are never tested, so they cannot serve)
+            bg = self.background_
+            pool = sorted((v for v in frozen[b] - {a} - set(s)
+                           if bg.adjacency_allowed(a, v) and not bg.is_required(a, v) and not bg.is_required(v, b)),
+                          key=lambda v: (-self._ci(v, b).bits, v))  # marginal: cached
+            hidden = tuple(v for v in pool[:2 * UNMASK] if self._ci(a, v, s).independent)[:UNMASK]
+            if hidden and self._ci(a, b, (*s, *hidden)).margin >= EQUIVALENCE_MARGIN:
+                return True
+        return False
 
     def _remove(self, adj, x, y, s):
         adj[x].discard(y)
@@ -171,6 +198,8 @@ class PCLearner:
                     continue
                 frame = self.data_.frame() if frame is None else frame
                 disc = [n for n, d in zip(self.data_.names, self.data_.discrete) if d]
+                if not (_determined(frame, other, w, disc) or _determined(frame, w, other, disc)):
+                    continue
                 costs = {v: mdl.relation_bits(frame, target, (v,), disc) for v in (other, w)}
                 keep = min((other, w), key=lambda v: (costs[v], v))
                 drop = w if keep == other else other
@@ -208,9 +237,10 @@ class PCLearner:
                 if b in adj[a] or _pair(a, b) not in self.sepsets_:
                     continue
                 share = self._sepset_share(adj, a, b, c)
-                if share < 0.5:
+                cut = 0.0 if self.orientation == "conservative" else 0.5
+                if share < cut or share == 0:
                     out.append((a, c, b))
-                elif share == 0.5:
+                elif share == cut or (self.orientation == "conservative" and share < 1):
                     self.ambiguous_.append((a, c, b))
         return out
 
@@ -229,6 +259,20 @@ class PCLearner:
         if not found:
             return 1.0 if c in sep else 0.0
         return sum(c in s for s in found) / len(found)
+
+
+def _determined(frame: pd.DataFrame, a: str, b: str, discrete) -> bool:
+    """Whether a is a function of b: a's values constant within b's levels (b discrete), else the
+    MDL curve b -> a leaving at most 1 - DETERMINED_R2 of a's variance."""
+    y = frame[a].to_numpy(float)
+    var = float(y.var())
+    if var == 0:
+        return True
+    if b in discrete or frame[b].nunique() <= 2:
+        rss = float(((y - frame.groupby(b)[a].transform("mean").to_numpy(float)) ** 2).sum())
+    else:
+        rss = mdl.fit_curve(frame[b].to_numpy(float), y).rss
+    return rss <= (1 - DETERMINED_R2) * var * len(y)
 
 
 class _PDAG:

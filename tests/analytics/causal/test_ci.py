@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from causewatch.analytics.causal import ci, entropy
+from scipy import stats
 
 
 def _frame(seed, n, k):
@@ -48,7 +49,10 @@ def test_g2_is_twice_n_ln2_times_the_plug_in_mi():
     y = (x + rng.integers(0, 2, 400)) % 3
     data = ci.Dataset(pd.DataFrame({"x": x, "y": y}), discrete=["x", "y"])
     res = ci.GSquareTest().test(data, "x", "y")
-    assert res.stat == pytest.approx(2 * 400 * math.log(2) * entropy.discrete_cmi_bits(data.values, [0], [1]))
+    bits = entropy.discrete_cmi_bits(data.values, [0], [1])
+    assert res.stat == res.bits == pytest.approx(bits)
+    # (3-1)(3-1) = 4 degrees of freedom: the threshold is the chi-square quantile over 2·n·ln2
+    assert res.threshold == pytest.approx(stats.chi2.isf(0.01, 4) / (2 * 400 * math.log(2)))
     assert not res.independent
 
 

@@ -1,5 +1,6 @@
-"""An information equivalence (Lemeire et al. §6.2) needs a decisive dependence: a chance rejection
-at alpha must not keep the edge of a variable that is independent of everything."""
+"""An information equivalence (Lemeire et al. §6.2) needs a decisive dependence (a chance rejection
+at alpha must not keep the edge of a variable that is independent of everything) and a deterministic
+relation between the two candidates."""
 
 import numpy as np
 import pandas as pd
@@ -31,10 +32,12 @@ class ScriptedTest(CITest):
         return CIResult(margin, 0.0, margin <= 0, max(margin, 0.0), margin)
 
 
-@pytest.mark.parametrize("t_margin,equivalent", [(0.4, False), (pc.EQUIVALENCE_MARGIN + 10, True)])
-def test_an_equivalence_needs_a_decisive_dependence(t_margin, equivalent):
+@pytest.mark.parametrize("t_margin,noise,equivalent", [(0.4, 0.0, False), (pc.EQUIVALENCE_MARGIN + 10, 0.0, True),
+                                                      (pc.EQUIVALENCE_MARGIN + 10, 0.5, False)])
+def test_an_equivalence_needs_a_decisive_dependence_and_a_deterministic_relation(t_margin, noise, equivalent):
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "t"])
+    a = rng.normal(size=200)
+    frame = pd.DataFrame({"a": a, "b": a ** 3 + noise * rng.normal(size=200) * a.std() ** 3, "t": rng.normal(size=200)})
     learner = pc.PCLearner(ci_test=ScriptedTest(t_margin), max_depth=2).fit(frame)
     assert bool(learner.equivalences_) == equivalent
     t_edges = [e for e in learner.model_.edges() if "t" in (e.src, e.dst)]

@@ -1,0 +1,136 @@
+"""RCoT, the randomized conditional correlation test (Strobl, Zhang & Visweswaran 2019), and the
+Lindsay–Pilla–Basak approximation of its null, a weighted sum of chi-squares.
+
+Random Fourier features of x and y (few) and of z (many), x's and y's residualised on z's by
+ridge-free least squares; the statistic is n·‖cross-covariance of the residuals‖², O(n·F²) per test.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import linalg, optimize, spatial, special
+
+# Features of z and of x, y: the paper's defaults (100 and 5); more z features only slowly shrink
+# the leak of z's nonlinear effect into the residuals, at O(F²) per test.
+Z_FEATURES = 100
+XY_FEATURES = 5
+# The median distance (the kernel width) is taken over the first rows only, as in the paper.
+WIDTH_ROWS = 500
+
+
+def chi2_mixture_sf(weights: np.ndarray, x: float, p: int = 4, near: tuple[float, float] = (0.0, 1.0)) -> float:
+    """P(Σ w_i χ²_1 > x) by Lindsay, Pilla & Basak (2000): a mixture of p gammas with a common shape
+    matching the first 2p moments. With fewer than p positive weights, or when the moment system
+    is degenerate, the two-moment gamma (Satterthwaite–Welch); also when that gamma's value lies
+    outside `near` (a test only needs LPB's accuracy where its decision could change)."""
+    w = np.asarray(weights, dtype=np.float64)
+    w = w[w > 0]
+    if w.size == 0:
+        return 1.0 if x >= 0 else 0.0
+    scale = w.sum()  # moments of order 8 overflow otherwise; the answer is scale-free
+    w, x = w / scale, x / scale
+    mean, var = w.sum(), 2 * (w ** 2).sum()
+    gamma = float(special.gammaincc(mean * mean / var, x * mean / var))
+    if w.size >= p and near[0] <= gamma <= near[1]:
+        try:
+            return _lpb(w, x, p)
+        except (np.linalg.LinAlgError, ValueError, ZeroDivisionError):
+            pass
+    return gamma
+
+
+def _moments(w: np.ndarray, count: int) -> np.ndarray:
+    """Raw moments 0..count of Σ w_i χ²_1 from its cumulants κ_r = 2^(r-1)(r-1)! Σ w_i^r."""
+    kappa = [0.0] + [2 ** (r - 1) * math.factorial(r - 1) * float((w ** r).sum()) for r in range(1, count + 1)]
+    m = [1.0]
+    for n in range(1, count + 1):
+        m.append(sum(math.comb(n - 1, k - 1) * kappa[k] * m[n - k] for k in range(1, n + 1)))
+    return np.array(m)
+
+
+def _hankel(m: np.ndarray, lam: float, size: int) -> np.ndarray:
+    """Hankel matrix of the moments divided by Π_{k<r}(1 + kλ): the moments of the gammas' means."""
+    div = np.cumprod(np.concatenate(([1.0], 1 + lam * np.arange(2 * size - 2))))
+    return (m[:2 * size - 1] / div)[np.add.outer(np.arange(size), np.arange(size))]
+
+
+def _lpb(w: np.ndarray, x: float, p: int) -> float:
+    m = _moments(w, 2 * p)
+    lam = m[2] / m[1] ** 2 - 1  # a single gamma's shape parameter 1/λ from mean and variance
+    for k in range(2, p + 1):
+        # The largest λ below the previous one at which the (k+1)-moment Hankel matrix is singular.
+        det = lambda t, k=k: np.linalg.det(_hankel(m, t, k + 1))  # noqa: E731
+        if det(0.0) * det(lam) > 0:
+            raise ValueError("no sign change: the moments are those of fewer atoms")
+        lam = optimize.brentq(det, 0.0, lam, xtol=1e-9 * lam, rtol=1e-9)
+    hank = _hankel(m, lam, p + 1)
+    # Atoms: roots of the polynomial det([H[:p]; 1 μ μ² … μ^p]) (cofactors along the last row).
+    coef = [(-1) ** (p + i) * np.linalg.det(np.delete(hank[:p], i, axis=1)) for i in range(p + 1)]
+    mu = np.real(np.roots(coef[::-1]))
+    weights = np.linalg.solve(np.vander(mu, p, increasing=True).T, hank[0, :p])
+    if (mu <= 0).any():
+        raise ValueError("an atom at or below 0")
+    cdf = special.gammainc(1 / lam, x / (lam * mu))
+    return float(min(max(1 - weights @ cdf, 0.0), 1.0))
+
+
+class RCoT:
+    """RCoT (Strobl et al. 2019) on the standardised columns of one table; discrete codes are taken
+    as numbers. Each column's features are drawn once from a generator seeded by the column's place
+    and `seed`, and z's projection is kept per conditioning set, so PC's many tests with one z share
+    it. `pvalue(x, y, z)` takes column indices."""
+
+    def __init__(self, values: np.ndarray, z_features: int = Z_FEATURES, xy_features: int = XY_FEATURES,
+                 seed: int = 0):
+        sd = values.std(axis=0)
+        self.values = (values - values.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+        self.z_features, self.xy_features, self.seed = z_features, xy_features, seed
+        self._xy: dict = {}
+        self._z: dict = {}
+
+    def _features(self, cols: tuple, count: int) -> np.ndarray:
+        """Standardised random Fourier features sqrt(2)·cos(v·W/σ + b) of the columns, W ~ N(0, 1),
+        b ~ U(0, 2π), σ the median distance between the first WIDTH_ROWS rows."""
+        v = self.values[:, list(cols)]
+        head = v[:WIDTH_ROWS]
+        dist = spatial.distance.pdist(head)
+        sigma = float(np.median(dist[dist > 0])) if (dist > 0).any() else 1.0
+        rng = np.random.default_rng([self.seed, count, *cols])
+        f = math.sqrt(2) * np.cos(v @ rng.normal(size=(len(cols), count)) / sigma
+                                  + rng.uniform(0, 2 * math.pi, count))
+        f -= f.mean(axis=0)
+        sd = f.std(axis=0)
+        return f / np.where(sd > 0, sd, 1.0)
+
+    def _xy_features(self, col: int) -> np.ndarray:
+        if col not in self._xy:
+            self._xy[col] = self._features((col,), self.xy_features)
+        return self._xy[col]
+
+    def _projection(self, z: tuple):
+        """z's features F_z and the Cholesky factor of C_zz (+1e-10·I): residuals f − F_z·C_zz⁻¹·C_zf."""
+        if z not in self._z:
+            fz = self._features(z, self.z_features)
+            czz = fz.T @ fz / (len(fz) - 1) + 1e-10 * np.eye(fz.shape[1])
+            self._z[z] = (fz, linalg.cho_factor(czz))
+        return self._z[z]
+
+    def pvalue(self, x: int, y: int, z: tuple = (), near: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float, float]:
+        """(statistic n·‖C_xy|z‖², its p-value, the largest squared canonical correlation of the
+        residuals); the p-value is LPB's where the two-moment gamma's lies in `near`, else the gamma's."""
+        fx, fy = self._xy_features(x), self._xy_features(y)
+        if z:
+            fz, chol = self._projection(tuple(sorted(z)))
+            coef = linalg.cho_solve(chol, fz.T @ np.hstack([fx, fy]) / (len(fz) - 1))
+            res = np.hstack([fx, fy]) - fz @ coef
+            fx, fy = res[:, :fx.shape[1]], res[:, fx.shape[1]:]
+        n = len(fx)
+        cxy = fx.T @ fy / (n - 1)
+        stat = n * float((cxy ** 2).sum())
+        prods = (fx[:, :, None] * fy[:, None, :]).reshape(n, -1)
+        prods -= prods.mean(axis=0)
+        pval = chi2_mixture_sf(np.linalg.eigvalsh(prods.T @ prods / n), stat, near=near)
+        r2 = float(np.linalg.svd(cxy, compute_uv=False)[0]) ** 2
+        return stat, pval, min(r2, 1 - 1e-12)
