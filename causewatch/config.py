@@ -40,6 +40,19 @@ class DaemonConfig:
     max_frame_bytes: int = _limit(8 * 1024 * 1024, 1024, 2**31 - 1)
     batch_max_frames: int = _limit(256, 1, 100_000)   # frames the writer commits in one transaction at most
     fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)
+    # Retention (daemon/job_retention.py), in days; 0 keeps a table forever.
+    retain_samples_days: float = _limit(14.0, 0.0, 36500.0)          # raw samples
+    retain_bbv_days: float = _limit(14.0, 0.0, 36500.0)              # phase vectors
+    retain_samples_minute_days: float = _limit(400.0, 0.0, 36500.0)  # per-minute aggregates of samples
+    retention_export: str = _fmt("", "folder")   # Parquet copies of deleted rows go here first ("" = none)
+    retention_interval: float = _limit(300.0, 1.0, 86400.0)          # seconds between retention runs
+
+    def __post_init__(self):
+        # The aggregates stand in for the raw rows once those are gone: they must outlive them.
+        raw, minute = self.retain_samples_days, self.retain_samples_minute_days
+        if minute and (raw == 0 or minute < raw):
+            raise ConfigError("retain_samples_minute_days", f"{minute!r} is shorter than retain_samples_days "
+                              f"({raw!r}, 0 = forever): keep the per-minute aggregates at least as long")
 
 
 @dataclasses.dataclass
@@ -78,7 +91,10 @@ def _check(cls, raw: dict, where: dict[str, str]):
         if problem:
             raise ConfigError(key, problem, at)
         out[key] = value
-    return cls(**out)
+    try:
+        return cls(**out)
+    except ConfigError as e:   # a check across settings (__post_init__): say where the key came from
+        raise ConfigError(e.key, e.reason, where.get(e.key, where.get("", ""))) from None
 
 
 def _port(text: str, what: str) -> str | None:
@@ -121,7 +137,14 @@ def file_problem(path: str | None) -> str | None:
     return f"{path}: no such readable file (fix the path, or remove the line to use the defaults)"
 
 
-CHECKS = {"endpoint": endpoint_problem, "http": http_problem, "file": file_problem}
+def folder_problem(path: str) -> str | None:
+    folder = os.path.expanduser(path)
+    if path == "" or (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+        return None
+    return f"{path}: no such writable folder (create it, or remove the line to export nothing)"
+
+
+CHECKS = {"endpoint": endpoint_problem, "http": http_problem, "file": file_problem, "folder": folder_problem}
 
 
 def _lines(text: str, section: str | None) -> dict[str, int]:

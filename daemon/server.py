@@ -18,6 +18,7 @@ from causewatch.daemon.ingest import Ingest
 from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.job_fuzzy import FuzzyJob
 from causewatch.daemon.job_probe import ProbeJob
+from causewatch.daemon.job_retention import RetentionJob
 from causewatch.daemon.jobs import Job, JobContext
 from causewatch.daemon.scheduler import Scheduler
 from causewatch.daemon.store import Store
@@ -28,12 +29,12 @@ log = logging.getLogger("causewatch.daemon")
 
 
 def default_jobs(cfg: DaemonConfig) -> list[Job]:
-    """The daemon's analyses: causal models of tasks, fuzzy bottleneck scores, software probes."""
+    """The daemon's analyses: causal models of tasks, fuzzy bottleneck scores, software probes, retention."""
     try:
         termsets = load_terms(cfg.fuzzy_terms)
     except (OSError, TermsError) as e:
         raise ConfigError("fuzzy_terms", f"cannot load the term sets {cfg.fuzzy_terms!r} ({e})") from None
-    return [CausalJob(), FuzzyJob(termsets), ProbeJob()]
+    return [CausalJob(), FuzzyJob(termsets), ProbeJob(), RetentionJob.from_config(cfg)]
 
 
 class Daemon:

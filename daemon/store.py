@@ -57,6 +57,12 @@ MIGRATIONS: list[tuple[int, str]] = [
     ALTER TABLE bbv ADD COLUMN lost BIGINT;
     ALTER TABLE probe_results ADD COLUMN extra JSON;
     """),
+    # Retention: per-minute aggregates of `samples` (minute = epoch second the minute starts), kept
+    # longer than the raw rows; count, mean, min and max are of the non-null values.
+    (4, """
+    CREATE TABLE samples_minute (node VARCHAR, scope VARCHAR, metric VARCHAR, minute DOUBLE, count BIGINT,
+        mean DOUBLE, min DOUBLE, max DOUBLE);
+    """),
 ]
 
 
@@ -306,3 +312,60 @@ def register_kit_file(db: str, row: dict) -> None:
         register_kit(con, row)
     finally:
         con.close()
+
+
+# ---- retention (daemon/job_retention.py): roll-ups, exports and deletions, on the writer thread ----
+
+RAW_TYPES = ("samples", "bbv")   # frame types whose rows retention deletes (tasks, regions stay)
+
+
+def rollup_minutes(con: duckdb.DuckDBPyConnection, lo: float, hi: float, merge: bool = False) -> int:
+    """Aggregate the raw samples with lo <= ts < hi (minute-aligned bounds) into `samples_minute`.
+
+    merge=False replaces the aggregate of every (node, scope, metric, minute) that has raw rows there
+    (its raw rows are all present); merge=True folds them into the stored aggregate instead (rows that
+    arrived after their minute's raw rows were deleted). Returns the aggregates written."""
+    con.execute("""CREATE OR REPLACE TEMP TABLE rollup_new AS
+        SELECT node, scope, metric, floor(ts / 60) * 60 AS minute, count(value) AS count, avg(value) AS mean,
+               min(value) AS min, max(value) AS max
+        FROM samples WHERE ts >= ? AND ts < ? GROUP BY ALL""", [lo, hi])
+    # Replacing: the stored aggregate takes no part (a join that never matches leaves its columns NULL).
+    on = "USING (node, scope, metric, minute)" if merge else "ON FALSE"
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE rollup_out AS
+        SELECT n.node, n.scope, n.metric, n.minute, n.count + coalesce(o.count, 0) AS count,
+               (coalesce(n.mean * n.count, 0) + coalesce(o.mean * o.count, 0))
+                   / nullif(n.count + coalesce(o.count, 0), 0) AS mean,
+               least(n.min, o.min) AS min, greatest(n.max, o.max) AS max
+        FROM rollup_new n LEFT JOIN samples_minute o {on}""")
+    con.execute("""DELETE FROM samples_minute s USING rollup_new n WHERE s.node = n.node AND s.scope = n.scope
+                   AND s.metric = n.metric AND s.minute = n.minute""")
+    con.execute("INSERT INTO samples_minute SELECT * FROM rollup_out")
+    written = con.execute("SELECT count(*) FROM rollup_out").fetchone()[0]
+    con.execute("DROP TABLE rollup_new")
+    con.execute("DROP TABLE rollup_out")
+    return written
+
+
+# What each table's retention deletes: rows whose time column is below the cutoff.
+RETAINED = {"samples": "ts", "bbv": "t_start", "samples_minute": "minute"}
+
+
+def delete_before(con: duckdb.DuckDBPyConnection, table: str, cutoff: float, export: str | None = None) -> int:
+    """Delete `table`'s rows older than `cutoff` (RETAINED names the column), first copying them to
+    `export`/<table>-<cutoff>.parquet when a folder is given. Returns the rows deleted."""
+    where = f"{RETAINED[table]} < ?"
+    n = con.execute(f"SELECT count(*) FROM {table} WHERE {where}", [cutoff]).fetchone()[0]
+    if n and export:
+        path = f"{export.rstrip('/')}/{table}-{cutoff:.0f}.parquet".replace("'", "''")
+        # COPY takes no bound parameters: the cutoff is a float formatted here, the folder the operator's
+        con.execute(f"COPY (SELECT * FROM {table} WHERE {RETAINED[table]} < {cutoff!r}) TO '{path}' "
+                    "(FORMAT parquet)")
+    return con.execute(f"DELETE FROM {table} WHERE {where}", [cutoff]).fetchone()[0] if n else 0
+
+
+def trim_ingest_log(con: duckdb.DuckDBPyConnection, cutoff: float) -> int:
+    """Delete the log rows of raw frames (RAW_TYPES) received before `cutoff`, except the newest of each
+    (node, boot): Store rebuilds its per-boot high-water mark from those at open (exactly-once)."""
+    return con.execute(f"""DELETE FROM ingest_log WHERE type IN {RAW_TYPES} AND received < ?
+        AND seq < (SELECT max(m.seq) FROM ingest_log m WHERE m.node = ingest_log.node AND m.boot = ingest_log.boot)
+        """, [cutoff]).fetchone()[0]

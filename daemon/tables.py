@@ -385,3 +385,20 @@ def perfql_matches(con, query, since: float | None = None, until: float | None =
     """A parsed PERFQL `query` (analytics.fuzzy.perfql.Query) over the region summaries it needs."""
     frame = region_summaries(con, since, until, nodes, metrics=query.required_metrics())
     return query.evaluate(frame, min_degree, top)
+
+
+# ---- retention: per-minute aggregates of samples -------------------------------------------------
+
+def samples_minute(con, since: float | None = None, until: float | None = None) -> pd.DataFrame:
+    """Per-minute aggregates (node, scope, metric, minute, count, mean, min, max) with since <= minute
+    < until, oldest first."""
+    where, params = _where(since, until, None, "minute")
+    return con.execute(f"SELECT * FROM samples_minute WHERE {where} ORDER BY minute, node, scope, metric",
+                       params).df()
+
+
+def rollup_bounds(con) -> tuple[float | None, float | None]:
+    """(oldest raw sample ts, end of the newest aggregated minute): where a roll-up resumes."""
+    lo = con.execute("SELECT min(ts) FROM samples").fetchone()[0]
+    end = con.execute("SELECT max(minute) + 60 FROM samples_minute").fetchone()[0]
+    return lo, end

@@ -1,0 +1,344 @@
+"""Streaming benchmark: the live daemon's costs as the store grows, each against its peer in the same run.
+
+(a) one CausalJob cycle with ~1 % new task rows, partial_fit against a full fit (goal >= 5x at 1e5 rows);
+(b) /metrics scrape latency of a real Daemon whose job publishes 1e4 gauge series (goal <= 100 ms);
+(c) ingest rate of real senders into a daemon child process while a re-learn runs back to back,
+    against the same daemon idle (goal: within 10 %);
+(d) store bytes per node-day of a simulated node (1 Hz x 65 metrics + one phase vector a second).
+
+    .venv/bin/python bench/stream.py                       # everything, full sizes
+    .venv/bin/python bench/stream.py --rows 1000 10000 --series 2000 --hours 1   # reduced, for a loaded machine
+    .venv/bin/python bench/stream.py --only scrape --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from causewatch import wire
+from causewatch.agent.sender import Sender
+from causewatch.config import AgentConfig, DaemonConfig
+from causewatch.daemon import store as store_mod
+from causewatch.daemon import tables
+from causewatch.daemon.exporter import Exporter, gauge_family
+from causewatch.daemon.job_causal import CausalJob
+from causewatch.daemon.job_retention import RetentionJob
+from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.server import Daemon
+from causewatch.daemon.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support import free_port  # noqa: E402
+
+BIG = 10**9   # CausalJob's window: never full here, so a cycle is a partial_fit or a fit of every row
+T0 = 1_699_999_980.0   # a minute boundary: the simulated node-hours start here
+
+
+# ---- (a) analysis cycle: partial_fit against a full fit ------------------------------------------
+
+def task_frames(seed: int, start: int, count: int) -> list[wire.Frame]:
+    """Synthetic tasks: duration depends on instructions (~ n^2) and L2 misses (~ the dtype's size)."""
+    rng = np.random.default_rng(seed)
+    n = rng.integers(50, 300, count)
+    dtype = rng.choice(["int", "double"], count)
+    instructions = n.astype(float) ** 2 * rng.uniform(0.5, 1.5, count)
+    misses = np.where(dtype == "int", 4, 8) * rng.uniform(50, 150, count)
+    duration = instructions * 1e-5 + misses * 1e-3 + rng.normal(0, 0.1, count)
+    return [wire.Frame("task", "node-1", "b1", start + i, 1000.0 + start + i, {
+        "app": "lu", "task_id": f"t{start + i}", "start": 1000.0 + start + i, "duration": float(duration[i]),
+        "cpu_seconds": float(duration[i] * 0.9), "params": {"n": int(n[i]), "dtype": str(dtype[i])},
+        "counters": {"instructions": float(instructions[i]), "l2_misses": float(misses[i])}})
+        for i in range(count)]
+
+
+def fill(store: Store, frames: list[wire.Frame], batch: int = 5000) -> None:
+    for i in range(0, len(frames), batch):
+        store.commit_frames(frames[i:i + batch])
+
+
+def job_ctx(store: Store) -> JobContext:
+    return JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
+
+
+def causal_job() -> CausalJob:
+    return CausalJob(min_rows=50, max_rows=BIG, min_new=1)
+
+
+def analysis_cycle(folder: Path, rows: list[int]) -> list[dict]:
+    out = []
+    for n in rows:
+        store = Store(str(folder / f"tasks-{n}.duckdb"))
+        fill(store, task_frames(n, 1, n))
+        ctx = job_ctx(store)
+        incremental = causal_job()
+        incremental.run(ctx)                      # the model as the daemon has it before the new rows
+        fill(store, task_frames(n + 1, n + 1, max(1, n // 100)))
+        t0 = time.perf_counter()
+        incremental.run(ctx)                      # reads the new rows only, partial_fit
+        inc = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        causal_job().run(ctx)                     # a job that starts afresh: reads every row, fit
+        full = time.perf_counter() - t0
+        learner = incremental.scopes["app:lu"].learner
+        assert learner is not None and incremental.scopes["app:lu"].n_rows == n + max(1, n // 100)
+        store.close()
+        out.append({"rows": n, "new_rows": max(1, n // 100), "partial_fit_s": inc, "full_fit_s": full,
+                    "ratio": full / inc})
+    return out
+
+
+# ---- (b) scrape latency --------------------------------------------------------------------------
+
+class Publisher:
+    """A job publishing `n` gauge series (100 nodes x n/100 metrics) through exporter.publish. The families
+    are built once: what is measured is the scrape, not the job's own work competing for the GIL."""
+    name = "publisher"
+    interval = 0.2
+
+    def __init__(self, n: int):
+        series = [({"node": f"node-{i % 100:03d}", "metric": f"metric_{i // 100:04d}"}, float(i)) for i in range(n)]
+        self.families = [gauge_family("bench_series", "Benchmark series", ["node", "metric"], series)]
+
+    def on_hello(self, ctx, node, body) -> None:
+        """Nothing per agent."""
+
+    def run(self, ctx: JobContext) -> None:
+        ctx.exporter.publish(self.name, self.families)
+
+
+def scrape_latency(folder: Path, n_series: int, scrapes: int) -> dict:
+    out = {}
+    for label, jobs in (("empty", []), ("series", [Publisher(n_series)])):
+        cfg = DaemonConfig(db=str(folder / f"scrape-{label}.duckdb"), bind="tcp://127.0.0.1:0",
+                           http=f"127.0.0.1:{free_port()}")
+        daemon = Daemon(cfg, jobs=jobs).start()
+        url = f"http://{cfg.http}/metrics"
+        try:
+            deadline = time.monotonic() + 30
+            while jobs and b"bench_series{" not in urllib.request.urlopen(url).read():
+                if time.monotonic() > deadline:
+                    raise SystemExit("the publisher's series never appeared on /metrics")
+                time.sleep(0.1)
+            times, size = [], 0
+            for _ in range(scrapes):
+                t0 = time.perf_counter()
+                size = len(urllib.request.urlopen(url).read())
+                times.append(time.perf_counter() - t0)
+        finally:
+            daemon.stop()
+        out[label] = {"median_ms": 1e3 * statistics.median(times),
+                      "p95_ms": 1e3 * float(np.percentile(times, 95)), "bytes": size}
+    out["series"]["n"] = n_series
+    return out
+
+
+# ---- (c) ingest while a re-learn runs ------------------------------------------------------------
+
+class Relearn:
+    """A CausalJob that starts afresh every run: a full re-learn over every task row, back to back."""
+    name = "relearn"
+    interval = 0.0
+
+    def __init__(self):
+        self.runs = 0
+
+    def on_hello(self, ctx, node, body) -> None:
+        """Nothing per agent."""
+
+    def run(self, ctx: JobContext) -> None:
+        causal_job().run(ctx)
+        self.runs += 1
+
+
+def serve(mode: str, db: str, endpoint: str) -> None:
+    """The daemon child of (c): idle (no jobs) or re-learning; prints its re-learn count when stopped."""
+    job = Relearn()
+    daemon = Daemon(DaemonConfig(db=db, bind=endpoint, http=""), jobs=[job] if mode == "relearn" else []).start()
+    print("ready", flush=True)
+    sys.stdin.read()     # the parent closes our stdin to stop us
+    daemon.stop()
+    print(json.dumps({"relearn_runs": job.runs}), flush=True)
+
+
+def ingest_rate(folder: Path, mode: str, args, task_rows: int) -> dict:
+    db = folder / f"ingest-{mode}.duckdb"
+    store = Store(str(db))
+    fill(store, task_frames(0, 1, task_rows))
+    store.close()
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    child = subprocess.Popen([sys.executable, __file__, "--serve", mode, str(db), endpoint], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    if child.stdout.readline().strip() != "ready":
+        raise SystemExit(f"the {mode} daemon did not start")
+    rng = np.random.default_rng(1)
+    names = [f"metric_{i:02d}" for i in range(args.metrics)]
+    payloads = [wire.samples_body(np.arange(args.timestamps, dtype=float), names,
+                                  rng.random((args.timestamps, args.metrics))) for _ in range(4)]
+    senders = [Sender(AgentConfig(daemon=endpoint, node=f"agent-{k:03d}", spool=str(folder / f"spool-{mode}-{k}"),
+                                  window=8)).start() for k in range(args.agents)]
+
+    def send(s: Sender) -> None:
+        for i in range(args.frames):
+            s.send("samples", payloads[i % len(payloads)])
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=send, args=(s,)) for s in senders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    flushed = all(s.flush(600) for s in senders)
+    elapsed = time.perf_counter() - t0
+    for s in senders:
+        s.close()
+    child.stdin.close()
+    runs = json.loads(child.stdout.readline())["relearn_runs"]
+    child.wait(60)
+    with tables.open_store(str(db)) as con:
+        stored = tables.table_counts(con)["samples"]
+    expected = args.agents * args.frames * args.timestamps * args.metrics
+    if not flushed or stored != expected:
+        raise SystemExit(f"{mode}: stored {stored} of {expected} values (flushed: {flushed})")
+    return {"values": stored, "seconds": elapsed, "values_per_s": stored / elapsed, "relearn_runs": runs}
+
+
+# ---- (d) store bytes per node-day ----------------------------------------------------------------
+
+def node_hour_frames(hour: int, rng, metrics: int, keys: int) -> list[wire.Frame]:
+    """One simulated node-hour: samples frames of 10 rows (1 Hz x `metrics`), one phase vector a second
+    with `keys` of a program's few hundred functions (counts of 1 kHz IP sampling)."""
+    t0 = T0 + 3600.0 * hour
+    names = [f"metric_{i:02d}" for i in range(metrics)]
+    level = rng.uniform(0, 100, metrics)
+    frames, seq = [], hour * 10_000
+    for start in range(0, 3600, 10):
+        t = t0 + start + np.arange(10.0)
+        values = level + rng.normal(0, 1, (10, metrics))   # slowly varying gauges, like psutil's
+        seq += 1
+        frames.append(wire.Frame("samples", "node-1", "b1", seq, t[-1], wire.samples_body(t, names, values)))
+    functions = [f"module.py:function_{i}" for i in range(300)]
+    for s in range(3600):
+        chosen = rng.choice(300, keys, replace=False)
+        counts = rng.multinomial(1000, np.full(keys, 1 / keys))
+        seq += 1
+        frames.append(wire.Frame("bbv", "node-1", "b1", seq, t0 + s + 1, {
+            "target": "pid:4242", "kind": "ip", "start": t0 + s, "end": t0 + s + 1.0,
+            "vector": {"keys": [functions[i] for i in chosen], "counts": counts.tolist()}}))
+    return frames
+
+
+def file_bytes(path: Path) -> int:
+    return path.stat().st_size + (Path(f"{path}.wal").stat().st_size if Path(f"{path}.wal").exists() else 0)
+
+
+def node_day_bytes(folder: Path, hours: int, metrics: int, keys: int) -> dict:
+    rng = np.random.default_rng(5)
+    empty = folder / "empty.duckdb"
+    Store(str(empty)).close()
+    base = file_bytes(empty)
+    sizes, aggregates = {}, None
+    for kind in ("samples", "bbv"):
+        path = folder / f"day-{kind}.duckdb"
+        store = Store(str(path))
+        for h in range(hours):
+            fill(store, [f for f in node_hour_frames(h, rng, metrics, keys) if f.type == kind], batch=256)
+        if kind == "samples":
+            # The per-minute aggregates of these hours, by the retention job itself (raw rows kept).
+            RetentionJob(samples_days=0, bbv_days=0, minute_days=0, clock=lambda: T0 + 3600.0 * hours + 60).run(
+                job_ctx(store))
+            with store.cursor() as cur:
+                aggregates = tables.samples_minute(cur)
+        store.close()
+        sizes[kind] = (file_bytes(path) - base) * 24 / hours
+    # A day of aggregates: the simulated hours' minutes repeated to fill 24 h (same value distribution).
+    day = pd.concat([aggregates.assign(minute=aggregates.minute + 3600.0 * hours * k)
+                     for k in range(-(-24 // hours))], ignore_index=True)
+    frame = day[day.minute < aggregates.minute.min() + 86400.0]
+    path = folder / "day-minute.duckdb"
+    store = Store(str(path))
+    store.run(lambda con: store_mod.insert_frame(con, "samples_minute", frame))
+    store.close()
+    sizes["samples_minute"] = file_bytes(path) - base
+    return {"hours_simulated": hours, "metrics": metrics, "phase_vector_keys": keys,
+            "bytes_per_node_day": sizes, "aggregate_rows_per_day": len(frame)}
+
+
+# ---- report --------------------------------------------------------------------------------------
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", choices=["cycle", "scrape", "ingest", "bytes"], action="append",
+                   help="run only these parts (repeatable)")
+    p.add_argument("--rows", type=int, nargs="+", default=[1_000, 10_000, 100_000], help="task rows in the store")
+    p.add_argument("--series", type=int, default=10_000, help="gauge series a job publishes")
+    p.add_argument("--scrapes", type=int, default=30)
+    p.add_argument("--agents", type=int, default=10)
+    p.add_argument("--frames", type=int, default=60, help="samples frames per agent")
+    p.add_argument("--timestamps", type=int, default=100, help="rows per samples frame")
+    p.add_argument("--metrics", type=int, default=65, help="metrics per row")
+    p.add_argument("--relearn-rows", type=int, default=10_000, help="task rows the re-learn goes over")
+    p.add_argument("--hours", type=int, default=2, help="node-hours simulated for bytes per node-day")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--serve", nargs=3, metavar=("MODE", "DB", "ENDPOINT"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.serve:
+        serve(*args.serve)
+        return
+    parts = args.only or ["cycle", "scrape", "ingest", "bytes"]
+    result: dict = {"cpus": os.cpu_count(), "load_1min": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        if "cycle" in parts:
+            result["cycle"] = analysis_cycle(folder, args.rows)
+        if "scrape" in parts:
+            result["scrape"] = scrape_latency(folder, args.series, args.scrapes)
+        if "ingest" in parts:
+            result["ingest"] = {mode: ingest_rate(folder, mode, args, args.relearn_rows) for mode in ("idle", "relearn")}
+            result["ingest"]["ratio"] = (result["ingest"]["relearn"]["values_per_s"]
+                                         / result["ingest"]["idle"]["values_per_s"])
+        if "bytes" in parts:
+            result["bytes"] = node_day_bytes(folder, args.hours, args.metrics, 50)
+    if args.json:
+        print(json.dumps(result))
+        return
+    report(result)
+
+
+def report(r: dict) -> None:
+    print(f"{r['cpus']} CPUs, load {r['load_1min']:.1f} at start")
+    for c in r.get("cycle", []):
+        print(f"(a) {c['rows']:>7,} task rows + {c['new_rows']:,} new: partial_fit cycle {c['partial_fit_s']:7.2f} s, "
+              f"full fit {c['full_fit_s']:7.2f} s, full/partial {c['ratio']:5.1f}x  (goal >= 5x at 100,000)")
+    if "scrape" in r:
+        s, e = r["scrape"]["series"], r["scrape"]["empty"]
+        print(f"(b) /metrics with {s['n']:,} job series: median {s['median_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms, "
+              f"{s['bytes']:,} bytes (goal <= 100 ms); without them {e['median_ms']:.1f} ms")
+    if "ingest" in r:
+        i = r["ingest"]
+        print(f"(c) ingest idle {i['idle']['values_per_s']:,.0f} values/s, during re-learn "
+              f"{i['relearn']['values_per_s']:,.0f} values/s ({i['relearn']['relearn_runs']} re-learns ran): "
+              f"{i['ratio']:.1%} of idle (goal >= 90 %)")
+    if "bytes" in r:
+        b = r["bytes"]
+        sizes = b["bytes_per_node_day"]
+        print(f"(d) store bytes per node-day ({b['metrics']} metrics at 1 Hz, a {b['phase_vector_keys']}-key phase "
+              f"vector a second; {b['hours_simulated']} h simulated): samples {sizes['samples'] / 1e6:.1f} MB, "
+              f"phase vectors {sizes['bbv'] / 1e6:.1f} MB, per-minute aggregates {sizes['samples_minute'] / 1e6:.2f} MB "
+              f"({b['aggregate_rows_per_day']:,} rows)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Retention over a real DuckDB store: rows older than each window go (boundary rows on both sides),
+per-minute aggregates stay and equal what the raw rows gave, the Parquet export holds exactly the
+deleted rows, late rows are folded into their minute, and a bad retention setting exits 2 naming it."""
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from causewatch import wire
+from causewatch.config import DaemonConfig, load
+from causewatch.daemon import tables
+from causewatch.daemon.exporter import Exporter
+from causewatch.daemon.job_retention import DAY, RetentionJob
+from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.store import Store
+from causewatch.errors import ConfigError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support import run_cli  # noqa: E402
+
+# Three days ahead of the wall clock: every ingest_log row (received now) is past a one-day window.
+NOW = math.floor(time.time() / 60) * 60 + 3 * DAY
+RAW_CUT = NOW - DAY           # minute-aligned, so the raw window's start is exact
+AGG = ["count", "mean", "min", "max"]
+
+
+def samples_frames(ts: np.ndarray, seq0: int, rng, per_frame: int = 50, boot: str = "b1") -> list[wire.Frame]:
+    out = []
+    for i, start in enumerate(range(0, len(ts), per_frame)):
+        t = ts[start:start + per_frame]
+        body = wire.samples_body(t, ["cpu", "mem"], rng.normal(50, 20, (len(t), 2)))
+        out.append(wire.decode(wire.encode("samples", "n1", boot, seq0 + i, body, ts=float(t[-1]))))
+    return out
+
+
+def bbv_frame(seq: int, start: float) -> wire.Frame:
+    body = {"target": "app:x", "kind": "python", "start": start, "end": start + 1.0,
+            "vector": {"keys": ["f", "g"], "counts": [3, 4]}}
+    return wire.decode(wire.encode("bbv", "n1", "b1", seq, body, ts=start + 1.0))
+
+
+def expected_minutes(raw: pd.DataFrame) -> pd.DataFrame:
+    g = raw.assign(minute=np.floor(raw.ts / 60) * 60).groupby(["node", "scope", "metric", "minute"])["value"]
+    return g.agg(AGG).reset_index().sort_values(["minute", "node", "scope", "metric"], ignore_index=True)
+
+
+def all_rows(store: Store, table: str) -> pd.DataFrame:
+    with store.cursor() as cur:
+        return tables.read_table(cur, table)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(str(tmp_path / "r.duckdb"))
+    yield s
+    s.close()
+
+
+def test_retention_deletes_what_is_older_and_keeps_exact_aggregates(store, tmp_path):
+    rng = np.random.default_rng(7)
+    # 20 minutes of 1 Hz samples around the raw cutoff, a row just before and one on it, and one row
+    # older than the aggregates' window (30 days).
+    ts = np.sort(np.concatenate([RAW_CUT - 600 + np.arange(1200.0), [RAW_CUT - 0.001, NOW - 40 * DAY]]))
+    frames = samples_frames(ts, 1, rng)
+    bbv = [bbv_frame(len(frames) + 1, NOW - DAY - 0.001), bbv_frame(len(frames) + 2, NOW - DAY)]
+    assert len(store.commit_frames(frames + bbv).stored) == len(frames) + 2
+    raw_before, bbv_before = all_rows(store, "samples"), all_rows(store, "bbv")
+    log_before = all_rows(store, "ingest_log")
+
+    export = tmp_path / "export"
+    export.mkdir()
+    ctx = JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
+    job = RetentionJob(samples_days=1, bbv_days=1, minute_days=30, export=str(export), clock=lambda: NOW)
+    job.run(ctx)
+
+    kept = all_rows(store, "samples")
+    gone = raw_before[raw_before.ts < RAW_CUT]
+    assert len(kept) == (raw_before.ts >= RAW_CUT).sum() and kept.ts.min() == RAW_CUT   # the row on it stays
+    assert (gone.ts == RAW_CUT - 0.001).sum() == 2                                     # both metrics of it went
+    assert job.deleted_["samples"] == len(gone) and len(gone) == 2 * 602
+
+    # The aggregates are those of every raw row, but the minute older than their own window is gone.
+    aggs = minutes(store)
+    want = expected_minutes(raw_before)
+    want = want[want.minute >= NOW - 30 * DAY].reset_index(drop=True)
+    assert len(aggs) == len(want) == 2 * 20   # 20 minutes of two metrics
+    pd.testing.assert_frame_equal(aggs, want, check_dtype=False, check_exact=False)
+
+    # The export holds exactly the deleted rows, table by table.
+    def exported(table):
+        return duckdb.sql(f"SELECT * FROM read_parquet('{export}/{table}-*.parquet')").df()
+    key = ["ts", "metric"]
+    pd.testing.assert_frame_equal(exported("samples").sort_values(key, ignore_index=True),
+                                  gone.sort_values(key, ignore_index=True), check_dtype=False)
+    assert sorted(exported("bbv").t_start) == sorted(bbv_before[bbv_before.t_start < NOW - DAY].t_start)
+    assert all_rows(store, "bbv").t_start.unique().tolist() == [NOW - DAY]
+    assert exported("samples_minute").minute.tolist() == [math.floor((NOW - 40 * DAY) / 60) * 60] * 2
+
+    # The log keeps the newest frame of the boot (the high-water mark a reopened store starts from).
+    log = all_rows(store, "ingest_log")
+    assert log.seq.tolist() == [log_before.seq.max()] and job.deleted_["ingest_log"] == len(log_before) - 1
+
+
+def test_late_rows_are_folded_into_their_minute(store):
+    rng = np.random.default_rng(3)
+    ts = RAW_CUT - 300 + np.arange(600.0)
+    frames = samples_frames(ts, 1, rng)
+    store.commit_frames(frames)
+    raw_first = all_rows(store, "samples")
+    ctx = JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
+    job = RetentionJob(samples_days=1, bbv_days=1, minute_days=30, clock=lambda: NOW)
+    job.run(ctx)
+    # A reconnecting agent delivers rows of a minute whose raw rows are gone, and of one still raw.
+    late = samples_frames(np.array([RAW_CUT - 90.5, RAW_CUT - 89.5, RAW_CUT + 30.5]), 1, rng, boot="b2")
+    store.commit_frames(late)
+    raw_late = all_rows(store, "samples")
+    raw_late = raw_late[raw_late.ts.isin([RAW_CUT - 90.5, RAW_CUT - 89.5, RAW_CUT + 30.5])]
+    job.run(ctx)
+    # Rows of a deleted minute are merged at once; those of a raw minute when it leaves the window.
+    want = expected_minutes(pd.concat([raw_first, raw_late]))
+    aggs = minutes(store)
+    merged, still_raw = want.minute == RAW_CUT - 120, want.minute == RAW_CUT
+    pd.testing.assert_frame_equal(aggs[merged], want[merged], check_dtype=False, check_exact=False)
+    assert (aggs[still_raw]["count"] == 60).all() and (want[still_raw]["count"] == 61).all()
+    job.clock = lambda: NOW + 60
+    job.run(ctx)
+    pd.testing.assert_frame_equal(minutes(store), want, check_dtype=False, check_exact=False)
+    assert all_rows(store, "samples").ts.min() == RAW_CUT + 60
+
+
+def minutes(store: Store) -> pd.DataFrame:
+    aggs = all_rows(store, "samples_minute").sort_values(["minute", "node", "scope", "metric"], ignore_index=True)
+    return aggs[["node", "scope", "metric", "minute", *AGG]]
+
+
+@pytest.mark.parametrize("line, named", [
+    ("retain_samples_days = -1", "retain_samples_days: -1.0 is out of range"),
+    ('retain_bbv_days = "a week"', "retain_bbv_days: expected float"),
+    ("retain_samples_minute_days = 3", "retain_samples_minute_days: 3.0 is shorter than retain_samples_days"),
+    ('retention_export = "/no/such/folder"', "retention_export: /no/such/folder: no such writable folder"),
+])
+def test_a_bad_retention_setting_is_refused_naming_it(tmp_path, line, named):
+    cfg = tmp_path / "daemon.toml"
+    cfg.write_text(f'[daemon]\ndb = "x.duckdb"\n{line}\n')
+    with pytest.raises(ConfigError) as e:
+        load(DaemonConfig, cfg, section="daemon")
+    assert str(e.value).startswith(f"{cfg}:3: {named}")
+
+
+def test_the_daemon_exits_2_on_a_bad_retention_setting(tmp_path):
+    cfg = tmp_path / "daemon.toml"
+    cfg.write_text(f'[daemon]\ndb = "{tmp_path / "x.duckdb"}"\nretain_samples_days = 30\n'
+                   "retain_samples_minute_days = 7\n")
+    done = run_cli("daemon", "--config", str(cfg), timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{cfg}:4: retain_samples_minute_days: 7.0 is shorter than retain_samples_days (30.0" in done.stderr
+    assert not (tmp_path / "x.duckdb").exists()
