@@ -40,6 +40,7 @@ class DaemonConfig:
     max_frame_bytes: int = _limit(8 * 1024 * 1024, 1024, 2**31 - 1)
     batch_max_frames: int = _limit(256, 1, 100_000)   # frames the writer commits in one transaction at most
     fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)
+    reprobe_after: float = _limit(86400.0, 0.0, None)  # seconds before a node's probe result is re-taken; 0: never
 
 
 @dataclasses.dataclass

@@ -33,7 +33,7 @@ def default_jobs(cfg: DaemonConfig) -> list[Job]:
         termsets = load_terms(cfg.fuzzy_terms)
     except (OSError, TermsError) as e:
         raise ConfigError("fuzzy_terms", f"cannot load the term sets {cfg.fuzzy_terms!r} ({e})") from None
-    return [CausalJob(), FuzzyJob(termsets), ProbeJob()]
+    return [CausalJob(), FuzzyJob(termsets), ProbeJob(cfg.reprobe_after)]
 
 
 class Daemon:
