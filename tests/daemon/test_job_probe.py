@@ -10,8 +10,9 @@ import urllib.request
 import duckdb
 from support import agent_config, wait_for
 
+from causewatch.agent.runner import hello_body
 from causewatch.agent.sender import Sender
-from causewatch.config import DaemonConfig
+from causewatch.config import AgentConfig, DaemonConfig
 from causewatch.daemon import tables
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_probe import ProbeJob
@@ -87,6 +88,12 @@ def test_new_agent_is_probed_and_ranked(tmp_path):
     finally:
         sender.close()
         daemon.stop()
+
+
+def test_the_agents_hello_carries_the_machines_boot_id(tmp_path):
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        assert hello_body({}, None, AgentConfig())["extra"]["boot_id"] == f.read().strip() != ""
+    assert hello_body({}, None, AgentConfig(), proc=str(tmp_path))["extra"]["boot_id"] == ""   # not Linux
 
 
 RESULT = {"app": "mw", "kit": "k1", "predicted_seconds": 12.0, "lo": 11.0, "hi": 13.0, "ratio": 1.2,
