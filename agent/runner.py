@@ -376,7 +376,8 @@ def _watchdog_period(env=os.environ) -> float | None:
 def hello_body(counters: dict, target: Target | None, cfg: AgentConfig, proc: str = "/proc") -> dict:
     """Node facts and what can be counted (and why not) for the hello frame."""
     extra = {"counters_interval": cfg.counters_interval, "psutil_interval": cfg.psutil_interval,
-             "bbv_frequency": cfg.bbv_frequency, "perf_event_paranoid": perf.paranoid(proc)}
+             "bbv_frequency": cfg.bbv_frequency, "perf_event_paranoid": perf.paranoid(proc),
+             "boot_id": _boot_id(proc)}
     if target is not None:
         extra["target"] = target.label
         if target.pid is not None:
@@ -384,6 +385,15 @@ def hello_body(counters: dict, target: Target | None, cfg: AgentConfig, proc: st
     return {"hostname": socket.gethostname(), "agent_version": __version__, "cpu_model": _cpu_model(proc),
             "cores": os.cpu_count() or 0, "memory_bytes": psutil.virtual_memory().total,
             "counters": counters, "extra": extra}
+
+
+def _boot_id(proc: str) -> str:
+    """The machine's boot id (new at every boot): the daemon re-probes a node that rebooted."""
+    try:
+        with open(os.path.join(proc, "sys/kernel/random/boot_id")) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def _cpu_model(proc: str) -> str:

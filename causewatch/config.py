@@ -40,6 +40,7 @@ class DaemonConfig:
     max_frame_bytes: int = _limit(8 * 1024 * 1024, 1024, 2**31 - 1)
     batch_max_frames: int = _limit(256, 1, 100_000)   # frames the writer commits in one transaction at most
     fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)
+    reprobe_after: float = _limit(86400.0, 0.0, None)  # seconds before a node's probe result is re-taken; 0: never
     # Retention (daemon/job_retention.py), in days; 0 keeps a table forever.
     retain_samples_days: float = _limit(14.0, 0.0, 36500.0)          # raw samples
     retain_bbv_days: float = _limit(14.0, 0.0, 36500.0)              # phase vectors

@@ -28,7 +28,7 @@ from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_b
 from causewatch.analytics.fuzzy.summaries import records
 from causewatch.daemon import store, tables
 from causewatch.errors import CausewatchError, InputError
-from causewatch.probe.rank import rank_nodes
+from causewatch.probe.rank import RATIO, rank_nodes
 from causewatch.probe.registry import kit_row
 
 log = logging.getLogger("causewatch.daemon.http")
@@ -91,11 +91,12 @@ def bottlenecks(params: dict, con) -> list[dict]:
 
 
 def rank(params: dict, con) -> dict:
-    """Nodes ranked by predicted task time for an app: /api/rank?app=lu."""
+    """Nodes ranked by predicted task time for an app, with what `ratio` compares: /api/rank?app=lu."""
     app = _one(params, "app")
     if not app:
         raise InputError("GET /api/rank needs ?app=NAME")
-    return {"app": app, "nodes": rank_nodes(app, tables.latest_probes(con, app))}
+    nodes = rank_nodes(app, tables.latest_probes(con, app), tables.registered_kits(con), time.time())
+    return {"app": app, "ratio": RATIO, "nodes": nodes}
 
 
 def regions(params: dict, con) -> pd.DataFrame:

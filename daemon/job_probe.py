@@ -1,12 +1,13 @@
-"""Auto-probing: a node's hello gets a run_probe for every registered kit it has no result for.
+"""Auto-probing: run_probe to a node for each registered kit it has no result for, whose result was
+taken under other facts (a new boot, other hardware), or whose result is older than `reprobe_after`.
 
-run() republishes causewatch_predicted_task_seconds{app,node} from the latest probe results.
-Kits are registered offline (`causewatch probe register`, daemon stopped) into probe_kits.
+run() re-asks connected nodes on that schedule and republishes causewatch_predicted_task_seconds{app,node}.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from causewatch.daemon import tables
 from causewatch.daemon.exporter import gauge_family
@@ -17,23 +18,72 @@ GAUGE = "causewatch_predicted_task_seconds"
 GAUGE_HELP = "Task-seconds of an application's whole run on a node, predicted by its latest software probe"
 
 
+def changed_facts(then: dict | None, now: dict | None) -> list[str]:
+    """Which facts differ between a result's and the node's now, as 'cores 2 -> 4'; a result stored
+    before facts were recorded (None) has none to compare."""
+    if not then or not now:
+        return []
+    return [f"{key} {then.get(key)!r} -> {now.get(key)!r}" for key in now if then.get(key) != now.get(key)]
+
+
 class ProbeJob:
+    """`reprobe_after` seconds: a result that old is taken again (0: only new nodes and changed facts);
+    `interval`: how often the schedule is checked and the gauge republished."""
     name = "probe"
-    interval = 15.0
+
+    def __init__(self, reprobe_after: float = 86400.0, interval: float = 15.0):
+        self.reprobe_after = reprobe_after
+        self.interval = interval
+        # (node, app, kit) -> when run_probe was last sent: the schedule does not ask again while a
+        # probe may still be running, and asks again `reprobe_after` later if its result never came.
+        self.asked_: dict[tuple[str, str, str], float] = {}
+
+    def _stale(self, since: float, now: float) -> str | None:
+        if self.reprobe_after and now - since >= self.reprobe_after:
+            return f"{now - since:.0f} s since the last probe (reprobe_after {self.reprobe_after:g} s)"
+        return None
+
+    def _ask(self, ctx: JobContext, node: str, kit: dict, why: str, now: float) -> None:
+        sent = ctx.send(node, "run_probe", {"app": kit["app"], "kit": kit["kit"], "manifest": kit["manifest"]})
+        if sent:
+            self.asked_[(node, kit["app"], kit["kit"])] = now
+        # a node not connected since the daemon started is tried at every check: say so only when debugging
+        log.log(logging.INFO if sent else logging.DEBUG, "run_probe %s/%s -> %s (%s): %s", kit["app"], kit["kit"],
+                node, why, "sent" if sent else "not connected")
 
     def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
-        """Send the kits this node has no result for: a new node gets them all, a restarted agent
-        whose probe never came back gets it again (agents say hello once per start)."""
+        """A new node gets every kit; a known one those whose newest result was taken under other facts
+        (the hello is stored before this runs, so the node's facts are this hello's) or is stale."""
+        now = time.time()
         with ctx.read() as cur:
-            done, kits = tables.probed_kits(cur, node), tables.registered_kits(cur)
+            facts, newest, kits = tables.node_facts(cur, node), tables.newest_probes(cur, node), \
+                tables.registered_kits(cur)
         for kit in kits:
-            if (kit["app"], kit["kit"]) in done:
-                continue
-            sent = ctx.send(node, "run_probe", {"app": kit["app"], "kit": kit["kit"], "manifest": kit["manifest"]})
-            log.info("run_probe %s/%s -> %s: %s", kit["app"], kit["kit"], node, "sent" if sent else "not sent")
+            result = newest.get((node, kit["app"], kit["kit"]))
+            if result is None:
+                why = "no result yet"
+            else:
+                changed = changed_facts(result["facts"], facts)
+                why = "facts changed: " + ", ".join(changed) if changed else self._stale(result["ts"], now)
+            if why:
+                self._ask(ctx, node, kit, why, now)
 
     def run(self, ctx: JobContext) -> None:
+        """Ask the nodes this daemon has heard from again when their newest result (or unanswered
+        request) is older than reprobe_after; a kit registered while they run reaches them here too."""
+        now = time.time()
         with ctx.read() as cur:
             rows = tables.predicted_times(cur)
+            nodes, newest, kits = tables.nodes(cur), tables.newest_probes(cur), tables.registered_kits(cur)
+        for node in (n["node"] for n in nodes):
+            for kit in kits:
+                key = (node, kit["app"], kit["kit"])
+                result, asked = newest.get(key), self.asked_.get(key)
+                if result is None and asked is None:
+                    why = "no result yet"
+                else:
+                    why = self._stale(max(result["ts"] if result else asked, asked or 0.0), now)
+                if why:
+                    self._ask(ctx, node, kit, why, now)
         series = [({"app": app, "node": node}, seconds) for app, node, seconds in rows]
         ctx.exporter.publish(self.name, [gauge_family(GAUGE, GAUGE_HELP, ["app", "node"], series)])

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from causewatch import wire
+from causewatch.daemon import tables
 
 MIGRATIONS: list[tuple[int, str]] = [
     (1, """
@@ -63,6 +64,9 @@ MIGRATIONS: list[tuple[int, str]] = [
     CREATE TABLE samples_minute (node VARCHAR, scope VARCHAR, metric VARCHAR, minute DOUBLE, count BIGINT,
         mean DOUBLE, min DOUBLE, max DOUBLE);
     """),
+    # The node facts a probe result was taken under (machine boot id, cpu model, cores, memory): a hello
+    # whose facts differ gets the kit again. Older results keep NULL (only their age counts).
+    (5, "ALTER TABLE probe_results ADD COLUMN facts JSON"),
 ]
 
 
@@ -127,7 +131,7 @@ def _region_row(f: wire.Frame) -> tuple:
 def _probe_row(f: wire.Frame) -> tuple:
     b = f.body
     return (f.node, f.boot, f.seq, f.ts, b["app"], b["kit"], b["predicted_seconds"], b["lo"], b["hi"],
-            b["ratio"], b["probe_seconds"], _json(b.get("phases")), _json(b.get("extra")))
+            b["ratio"], b["probe_seconds"], _json(b.get("phases")), _json(b.get("extra")), None)
 
 
 @dataclass
@@ -217,6 +221,8 @@ class Store:
         # every stored frame says its node is alive (hello alone left a streaming agent looking silent)
         self.con.execute("UPDATE nodes SET last_seen = ? WHERE list_contains(?, node)",
                          [now, sorted({f.node for f in frames})])
+        if "probe_result" in by_type:
+            record_probe_facts(self.con)
 
     def _insert_rows(self, table: str, rows: list[tuple]) -> None:
         columns = self._columns.get(table)
@@ -295,6 +301,13 @@ def update_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float, 
 
 def resolve_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float) -> None:
     con.execute("UPDATE anomalies SET resolved = ?, updated = ? WHERE anomaly_id = ?", [now, now, anomaly_id])
+
+
+def record_probe_facts(con: duckdb.DuckDBPyConnection) -> None:
+    """Give each new probe result the facts of the hello its agent run sent (same node and boot):
+    after that hello is stored, so a hello and a result in one batch work too."""
+    con.execute(f"""UPDATE probe_results p SET facts = {tables.NODE_FACTS_SQL.format(n="n")} FROM nodes n
+                    WHERE p.facts IS NULL AND p.node = n.node AND p.boot = n.boot""")
 
 
 def register_kit(con: duckdb.DuckDBPyConnection, row: dict) -> None:

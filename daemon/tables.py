@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from causewatch.analytics.fuzzy.summaries import BASE_METRICS, KEYS, metric_name
 from causewatch.errors import InputError
 
-TABLES = ("nodes", "samples", "bbv", "tasks", "regions", "models", "edges", "anomalies", "scores",
+TABLES = ("nodes", "samples", "samples_minute", "bbv", "tasks", "regions", "models", "edges", "anomalies", "scores",
           "probe_kits", "probe_results", "ingest_log")
 # Counters that are already ratios or rates are averaged (weighted by duration), the rest summed.
 _RATIO = re.compile(r"(_ratio|_share|_rate|_per_second)$|^(ipc|cpi)$")
@@ -302,9 +302,25 @@ def registered_kits(con) -> list[dict]:
     return [{"app": a, "kit": k, "path": p, "manifest": json.loads(m) if m else None} for a, k, p, m in rows]
 
 
-def probed_kits(con, node: str) -> set[tuple[str, str]]:
-    """(app, kit) pairs `node` has sent a probe result for."""
-    return set(con.execute("SELECT DISTINCT app, kit FROM probe_results WHERE node = ?", [node]).fetchall())
+# The facts of a node that a probe result depends on, as one JSON object from a `nodes` row aliased {n}:
+# the machine's boot (the agent's hello carries /proc/sys/kernel/random/boot_id) and its hardware.
+NODE_FACTS_SQL = ("json_object('boot_id', {n}.extra->>'$.boot_id', 'cpu_model', {n}.cpu_model, "
+                  "'cores', {n}.cores, 'memory_bytes', {n}.memory_bytes)")
+
+
+def node_facts(con, node: str) -> dict | None:
+    """The facts of `node`'s latest hello (NODE_FACTS_SQL's keys), None for an unknown node."""
+    row = con.execute(f"SELECT {NODE_FACTS_SQL.format(n='n')} FROM nodes n WHERE node = ?", [node]).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def newest_probes(con, node: str | None = None) -> dict[tuple[str, str, str], dict]:
+    """(node, app, kit) -> {ts, facts} of the newest result of each kit on each node (or on `node`);
+    facts is None for a result stored before they were recorded."""
+    where, params = ("WHERE node = ?", [node]) if node is not None else ("", [])
+    rows = con.execute(f"SELECT node, app, kit, max(ts), arg_max(facts, ts) FROM probe_results {where} "
+                       "GROUP BY ALL", params).fetchall()
+    return {(n, a, k): {"ts": ts, "facts": json.loads(f) if f else None} for n, a, k, ts, f in rows}
 
 
 def latest_probes(con, app: str) -> list[dict]:

@@ -1,14 +1,36 @@
-"""Rank nodes for an application by the task time their latest probe predicts.
-
-Takes each node's newest probe result (read by the daemon's `tables.latest_probes`), fastest first.
+"""Rank nodes for an application by the task time their latest probe predicts, with the probe's age
+and its kit's quality. Pure: takes the daemon's `tables.latest_probes` rows and registered kits.
 """
 
 from __future__ import annotations
 
+from causewatch.probe.quality import format_quality
 
-def rank_nodes(app: str, latest: list[dict]) -> list[dict]:
-    """`latest` (one row per node: node, kit, ts, predicted_seconds, lo, hi, ratio, probe_seconds,
-    phases) ordered fastest first, numbered from 1, with the app named on each row."""
-    ordered = sorted(latest, key=lambda r: (r["predicted_seconds"], r["node"]))
-    return [{"rank": i, "node": r["node"], "app": app, **{k: v for k, v in r.items() if k != "node"}}
-            for i, r in enumerate(ordered, 1)]
+RATIO = ("this node's time over the kit's reference node's for the same tasks (P = sum of w_i t_i(node) / "
+         "t_i(reference)): 2.0 is twice as slow as the reference, 0.5 twice as fast")
+
+
+def rank_nodes(app: str, latest: list[dict], kits: list[dict], now: float) -> list[dict]:
+    """`latest` (one row per node: node, kit, ts, predicted_seconds, lo, hi, ratio, probe_seconds, phases)
+    ranked by predicted seconds per task, fastest first, numbered from 1.
+
+    A result's predicted_seconds is the task-seconds of one whole run of the kit's workload (the sum of
+    its `tasks` task times); per task is that over `tasks`, the mean task's time, with the same interval.
+    `kits` ({app, kit, manifest}, the registered ones) give the task count, reference node and quality."""
+    manifests = {k["kit"]: k["manifest"] or {} for k in kits if k["app"] == app}
+    rows = []
+    for r in latest:
+        manifest = manifests.get(r["kit"])
+        tasks = (manifest or {}).get("tasks")
+        task = {f"task_{k}": r[v] / tasks if tasks else None
+                for k, v in (("seconds", "predicted_seconds"), ("lo", "lo"), ("hi", "hi"))}
+        rows.append({
+            "node": r["node"], "app": app, "kit": r["kit"], **task,
+            "run_task_seconds": r["predicted_seconds"], "run_lo": r["lo"], "run_hi": r["hi"], "tasks_per_run": tasks,
+            "ratio": r["ratio"], "reference_node": (manifest or {}).get("reference", {}).get("node"),
+            "probed_at": r["ts"], "age_seconds": max(0.0, now - r["ts"]), "probe_seconds": r["probe_seconds"],
+            "quality": format_quality(manifest) if manifest is not None else "kit no longer registered",
+            "phases": r["phases"]})
+    # Per task, so results of kits with different task counts compare; a kit no longer registered last.
+    rows.sort(key=lambda r: (r["task_seconds"] is None, r["task_seconds"] or r["run_task_seconds"], r["node"]))
+    return [{"rank": i, **r} for i, r in enumerate(rows, 1)]

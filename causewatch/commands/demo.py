@@ -19,6 +19,11 @@ from causewatch.errors import InputError
 
 MARK = ".causewatch-demo"   # written into a folder the demo made, so a later run may empty it
 SEED = 1                    # the workload's and the probe kit's seeds: the same tasks run to run
+PROBE_WAIT = 60.0           # seconds the workload waits for the agents' probes at most
+# The watched command waits for a file before it becomes the workload (exec: the agent's counters follow):
+# the agents' probes run at their hello and must not share the cores with the workload they predict.
+WAIT_THEN_EXEC = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.1)\n" \
+                 "os.execv(sys.argv[2], sys.argv[2:])"
 
 EPILOG = """examples:
   causewatch demo                      # about 30 s, files under ./demo-out
@@ -55,7 +60,8 @@ def _tasks(seconds: float) -> int:
 
 
 def _agents(folder: Path, endpoint: str, seconds: float) -> dict[str, subprocess.Popen]:
-    """demo-node-1 watches the instrumented master-worker workload; demo-node-2 watches its node only."""
+    """demo-node-1 watches the instrumented master-worker workload, which starts once `folder/go`
+    exists; demo-node-2 watches its node only."""
     agents = {}
     for node, watch in (("demo-node-1", True), ("demo-node-2", False)):
         cfg = folder / f"{node}.toml"
@@ -63,11 +69,28 @@ def _agents(folder: Path, endpoint: str, seconds: float) -> dict[str, subprocess
                        f'ipc = "ipc://{folder / node}.sock"\n')
         cmd = [sys.executable, "-m", "causewatch.cli", "agent", "--config", str(cfg)]
         if watch:
-            cmd += ["--", sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--app", "demo",
+            cmd += ["--", sys.executable, "-c", WAIT_THEN_EXEC, str(folder / "go"),
+                    sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--app", "demo",
                     "--tasks", str(_tasks(seconds)), "--seed", str(SEED), "--workers", "2"]
         agents[node] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / f"{node}.log", "w"),
                                         env=dict(os.environ, CAUSEWATCH_CONFIG=str(cfg)))
     return agents
+
+
+def _await_probes(con, agents: dict[str, subprocess.Popen], quiet: bool) -> None:
+    """Wait until every agent's probe result is stored (at most PROBE_WAIT s), before the workload starts."""
+    from causewatch.daemon import tables
+    if not quiet:
+        print(f"probing {', '.join(agents)} before the workload starts (a probe sharing the cores with it "
+              "would rank this machine slower than itself)…", flush=True)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < PROBE_WAIT and all(a.poll() is None for a in agents.values()):
+        if set(agents) <= {r["node"] for r in tables.latest_probes(con, "demo")}:
+            if not quiet:
+                print(f"probed in {time.monotonic() - t0:.1f} s", flush=True)
+            return
+        time.sleep(0.2)
+    print(f"not every probe came back within {PROBE_WAIT:.0f} s: starting the workload anyway", file=sys.stderr)
 
 
 def prepare(folder: Path) -> None:
@@ -162,10 +185,12 @@ def run(args) -> int:
     if not quiet:
         print(f"daemon {daemon.endpoint}, DuckDB {db}, metrics http://{daemon.http.address}/metrics")
     _register_kit(folder, f"http://{daemon.http.address}", quiet)
-    t0 = time.monotonic()
     agents = _agents(folder, daemon.endpoint, args.seconds)
     watched = agents["demo-node-1"]
     con = daemon.store.cursor()
+    _await_probes(con, agents, quiet)
+    (folder / "go").touch()
+    t0 = time.monotonic()
     bar = None if quiet else tqdm(total=_tasks(args.seconds), desc="workload tasks stored", dynamic_ncols=True,
                                   bar_format="{desc} {bar:20} {n}/{total} {elapsed}{postfix}")
     try:

@@ -22,17 +22,37 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the ranking as JSON")
 
 
+def _interval(lo, hi) -> str:
+    return "" if lo is None else f"[{lo:.3g}, {hi:.3g}]"
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
 def run(args) -> int:
+    from causewatch.probe.rank import RATIO
     with open_source(args) as source:
         nodes = source.rank(args.app)
     if args.json:
-        print(json.dumps({"app": args.app, "nodes": nodes}, indent=2))
+        print(json.dumps({"app": args.app, "ratio": RATIO, "nodes": nodes}, indent=2))
         return 0
     if not nodes:
         print(f"no probe results for {args.app!r} yet")
         return 0
-    print(f"{'rank':>4} {'node':<24} {'predicted s':>12} {'interval':>21} {'ratio':>7}")
+    print(f"{'rank':>4} {'node':<20} {'s per task':>10} {'interval':>19} {'task-s per run':>14} {'interval':>19} "
+          f"{'ratio':>6} {'probed':>12}")
     for n in nodes:
-        print(f"{n['rank']:>4} {n['node']:<24} {n['predicted_seconds']:>12.2f} "
-              f"{'[' + format(n['lo'], '.2f') + ', ' + format(n['hi'], '.2f') + ']':>21} {n['ratio']:>7.3f}")
+        task = "" if n["task_seconds"] is None else f"{n['task_seconds']:.3g}"
+        print(f"{n['rank']:>4} {n['node']:<20} {task:>10} {_interval(n['task_lo'], n['task_hi']):>19} "
+              f"{n['run_task_seconds']:>14.3g} {_interval(n['run_lo'], n['run_hi']):>19} {n['ratio']:>6.3f} "
+              f"{_age(n['age_seconds']) + ' ago':>12}")
+    print(f"\nper run: the task-seconds (sum of task times) of one run of the kit's workload; intervals 95 %.\n"
+          f"ratio: {RATIO}.")
+    for kit, quality in sorted({(n["kit"], n["quality"]) for n in nodes}):
+        reference = next(n["reference_node"] for n in nodes if n["kit"] == kit)
+        print(f"kit {kit} (reference node {reference or '?'}): {quality}")
     return 0

@@ -87,7 +87,8 @@ class StoreSource(_Source):
 
     def rank(self, app):
         from causewatch.probe.rank import rank_nodes
-        return rank_nodes(app, self.tables.latest_probes(self.con, app))
+        return rank_nodes(app, self.tables.latest_probes(self.con, app), self.tables.registered_kits(self.con),
+                          time.time())
 
     def nodes(self):
         return self.tables.nodes(self.con)

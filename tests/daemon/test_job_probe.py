@@ -1,15 +1,19 @@
-"""Tests of the auto-probe job: run_probe on a new node's hello, the predicted-time gauge, and the
-whole loop through a real daemon and agent sender (hello -> run_probe -> probe_result -> /api/rank)."""
+"""Tests of the auto-probe job: run_probe on a new node's hello, again under new facts or on schedule,
+the predicted-time gauge, and the whole loop through a real daemon and agent sender
+(hello -> run_probe -> probe_result -> /api/rank)."""
 
 import json
 import queue
+import time
 import urllib.request
 
 import duckdb
 from support import agent_config, wait_for
 
+from causewatch.agent.runner import hello_body
 from causewatch.agent.sender import Sender
-from causewatch.config import DaemonConfig
+from causewatch.config import AgentConfig, DaemonConfig
+from causewatch.daemon import tables
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_probe import ProbeJob
 from causewatch.daemon.jobs import JobContext
@@ -23,7 +27,7 @@ HELLO = {"hostname": "h", "agent_version": "test"}
 
 def manifest(kit="k1"):
     task = {"id": "t", "type": "dict", "size": 500, "seed": 1}
-    return {"format": "causewatch-probe-kit/1", "app": "mw", "kit": kit,
+    return {"format": "causewatch-probe-kit/1", "app": "mw", "kit": kit, "tasks": 10,
             "worker": {"callable": "causewatch.probe.workloads.masterworker:run_task"},
             "reference_seconds": 10.0, "reference_lo": 9.0, "reference_hi": 11.0, "warmup": 0, "repeats": 2,
             "phases": [{"phase": 0, "weight": 1.0, "input": task,
@@ -46,7 +50,8 @@ def test_hello_from_a_new_node_gets_every_kit_it_has_no_result_for(tmp_path):
     assert sorted((n, k, b["kit"]) for n, k, b in sent) == [("n1", "run_probe", "k1"), ("n1", "run_probe", "k2")]
     assert sent[0][2]["manifest"]["phases"] == manifest()["phases"]
     con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, ratio, "
-                "probe_seconds, phases) VALUES ('n1', 'b', 1, 1.0, 'mw', 'k1', 12.0, 11.0, 13.0, 1.2, 0.5, NULL)")
+                "probe_seconds, phases) VALUES ('n1', 'b', 1, ?, 'mw', 'k1', 12.0, 11.0, 13.0, 1.2, 0.5, NULL)",
+                [time.time()])
     sent.clear()
     ProbeJob().on_hello(ctx, "n1", HELLO)
     assert [b["kit"] for _, _, b in sent] == ["k2"]
@@ -77,7 +82,102 @@ def test_new_agent_is_probed_and_ranked(tmp_path):
                 return json.load(reply)["nodes"]
         nodes = wait_for(ranked, timeout=15)
         assert [n["node"] for n in nodes] == ["fresh-node"]
-        assert nodes[0]["lo"] <= nodes[0]["predicted_seconds"] <= nodes[0]["hi"]
+        n = nodes[0]
+        assert n["run_lo"] <= n["run_task_seconds"] <= n["run_hi"] and n["tasks_per_run"] == 10
+        assert n["task_seconds"] * 10 == n["run_task_seconds"] and n["task_lo"] * 10 == n["run_lo"]
+        assert 0 <= n["age_seconds"] < 60 and n["quality"].startswith("quality not recorded")
     finally:
         sender.close()
+        daemon.stop()
+
+
+def test_the_agents_hello_carries_the_machines_boot_id(tmp_path):
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        assert hello_body({}, None, AgentConfig())["extra"]["boot_id"] == f.read().strip() != ""
+    assert hello_body({}, None, AgentConfig(), proc=str(tmp_path))["extra"]["boot_id"] == ""   # not Linux
+
+
+RESULT = {"app": "mw", "kit": "k1", "predicted_seconds": 12.0, "lo": 11.0, "hi": 13.0, "ratio": 1.2,
+          "probe_seconds": 0.5}
+
+
+def facts(boot_id="boot-1", cores=2):
+    return dict(HELLO, cpu_model="cpu X", cores=cores, memory_bytes=2**33, extra={"boot_id": boot_id})
+
+
+def registered_store(tmp_path):
+    db = tmp_path / "cw.duckdb"
+    with duckdb.connect(str(db)) as con:
+        migrate(con)
+        register_kit(con, kit_row(manifest()))
+    return db
+
+
+def test_a_hello_under_new_facts_is_probed_again_an_unchanged_one_is_not(tmp_path):
+    daemon = Daemon(DaemonConfig(db=str(registered_store(tmp_path)), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
+                    jobs=[ProbeJob()]).start()
+    runs = []
+
+    def agent_run(hello):
+        """An agent (re)start on node n1: its own sender, boot and spool; returns its commands."""
+        (tmp_path / str(len(runs))).mkdir()
+        commands: queue.Queue = queue.Queue()
+        sender = Sender(agent_config(tmp_path / str(len(runs)), daemon.endpoint, node="n1"),
+                        on_command=commands.put).start()
+        runs.append(sender)
+        sender.send("hello", hello)
+        return sender, commands
+
+    def probed(sender, commands, boot_id):
+        assert commands.get(timeout=30).type == "run_probe"
+        sender.send("probe_result", RESULT)
+        assert sender.flush(30)
+
+        def recorded():
+            with daemon.store.cursor() as cur:
+                return (tables.newest_probes(cur, "n1")[("n1", "mw", "k1")]["facts"] or {}).get("boot_id")
+        assert wait_for(lambda: recorded() == boot_id)
+
+    try:
+        probed(*agent_run(facts()), "boot-1")
+        _, same = agent_run(facts())                   # the agent restarted on the same machine
+        rebooted = agent_run(facts("boot-2"))
+        probed(*rebooted, "boot-2")
+        _, resized = agent_run(facts("boot-2", cores=4))
+        assert resized.get(timeout=30).type == "run_probe"
+        # hellos are handled in order: had the unchanged one been probed, its run_probe went out already
+        time.sleep(0.5)
+        assert same.empty() and rebooted[1].empty() and resized.empty()
+    finally:
+        for sender in runs:
+            sender.close()
+        daemon.stop()
+
+
+def test_the_schedule_reprobes_old_results_and_reaches_kits_registered_later(tmp_path):
+    db = registered_store(tmp_path)
+    now = time.time()
+    with duckdb.connect(str(db)) as con:
+        for node, ts in (("n-old", now - 2 * 86400), ("n-fresh", now - 60)):
+            con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, "
+                        "ratio, probe_seconds) VALUES (?, 'b', 1, ?, 'mw', 'k1', 12, 11, 13, 1.2, 0.5)",
+                        [node, ts])
+        for node in ("n-old", "n-fresh", "n-new"):      # n-new said hello before the kit was registered
+            con.execute("INSERT INTO nodes (node, hostname, agent_version, boot) VALUES (?, 'h', 't', 'b')", [node])
+    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http=""),
+                    jobs=[ProbeJob(reprobe_after=86400, interval=0.1)]).start()
+    senders, commands = [], {}
+    try:
+        for node in ("n-fresh", "n-new", "n-old"):     # connected (a heartbeat), no hello
+            commands[node] = queue.Queue()
+            senders.append(Sender(agent_config(tmp_path, daemon.endpoint, node=node),
+                                  on_command=commands[node].put).start())
+            senders[-1].send("heartbeat", {})
+        assert commands["n-old"].get(timeout=30).type == "run_probe"
+        assert commands["n-new"].get(timeout=30).type == "run_probe"
+        time.sleep(0.5)                                # 5 more checks: asked once, the fresh result kept
+        assert all(q.empty() for q in commands.values())
+    finally:
+        for sender in senders:
+            sender.close()
         daemon.stop()

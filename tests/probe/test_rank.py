@@ -7,15 +7,18 @@ import pytest
 from support import run_cli
 
 from causewatch.daemon.httpapi import rank
-from causewatch.daemon.store import migrate, register_kit_file
+from causewatch.daemon.store import migrate, register_kit, register_kit_file
 from causewatch.daemon.tables import latest_probes, predicted_times, registered_kits
 from causewatch.errors import InputError
 from causewatch.probe.rank import rank_nodes
-from causewatch.probe.registry import kit_folder_row
+from causewatch.probe.registry import kit_folder_row, kit_row
 
 
 def manifest(app="mw", kit="k1"):
-    return {"format": "causewatch-probe-kit/1", "app": app, "kit": kit,
+    return {"format": "causewatch-probe-kit/1", "app": app, "kit": kit, "tasks": 40, "reference_runs": 3,
+            "reference": {"node": "ref-node"},
+            "quality": {"spread": 0.02, "other_cpu": 0.05, "other_cpu_before": 0.01, "cpu_bound_phases": 1,
+                        "phases": 1, "retries": 0},
             "worker": {"callable": "causewatch.probe.workloads.masterworker:run_task"}, "reference_seconds": 10.0,
             "phases": [{"phase": 0, "weight": 1.0, "input": {"id": "t", "type": "dict", "size": 100, "seed": 1},
                         "ref_seconds": 0.01, "ref_se": 0.001}]}
@@ -24,6 +27,7 @@ def manifest(app="mw", kit="k1"):
 def store(path, results):
     con = duckdb.connect(str(path))
     migrate(con)
+    register_kit(con, kit_row(manifest()))
     for i, (node, ts, app, pred) in enumerate(results):
         con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, ratio, "
                     "probe_seconds, phases) VALUES (?, 'b', ?, ?, ?, 'k1', ?, ?, ?, ?, 1.0, ?)",
@@ -34,13 +38,20 @@ def store(path, results):
 def test_rank_uses_each_nodes_latest_result(tmp_path):
     con = store(tmp_path / "s.duckdb", [("a", 1.0, "mw", 30.0), ("b", 1.0, "mw", 20.0), ("a", 2.0, "mw", 10.0),
                                         ("c", 1.0, "other", 1.0)])
-    ranked = rank_nodes("mw", latest_probes(con, "mw"))
-    assert [(r["rank"], r["node"], r["predicted_seconds"]) for r in ranked] == [(1, "a", 10.0), (2, "b", 20.0)]
-    assert ranked[0]["lo"] == pytest.approx(9.0) and ranked[0]["hi"] == pytest.approx(11.0)
-    assert ranked[0]["phases"] == [{"phase": 0}]
-    assert rank_nodes("nothing", latest_probes(con, "nothing")) == []
+    ranked = rank_nodes("mw", latest_probes(con, "mw"), registered_kits(con), now=102.0)
+    assert [(r["rank"], r["node"], r["run_task_seconds"]) for r in ranked] == [(1, "a", 10.0), (2, "b", 20.0)]
+    assert ranked[0]["run_lo"] == pytest.approx(9.0) and ranked[0]["run_hi"] == pytest.approx(11.0)
+    # per task: one run's task-seconds over the kit's 40 tasks, interval alike; age from the result's ts
+    assert (ranked[0]["task_seconds"], ranked[0]["task_lo"], ranked[0]["task_hi"]) == \
+        pytest.approx((0.25, 0.225, 0.275))
+    assert [r["age_seconds"] for r in ranked] == [100.0, 101.0]
+    assert ranked[0]["quality"].startswith("reference spread 2.0 % over 3 runs")
+    assert ranked[0]["reference_node"] == "ref-node" and ranked[0]["phases"] == [{"phase": 0}]
+    assert rank_nodes("nothing", latest_probes(con, "nothing"), [], now=0.0) == []
     assert sorted(predicted_times(con)) == [("mw", "a", 10.0), ("mw", "b", 20.0), ("other", "c", 1.0)]
-    assert rank({"app": ["mw"]}, con)["nodes"] == ranked
+    answer = rank({"app": ["mw"]}, con)
+    assert [n["node"] for n in answer["nodes"]] == ["a", "b"] and "reference" in answer["ratio"]
+    assert answer["nodes"][0]["age_seconds"] > 1e6     # from the real clock: ts 2.0 is in 1970
     with pytest.raises(InputError, match="app"):
         rank({}, con)
 
@@ -49,9 +60,14 @@ def test_rank_command_reads_a_stopped_daemons_store(tmp_path):
     store(tmp_path / "s.duckdb", [("a", 1.0, "mw", 30.0), ("b", 1.0, "mw", 20.0)]).close()
     out = run_cli("rank", "mw", "--db", str(tmp_path / "s.duckdb"), "--json")
     assert out.returncode == 0, out.stderr
-    assert [n["node"] for n in json.loads(out.stdout)["nodes"]] == ["b", "a"]
+    answer = json.loads(out.stdout)
+    assert [n["node"] for n in answer["nodes"]] == ["b", "a"] and "reference" in answer["ratio"]
+    assert answer["nodes"][0]["task_seconds"] == pytest.approx(0.5)
     table = run_cli("rank", "mw", "--db", str(tmp_path / "s.duckdb"))
-    assert table.stdout.splitlines()[1].split()[1] == "b"
+    lines = table.stdout.splitlines()
+    assert lines[1].split()[:3] == ["1", "b", "0.5"]
+    assert any(line.startswith("ratio: this node's time over") for line in lines)
+    assert "kit k1 (reference node ref-node): reference spread 2.0 %" in table.stdout
     unreachable = run_cli("rank", "mw", "--daemon", "127.0.0.1:9")
     assert unreachable.returncode == 2 and "cannot reach the daemon" in unreachable.stderr
 
