@@ -35,18 +35,36 @@ def gauge_family(name: str, help: str, labels: Sequence[str],
 
 
 class Snapshots:
-    """A client_python custom collector: per publisher, the families of its latest complete run."""
+    """Per publisher, the families of its latest complete run, rendered to exposition text when
+    published: a job publishes once per run, a scrape may come many times (10^4 series cost ~0.1 s
+    to render), so a scrape only joins the texts."""
 
     def __init__(self):
-        self._families: dict[str, tuple[Metric, ...]] = {}
+        self._published: dict[str, tuple[tuple[Metric, ...], bytes]] = {}
 
     def publish(self, publisher: str, families: Iterable[Metric]) -> None:
-        # A new dict replaces the old one in a single assignment: collect() sees one or the other.
-        self._families = {**self._families, publisher: tuple(families)}
+        families = tuple(families)
+        registry = CollectorRegistry()
+        registry.register(_Fixed(families))
+        # A new dict replaces the old one in a single assignment: a scrape sees one or the other.
+        self._published = {**self._published, publisher: (families, generate_latest(registry))}
 
     def collect(self) -> Iterable[Metric]:
-        for families in self._families.values():
+        for families, _ in self._published.values():
             yield from families
+
+    def text(self) -> bytes:
+        return b"".join(text for _, text in self._published.values())
+
+
+class _Fixed:
+    """A collector of families known in advance."""
+
+    def __init__(self, families: tuple[Metric, ...]):
+        self.families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return iter(self.families)
 
 
 def node_series(metric: str) -> tuple[str, dict[str, str]]:
@@ -129,9 +147,8 @@ class Exporter:
         self.job_errors = Counter("causewatch_job_errors", "Analysis job runs that raised, by analysis",
                                   ["analysis"], registry=r)
         self.commit_seconds = Counter("causewatch_commit_seconds", "Time spent committing batches", registry=r)
-        self.snapshots = Snapshots()
+        self.snapshots = Snapshots()   # not in the registry: served as the text rendered at publish
         self.nodes = NodeState()
-        r.register(self.snapshots)
         r.register(self.nodes)
 
     def publish(self, publisher: str, families: Iterable[Metric]) -> None:
@@ -139,4 +156,4 @@ class Exporter:
         self.snapshots.publish(publisher, families)
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(self.registry) + self.snapshots.text()
