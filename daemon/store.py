@@ -306,7 +306,7 @@ def resolve_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float)
 def record_probe_facts(con: duckdb.DuckDBPyConnection) -> None:
     """Give each new probe result the facts of the hello its agent run sent (same node and boot):
     after that hello is stored, so a hello and a result in one batch work too."""
-    con.execute(f"""UPDATE probe_results p SET facts = {tables.NODE_FACTS_SQL.format(n="n")} FROM nodes n
+    con.execute(f"""UPDATE probe_results p SET facts = {tables.NODE_FACTS_SQL} FROM nodes n
                     WHERE p.facts IS NULL AND p.node = n.node AND p.boot = n.boot""")
 
 

@@ -302,15 +302,15 @@ def registered_kits(con) -> list[dict]:
     return [{"app": a, "kit": k, "path": p, "manifest": json.loads(m) if m else None} for a, k, p, m in rows]
 
 
-# The facts of a node that a probe result depends on, as one JSON object from a `nodes` row aliased {n}:
+# The facts of a node that a probe result depends on, as one JSON object from a `nodes` row aliased n:
 # the machine's boot (the agent's hello carries /proc/sys/kernel/random/boot_id) and its hardware.
-NODE_FACTS_SQL = ("json_object('boot_id', {n}.extra->>'$.boot_id', 'cpu_model', {n}.cpu_model, "
-                  "'cores', {n}.cores, 'memory_bytes', {n}.memory_bytes)")
+NODE_FACTS_SQL = ("json_object('boot_id', n.extra->>'$.boot_id', 'cpu_model', n.cpu_model, "
+                  "'cores', n.cores, 'memory_bytes', n.memory_bytes)")
 
 
 def node_facts(con, node: str) -> dict | None:
     """The facts of `node`'s latest hello (NODE_FACTS_SQL's keys), None for an unknown node."""
-    row = con.execute(f"SELECT {NODE_FACTS_SQL.format(n='n')} FROM nodes n WHERE node = ?", [node]).fetchone()
+    row = con.execute(f"SELECT {NODE_FACTS_SQL} FROM nodes n WHERE node = ?", [node]).fetchone()
     return json.loads(row[0]) if row else None
 
 
