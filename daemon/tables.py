@@ -375,10 +375,6 @@ def overview(con) -> dict:
                           "FROM anomalies ORDER BY opened DESC LIMIT 5"),
         "bottlenecks": rows("SELECT node, region, metric, term, round(degree, 3) degree FROM scores "
                             "WHERE ts = (SELECT max(ts) FROM scores) ORDER BY severity DESC LIMIT 8"),
-        "probe_ranking": rows("SELECT app, node, round(predicted_seconds, 4) predicted_seconds, round(lo, 4) lo, "
-                              "round(hi, 4) hi, round(ratio, 3) ratio, "
-                              "len(list_filter(phases->>'$[*].stretched', lambda s: s = 'true')) cpu_bound_phases, "
-                              "len(phases->'$[*]') phases FROM probe_results ORDER BY app, predicted_seconds"),
     }
 
 

@@ -120,7 +120,14 @@ def report(con, seconds: float, folder: Path) -> dict:
     from causewatch.analytics.causal.drawing import model_svg
     from causewatch.analytics.causal.model import CausalModel
     from causewatch.daemon import tables
+    from causewatch.probe.rank import rank_nodes
     rep = tables.overview(con)
+    ranking = rank_nodes("demo", tables.latest_probes(con, "demo"), tables.registered_kits(con), time.time())
+    rep["probe_ranking"] = [{
+        "node": r["node"], "s_per_task": _round(r["task_seconds"]), "lo": _round(r["task_lo"]),
+        "hi": _round(r["task_hi"]), "ratio": round(r["ratio"], 3), "age_s": round(r["age_seconds"]),
+        "phases": len(r["phases"]), "cpu_bound_phases": sum(bool(p.get("stretched")) for p in r["phases"]),
+        "kit": r["quality"]} for r in ranking]
     pictures = []
     for scope in tables.model_scopes(con):
         marked = {(a["src"], a["dst"]) for a in tables.anomalies(con, scope, open_only=True)}
@@ -128,6 +135,10 @@ def report(con, seconds: float, folder: Path) -> dict:
         path.write_text(model_svg(CausalModel.from_json(tables.model_graph(con, scope)[1]), marked, title=scope))
         pictures.append({"scope": scope, "svg": str(path)})
     return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
+
+
+def _round(v):
+    return None if v is None else round(v, 4)
 
 
 # What each section of the report is, in the words of someone reading it for the first time.
@@ -144,8 +155,9 @@ MEANING = {
                  "dependency the baseline says should not be there",
     "model_pictures": "the newest model of each scope drawn as SVG (edge width = strength, anomalies in red)",
     "bottlenecks": "code regions with fuzzy bottleneck severity (Truong & Fahringer): degree per severity term",
-    "probe_ranking": "each node's predicted task-seconds for the app from its software probe, with the "
-                     "interval and the ratio to the reference node",
+    "probe_ranking": "each node's predicted seconds per task of the app from its software probe (run before "
+                     "the workload), with the interval, the ratio to the reference node, the probe's age "
+                     "and the kit's quality",
 }
 
 

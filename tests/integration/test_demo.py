@@ -24,4 +24,5 @@ def test_demo_reports_every_part(tmp_path):
     assert open(pictures[0]["svg"]).read().lstrip().startswith(("<?xml", "<svg"))
     assert {p["node"] for p in rep["probe_ranking"]} == {"demo-node-1", "demo-node-2"}
     assert all(0 <= p["cpu_bound_phases"] <= p["phases"] and p["phases"] >= 1 and p["ratio"] > 0
+               and p["lo"] <= p["s_per_task"] <= p["hi"] and p["age_s"] >= 0 and p["kit"]
                for p in rep["probe_ranking"])
