@@ -8,6 +8,7 @@ import time
 import urllib.request
 
 import duckdb
+import pytest
 from support import agent_config, wait_for
 
 from causewatch.agent.runner import hello_body
@@ -84,7 +85,8 @@ def test_new_agent_is_probed_and_ranked(tmp_path):
         assert [n["node"] for n in nodes] == ["fresh-node"]
         n = nodes[0]
         assert n["run_lo"] <= n["run_task_seconds"] <= n["run_hi"] and n["tasks_per_run"] == 10
-        assert n["task_seconds"] * 10 == n["run_task_seconds"] and n["task_lo"] * 10 == n["run_lo"]
+        assert n["task_seconds"] * 10 == pytest.approx(n["run_task_seconds"]) and \
+            n["task_lo"] * 10 == pytest.approx(n["run_lo"])
         assert 0 <= n["age_seconds"] < 60 and n["quality"].startswith("quality not recorded")
     finally:
         sender.close()

@@ -62,8 +62,11 @@ def recording(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("exp-bbv")
     (tmp / "kern.c").write_text(PROGRAM)
     subprocess.run(["cc", "-O1", "-o", str(tmp / "kern"), str(tmp / "kern.c")], check=True)
+    # The same argv, environment and folder name every time: their sizes move the start-up's instruction
+    # count and so every interval boundary after it, and the test must see one recording, not a family.
     subprocess.run(["valgrind", "--tool=exp-bbv", "--interval-size=20000", f"--bb-out-file={tmp}/kern.bb",
-                    f"--pc-out-file={tmp}/kern.pc", str(tmp / "kern")], check=True, capture_output=True)
+                    f"--pc-out-file={tmp}/kern.pc", "./kern"], check=True, capture_output=True, cwd=tmp,
+                   env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
     # the pc file names each block's function ('F:<block>:<address>:<function>')
     kernel_of = {}
     for line in (tmp / "kern.pc").read_text().splitlines():
@@ -105,10 +108,24 @@ def test_real_recording_phases_match_the_planted_kernels(recording, tmp_path, ca
     labels = _shaped(tmp_path, len(truth))
     assert out["intervals"] == len(truth) and 3 <= out["k"] <= 30
     assert adjusted_rand_index(truth[scored], labels[scored]) >= 0.95
-    # stable across projection seeds
+
+
+def _seed_aris(bb_gz, truth) -> list[float]:
+    scored = truth >= 0
     X = fm.read_frequency_vectors(bb_gz)
-    for seed in (1, 2, 3):
-        assert adjusted_rand_index(truth[scored], SimPoint(max_k=30, seed=seed).fit(X).labels_[scored]) >= 0.95
+    return [adjusted_rand_index(truth[scored], SimPoint(max_k=30, seed=seed).fit(X).labels_[scored])
+            for seed in range(1, 11)]
+
+
+def test_real_recording_phases_hold_across_projection_seeds(recording):
+    aris = _seed_aris(*recording)
+    assert np.median(aris) >= 0.95 and min(aris) >= 0.9, aris
+
+
+@pytest.mark.xfail(strict=True, reason="issue 16 open: on this recording 3 of 10 projection seeds split the "
+                                       "k_xor kernel at its loop boundary (ARI 0.92)")
+def test_real_recording_phases_reach_the_goal_on_every_projection_seed(recording):
+    assert min(_seed_aris(*recording)) >= 0.95
 
 
 def test_online_tracker_agrees_with_the_offline_clustering(recording):
