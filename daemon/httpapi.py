@@ -263,8 +263,6 @@ class HttpApi:
                         result = call(route, params, con)
                 except CausewatchError as e:
                     return self._json(400, {"error": str(e)})
-                except RecursionError:
-                    return self._json(400, {"error": "the request nests too deeply"})
                 except Exception as e:
                     log.exception("%s %s failed", self.command, self.path)
                     return self._json(500, {"error": f"{type(e).__name__}: {e}"})

@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 from causewatch.config import DaemonConfig
 from causewatch.errors import InputError
@@ -34,15 +35,10 @@ def open_source(args):
     problem = daemon.unreachable()
     if problem is None:
         return daemon
-    if args.daemon == DEFAULT_DAEMON and _exists(DaemonConfig.db):
+    if args.daemon == DEFAULT_DAEMON and Path(DaemonConfig.db).is_file():
         return StoreSource(DaemonConfig.db)
     raise InputError(f"cannot reach the daemon at {daemon.url} ({problem}); start it, give --daemon URL, "
                      "or read a stopped daemon's store with --db FILE")
-
-
-def _exists(path: str) -> bool:
-    from pathlib import Path
-    return Path(path).is_file()
 
 
 class _Source:
