@@ -1,8 +1,8 @@
 """The daemon's exporter: everything /metrics serves, kept in memory (a scrape never touches DuckDB).
 
 Ingest counters are fixed series; the agents' newest sample values are node metrics (NodeState);
-each analysis job publishes its gauges as one snapshot, swapped in whole at the end of its run by a
-custom collector, so a scrape never sees a half-updated set.
+each analysis job publishes its gauges as one snapshot, rendered and swapped in whole at the end of its
+run (Snapshots), so a scrape never sees a half-updated set.
 """
 
 from __future__ import annotations
@@ -40,21 +40,17 @@ class Snapshots:
     to render), so a scrape only joins the texts."""
 
     def __init__(self):
-        self._published: dict[str, tuple[tuple[Metric, ...], bytes]] = {}
+        self._published: dict[str, bytes] = {}
 
     def publish(self, publisher: str, families: Iterable[Metric]) -> None:
         families = tuple(families)
         registry = CollectorRegistry()
         registry.register(_Fixed(families))
         # A new dict replaces the old one in a single assignment: a scrape sees one or the other.
-        self._published = {**self._published, publisher: (families, generate_latest(registry))}
-
-    def collect(self) -> Iterable[Metric]:
-        for families, _ in self._published.values():
-            yield from families
+        self._published = {**self._published, publisher: generate_latest(registry)}
 
     def text(self) -> bytes:
-        return b"".join(text for _, text in self._published.values())
+        return b"".join(self._published.values())
 
 
 class _Fixed:

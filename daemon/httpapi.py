@@ -136,27 +136,16 @@ def models(params: dict, con) -> list[dict]:
 def model(params: dict, con):
     """A model: /api/model?scope=app:lu[&model_id=7][&format=json|dot|svg]; the newest when no id is given.
     The SVG marks the edges of the scope's open anomalies."""
-    scope = _one(params, "scope") or _only_scope(con)
-    found = tables.model_graph(con, scope, _one(params, "model_id", int))
-    if found is None:
-        raise InputError(f"scope {scope!r} has no model" + (" of that id" if "model_id" in params else ""))
-    model_id, graph = found
-    fmt = _one(params, "format", default="json")
+    record = tables.model_record(con, _one(params, "scope"), _one(params, "model_id", int))
+    fmt, scope = _one(params, "format", default="json"), record["scope"]
     if fmt == "dot":
-        return Text(CausalModel.from_json(graph).to_dot(scope), "text/vnd.graphviz")
+        return Text(CausalModel.from_json(record).to_dot(scope), "text/vnd.graphviz")
     if fmt == "svg":
         marked = {(a["src"], a["dst"]) for a in tables.anomalies(con, scope, open_only=True)}
-        return Text(model_svg(CausalModel.from_json(graph), anomalous=marked, title=scope), "image/svg+xml")
+        return Text(model_svg(CausalModel.from_json(record), anomalous=marked, title=scope), "image/svg+xml")
     if fmt != "json":
         raise InputError(f"format: expected json, dot or svg, got {fmt!r}")
-    return {"scope": scope, "model_id": model_id, "baseline": tables.baseline(con, scope), **graph}
-
-
-def _only_scope(con) -> str:
-    scopes = tables.model_scopes(con)
-    if len(scopes) != 1:
-        raise InputError(f"scope: give one of {', '.join(scopes)}" if scopes else "scope: no model learnt yet")
-    return scopes[0]
+    return record
 
 
 def anomalies(params: dict, con) -> list[dict]:

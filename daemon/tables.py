@@ -276,6 +276,20 @@ def model_graph(con, scope: str, model_id: int | None = None) -> tuple[int, dict
     return None if row is None else (row[0], json.loads(row[1]))
 
 
+def model_record(con, scope: str | None = None, model_id: int | None = None) -> dict:
+    """{scope, model_id, baseline, **graph} of `scope`'s newest model or version `model_id`; without a
+    scope, the only one there is. A scope or version that does not exist is an InputError naming it."""
+    if scope is None:
+        scopes = model_scopes(con)
+        if len(scopes) != 1:
+            raise InputError(f"scope: give one of {', '.join(scopes)}" if scopes else "scope: no model learnt yet")
+        scope = scopes[0]
+    found = model_graph(con, scope, model_id)
+    if found is None:
+        raise InputError(f"scope {scope!r} has no model" + (f" {model_id}" if model_id is not None else ""))
+    return {"scope": scope, "model_id": found[0], "baseline": baseline(con, scope), **found[1]}
+
+
 def baseline(con, scope: str) -> dict | None:
     """{model_id, chosen, how} of `scope`'s baseline, or None while it has none."""
     rows = _records(con.execute("SELECT model_id, chosen, how FROM baselines WHERE scope = ?", [scope]))

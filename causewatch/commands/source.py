@@ -93,15 +93,7 @@ class StoreSource(_Source):
         return self.tables.models(self.con, scope)
 
     def model(self, scope=None, model_id=None) -> dict:
-        if scope is None:
-            scopes = self.tables.model_scopes(self.con)
-            if len(scopes) != 1:
-                raise InputError(f"--scope: give one of {', '.join(scopes)}" if scopes else "no model learnt yet")
-            scope = scopes[0]
-        found = self.tables.model_graph(self.con, scope, model_id)
-        if found is None:
-            raise InputError(f"scope {scope!r} has no model" + (f" {model_id}" if model_id else ""))
-        return {"scope": scope, "model_id": found[0], "baseline": self.tables.baseline(self.con, scope), **found[1]}
+        return self.tables.model_record(self.con, scope, model_id)
 
     def anomalies(self, scope=None, open_only=False, limit=200):
         return self.tables.anomalies(self.con, scope, open_only, limit)
