@@ -10,7 +10,6 @@ causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
