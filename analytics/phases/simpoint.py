@@ -1,6 +1,7 @@
 """SimPoint 3.2's phase clustering of basic block vectors as a scikit-learn style estimator.
 
-Normalise, random projection, weighted k-means from sampled starts, BIC, binary search over k; numpy only.
+Normalise, random projection, weighted k-means from k-means++ starts (or SimPoint's sampled ones), BIC with a
+variance floor, binary search over k; numpy only.
 """
 
 from __future__ import annotations
@@ -90,14 +91,45 @@ def kmeans(data, weights, centers, max_iter: int) -> tuple[np.ndarray, np.ndarra
     return centers, labels, passes
 
 
-def bic_score(labels, d2, weights, k: int, n: int, dim: int) -> float:
-    """SimPoint 3.2's BIC of a weighted clustering (spherical Gaussians sharing one variance).
+def kmeans_pp(data, weights, k: int, rng) -> np.ndarray:
+    """k starting centres by greedy k-means++ (Arthur & Vassilvitskii 2007; 2 + ln k candidates a step,
+    as scikit-learn): each next centre drawn with probability weight x squared distance to the nearest
+    centre so far, the candidate leaving the least weighted distortion kept.
+
+    On loop kernels SimPoint's uniform draws often put two starts in one kernel, whose intervals then
+    stay split at a loop boundary while far-off start-up intervals share a centre (a worse optimum that
+    the BIC threshold can still accept); drawing by distance starts every far group first. Once every
+    distinct row is a centre, the rest are drawn by weight: duplicates, emptied in the first pass."""
+    trials = 2 + int(math.log(k))
+    centers = np.empty((k, data.shape[1]))
+    centers[0] = data[rng.choice(len(data), p=weights / weights.sum())]
+    d2 = ((data - centers[0]) ** 2).sum(axis=1)
+    for c in range(1, k):
+        potential = weights * d2
+        total = potential.sum()
+        p = potential / total if total > 0 else weights / weights.sum()
+        candidates = rng.choice(len(data), size=trials, p=p)
+        near = np.minimum(d2, ((data[None, :, :] - data[candidates][:, None, :]) ** 2).sum(axis=2))
+        best = int(np.argmin(near @ weights))
+        centers[c], d2 = data[candidates[best]], near[best]
+    return centers
+
+
+def total_variance(data, weights) -> float:
+    """Weighted variance per dimension of the rows around their mean: the BIC's variance at k = 1."""
+    mean = weights @ data / weights.sum()
+    return float(weights @ ((data - mean) ** 2).sum(axis=1) / (weights.sum() * data.shape[1]))
+
+
+def bic_score(labels, d2, weights, k: int, n: int, dim: int, floor: float = 0.0) -> float:
+    """SimPoint 3.2's BIC of a weighted clustering (spherical Gaussians sharing one variance), the
+    variance held at `floor` or above.
 
     `labels`, `d2` and `weights` may describe distinct rows standing for `n` intervals (a row's weight
-    is the sum of its copies'); the score is the one SimPoint computes over all n."""
+    is the sum of its copies'); with floor 0 the score is the one SimPoint computes over all n."""
     total = weights.sum()
     distortion = (d2 * weights).sum() / (total / n)
-    sigma2 = max(distortion / (dim * n), 1e-300)  # zero distortion (k = n) would give log(0)
+    sigma2 = max(distortion / (dim * n), floor, 1e-300)  # zero distortion (k = n) would give log(0)
     sizes = np.bincount(labels, weights=weights, minlength=k) / total
     likelihood = -dim * (math.log(2.0 * math.pi * sigma2) + 1) / 2.0 - math.log(total)
     likelihood += (np.log(sizes[labels]) * weights / total).sum()
@@ -115,6 +147,12 @@ class SimPoint:
     default, its size (row sum). k is chosen by SimPoint's binary search up to `max_k` (or fixed with
     `k`). Intervals with the same projected vector are clustered once, weighted by their number, which
     changes nothing in the result and makes loop-heavy recordings (few distinct vectors) fast.
+    Two departures from SimPoint 3.2, both for compiled loops' nearly noise-free vectors, where the
+    only spread inside a kernel is where an interval boundary cuts its loop: k-means starts are drawn
+    by k-means++ (`init="samp"` draws them uniformly, as SimPoint), and the BIC's variance never falls
+    below `variance_floor` times the variance at k = 1, so splitting a kernel at its loop boundary,
+    or giving each of a few distinct vectors its own centre (zero distortion, an unbounded BIC), earns
+    nothing (`variance_floor=0` and `init="samp"` give SimPoint 3.2's clustering).
     Learned: labels_, distances_, cluster_centers_, simpoints_ (interval nearest each centre, -1 when
     a phase is empty), weights_ (phase weights summing to 1), k_, bic_ ({k: BIC} of the runs made),
     projection_, n_features_in_.
@@ -122,16 +160,20 @@ class SimPoint:
 
     def __init__(self, max_k: int = 30, dim: int = 15, n_init: int = 5, max_iter: int = 100,
                  bic_threshold: float = 0.9, fixed_length: bool = True, k: int | None = None,
-                 seed: int = 493575226):
+                 seed: int = 493575226, init: str = "k-means++", variance_floor: float = 1e-4):
         self.max_k, self.dim, self.n_init, self.max_iter = max_k, dim, n_init, max_iter
         self.bic_threshold, self.fixed_length, self.k = bic_threshold, fixed_length, k
-        self.seed = seed
+        self.seed, self.init, self.variance_floor = seed, init, variance_floor
 
     def fit(self, X, weights=None) -> "SimPoint":
         if self.dim < 1 or self.max_k < 1 or self.n_init < 1 or self.max_iter < 1:
             raise PhaseError("dim, max_k, n_init and max_iter must all be >= 1")
         if not 0 <= self.bic_threshold <= 1:
             raise PhaseError(f"bic_threshold must lie in [0, 1], got {self.bic_threshold}")
+        if self.init not in ("k-means++", "samp"):
+            raise PhaseError(f"init must be 'k-means++' or 'samp', got {self.init!r}")
+        if not 0 <= self.variance_floor < 1:
+            raise PhaseError(f"variance_floor must lie in [0, 1) (a fraction of the variance at k = 1), got {self.variance_floor}")
         projection, parts, sizes = _Projection(self.dim, self.seed), [], []
         for rows in [X] if not hasattr(X, "__next__") else X:   # a matrix, or chunks of a file
             rows = self._check(rows)
@@ -151,10 +193,11 @@ class SimPoint:
         unique = distinct.view(data.dtype).reshape(-1, self.dim)
         uw = np.bincount(inverse, weights=w, minlength=len(unique))
         runs: dict[int, tuple[float, np.ndarray]] = {}
+        floor = self.variance_floor * total_variance(unique, uw)
 
         def run(k: int) -> float:
             if k not in runs:
-                runs[k] = self._best_of_seeds(unique, uw, inverse, k, n)
+                runs[k] = self._best_of_seeds(unique, uw, inverse, k, n, floor)
             return runs[k][0]
 
         if self.k is not None:
@@ -190,16 +233,19 @@ class SimPoint:
             raise PhaseError(f"weights must be {n} finite values >= 0 with a positive sum")
         return w / w.sum()
 
-    def _best_of_seeds(self, unique, uw, inverse, k: int, n: int):
-        """SimPoint's n_init restarts, each from k intervals drawn at random (with replacement, as
-        SimPoint's `rand() % n`); the best BIC wins."""
+    def _best_of_seeds(self, unique, uw, inverse, k: int, n: int, floor: float):
+        """SimPoint's n_init restarts, each from k-means++ starts or (`init="samp"`) from k intervals
+        drawn at random (with replacement, as SimPoint's `rand() % n`); the best BIC wins."""
         best = None
         for trial in range(self.n_init):
             rng = np.random.default_rng([self.seed, k, trial])
-            start = unique[inverse[rng.integers(0, n, size=k)]]
+            if self.init == "samp":
+                start = unique[inverse[rng.integers(0, n, size=k)]]
+            else:
+                start = kmeans_pp(unique, uw, k, rng)
             centers, labels, _ = kmeans(unique, uw, start, self.max_iter)
             d2 = ((unique - centers[labels]) ** 2).sum(axis=1)
-            score = bic_score(labels, d2, uw, k, n, self.dim)
+            score = bic_score(labels, d2, uw, k, n, self.dim, floor)
             if best is None or score > best[0]:
                 best = (score, centers)
         return best

@@ -16,6 +16,7 @@ EPILOG = """examples:
   valgrind --tool=exp-bbv --bb-out-file=app.bb ./app
   causewatch phases app.bb --max-k 30 --save-simpoints app.simpoints --save-weights app.weights
   causewatch phases app.bb.gz --fixed-length off --seed 7 --json
+  causewatch phases app.bb --initkm samp --variance-floor 0       # SimPoint 3.2's own clustering
   causewatch phases --target app:solver --kind python          # BBVs stored by the running daemon
   causewatch phases --db causewatch.duckdb --target myapp --save-labels app.labels   # a stopped one's store
 """
@@ -35,6 +36,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--num-init-seeds", type=int, default=5, help="k-means restarts per k (default 5)")
     parser.add_argument("--iters", type=int, default=100, help="k-means iteration limit (default 100)")
     parser.add_argument("--bic-threshold", type=float, default=0.9, help="fraction of the BIC range (default 0.9)")
+    parser.add_argument("--initkm", choices=("k-means++", "samp"), default="k-means++",
+                        help="k-means starts: k-means++ (default) or samp, drawn uniformly as SimPoint 3.2")
+    parser.add_argument("--variance-floor", type=float, default=1e-4,
+                        help="the BIC's variance never falls below this fraction of the variance at k = 1, so "
+                             "a loop kernel cut at its loop boundaries stays one phase (default 1e-4; "
+                             "0 with --initkm samp is SimPoint 3.2)")
     parser.add_argument("--target", help="with a DuckDB store: the target whose vectors to cluster "
                                          "(needed when the store has several; a wrong one lists them)")
     parser.add_argument("--kind", choices=("native", "python"),
@@ -81,7 +88,8 @@ def run(args) -> int:
         X = _load(args)
         model = SimPoint(max_k=args.max_k, dim=args.dim, n_init=args.num_init_seeds,
                          max_iter=args.iters, bic_threshold=args.bic_threshold,
-                         fixed_length=args.fixed_length == "on", k=args.k, seed=args.seed).fit(X)
+                         fixed_length=args.fixed_length == "on", k=args.k, seed=args.seed,
+                         init=args.initkm, variance_floor=args.variance_floor).fit(X)
     except formats.PhaseError as e:
         raise InputError(str(e)) from None
     except OSError as e:   # the file is read during fit

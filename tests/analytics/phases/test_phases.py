@@ -202,6 +202,52 @@ def test_kmeans_matches_a_plain_lloyd_reference():
     assert np.abs(centers[5]).max() < 10   # restarted from the origin, not left out at 100
 
 
+def loop_kernels(seed=0, kernels=3, per_kernel=120, startup=6):
+    """Counts shaped as exp-bbv records compiled loop kernels in 20 k-instruction intervals: each kernel
+    runs an outer-loop block, its inner loop and a tail, and where the interval boundary cuts the outer
+    loop gives 2 or 3 outer iterations (most intervals one variant, a seventh the other); a few start-up
+    intervals run many blocks once. Returns (counts, kernel per interval with -1 = start-up)."""
+    rng = np.random.default_rng(seed)
+    blocks = 3 * kernels + 200
+    rows, truth = [], []
+    for _ in range(startup):
+        row = np.zeros(blocks)
+        row[3 * kernels + rng.choice(200, 60, replace=False)] = rng.integers(5, 600, 60)
+        rows.append(row)
+        truth.append(-1)
+    for kern in range(kernels):
+        for i in range(per_kernel):
+            row = np.zeros(blocks)
+            row[3 * kern:3 * kern + 3] = [16, 19978, 6] if i % 7 == 3 else [24, 19967, 9]
+            rows.append(row)
+            truth.append(kern)
+    return np.array(rows), np.array(truth)
+
+
+def test_kmeans_pp_starts_each_far_group_before_a_second_in_any():
+    data = np.repeat(np.eye(4) * 10, [50, 50, 50, 1], axis=0)
+    data[:25, 0] += 1e-3                              # a near copy inside the first group
+    weights = np.full(len(data), 1.0 / len(data))
+    rng = np.random.default_rng(0)
+    starts = ph.kmeans_pp(data, weights, 4, rng)
+    assert sorted(np.argmax(starts, axis=1)) == [0, 1, 2, 3]      # the lone far row is a start too
+    more = ph.kmeans_pp(data, weights, 8, rng)                        # more starts than distinct rows
+    assert len(np.unique(more, axis=0)) == 5
+
+
+def test_variance_floor_keeps_a_kernel_cut_at_its_loop_boundary_whole():
+    """SimPoint's BIC on nearly noise-free loop vectors keeps rising as k-means++ separates the two
+    loop-boundary variants of each kernel (and becomes unbounded at zero distortion); with the floor
+    every kernel stays one phase."""
+    X, truth = loop_kernels()
+    kernels = truth >= 0
+    for seed in range(1, 6):
+        model = ph.SimPoint(max_k=30, seed=seed).fit(X)
+        assert adjusted_rand_index(truth[kernels], model.labels_[kernels]) == 1.0
+        bare = ph.SimPoint(max_k=30, seed=seed, variance_floor=0.0).fit(X)
+        assert adjusted_rand_index(truth[kernels], bare.labels_[kernels]) < 0.95
+
+
 def test_predict_assigns_new_intervals():
     X, truth = planted(seed=2)
     model = ph.SimPoint(max_k=10, seed=1).fit(X[:80])
@@ -235,6 +281,10 @@ def test_bad_parameters_raise():
         ph.SimPoint(fixed_length=False).fit(np.ones((3, 4)), weights=[1, 2])
     with pytest.raises(fm.PhaseError, match="bic_threshold"):
         ph.SimPoint(bic_threshold=1.5).fit(np.ones((3, 4)))
+    with pytest.raises(fm.PhaseError, match="init"):
+        ph.SimPoint(init="ff").fit(np.ones((3, 4)))
+    with pytest.raises(fm.PhaseError, match="variance_floor"):
+        ph.SimPoint(variance_floor=-1e-4).fit(np.ones((3, 4)))
 
 
 def test_tracker_finds_phases_online():
@@ -266,3 +316,8 @@ def test_phases_command(tmp_path, capsys):
     labels, _ = fm.read_labels(tmp_path / "a.labels")
     assert adjusted_rand_index(truth, labels) >= 0.9
     assert main(["phases", str(tmp_path / "missing.bb")]) == 2
+    assert main(["phases", str(path), "--variance-floor", "1"]) == 2
+    assert "variance_floor must lie in [0, 1)" in capsys.readouterr().err
+    # SimPoint 3.2's own starts and BIC
+    assert main(["phases", str(path), "--initkm", "samp", "--variance-floor", "0", "--seed", "11", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["k"] == 4
