@@ -4,7 +4,8 @@ seconds (start-up included, median of --runs) and peak RSS, next to SimPoint's r
 With SIMPOINT=/path/to/simpoint (built from the public SimPoint 3.2 source), SimPoint is also timed
 here, alternating with causewatch, so the time ratio comes from one run on one machine; without it the
 ratio is against the seconds recorded in the inputs' summary.json (another machine). --seeds N also
-clusters every input with N projection seeds and prints the ARI spread. RSS is compared with 2x the
+clusters every input with N projection seeds and prints the ARI spread and k range next to SimPoint's
+recorded spread (summary.json's other_seed_pairs). RSS is compared with 2x the
 decompressed .bb size (the goal), and the interpreter-plus-numpy floor is printed beside it.
 Usage: python bench/phases.py [--runs 3] [--seeds 0] [--inputs DIR] [NAME ...]
 """
@@ -100,25 +101,32 @@ def main() -> None:
 
 
 def seed_spread(chosen, seeds: int, simpoint: str | None) -> None:
-    """ARI vs truth over `seeds` seeds: ours (projection and k-means starts), and SimPoint's with the
-    -seedkm/-seedproj pairs its summary.json's other_seed_pairs used, when it is at hand."""
+    """ARI vs truth and k over `seeds` seeds: ours (projection and k-means starts), next to the spread
+    summary.json records for SimPoint's 10 other -seedkm/-seedproj pairs (ARI min and mean, k range) and,
+    when it is at hand, SimPoint run here with the first `seeds` of those pairs."""
     pairs = [(1000 + 17 * i, 2000 + 31 * i) for i in range(seeds)]
-    print(f"\nARI vs truth over {seeds} seeds (min / median / max)")
+    print(f"\nARI vs truth over {seeds} seeds: ours min / median / max (k range); SimPoint's 10 recorded "
+          f"seed pairs min / mean (k range){'; SimPoint here min / median / max' if simpoint else ''}")
     for folder, name, bb_gz in chosen:
         truth, scored = read_truth(folder, name)
+        recorded = json.loads((folder / "simpoint" / "summary.json").read_text()).get(name, {}).get("other_seed_pairs")
         with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
             bb = decompressed(bb_gz, tmp)
             X = read_frequency_vectors(bb)
-            ours = [adjusted_rand_index(truth[scored], SimPoint(max_k=30, seed=proj).fit(X).labels_[scored])
-                    for _, proj in pairs]
+            models = [SimPoint(max_k=30, seed=proj).fit(X) for _, proj in pairs]
+            ours = [adjusted_rand_index(truth[scored], m.labels_[scored]) for m in models]
+            ks = [len(set(m.labels_.tolist())) for m in models]
             theirs = []
             for km, proj in pairs if simpoint else ():
                 subprocess.run(simpoint_cmd(simpoint, bb, f"{tmp}/sp.labels") + ["-seedkm", str(km), "-seedproj", str(proj)],
                                check=True, stdout=subprocess.DEVNULL)
                 theirs.append(adjusted_rand_index(truth[scored], read_labels(f"{tmp}/sp.labels")[0][scored]))
-        line = f"{name:<17} ours {min(ours):.3f} / {statistics.median(ours):.3f} / {max(ours):.3f}"
+        line = f"{name:<17} ours {min(ours):.3f} / {statistics.median(ours):.3f} / {max(ours):.3f} (k {min(ks)}-{max(ks)})"
+        if recorded:
+            line += (f"   SimPoint recorded {recorded['ari_vs_truth_min']:.3f} / {recorded['ari_vs_truth_mean']:.3f}"
+                     f" (k {recorded['k_min']}-{recorded['k_max']})")
         if theirs:
-            line += f"   SimPoint {min(theirs):.3f} / {statistics.median(theirs):.3f} / {max(theirs):.3f}"
+            line += f"   SimPoint here {min(theirs):.3f} / {statistics.median(theirs):.3f} / {max(theirs):.3f}"
         print(line, flush=True)
 
 

@@ -1,4 +1,5 @@
-"""SimPoint 3.2's file formats: frequency-vector (.bb, .bb.gz) input, and labels, simpoints, weights.
+"""SimPoint 3.2's file formats: frequency-vector (.bb, .bb.gz) input, and labels, simpoints, weights;
+the function of each block from valgrind exp-bbv's pc file.
 
 Numpy only (no scipy): `causewatch phases FILE` starts in the time SimPoint takes to run.
 """
@@ -233,6 +234,19 @@ def read_simpoints(path) -> dict[int, int]:
 def read_weights(path) -> dict[int, float]:
     """{phase: weight} from a .weights file."""
     return {p: w for w, p in _read_pairs(path, float, int)}
+
+
+def read_pc_functions(path) -> dict[int, str]:
+    """{column: function name} from an exp-bbv pc file ('F:<block id>:<address>:<function>' lines; the
+    other lines name the function's blocks' addresses); block id b is column b - 1, as in the .bb."""
+    functions = {}
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        fields = line.split(":", 3)
+        if fields[0] == "F":
+            if len(fields) != 4 or not fields[1].isdigit() or int(fields[1]) < 1:
+                raise PhaseError(f"{path}:{number}: expected 'F:<block id>:<address>:<function>', got {line!r}")
+            functions[int(fields[1]) - 1] = fields[3]
+    return functions
 
 
 def read_labels(path) -> tuple[np.ndarray, np.ndarray]:

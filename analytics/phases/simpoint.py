@@ -101,6 +101,7 @@ def kmeans_pp(data, weights, k: int, rng) -> np.ndarray:
     the BIC threshold can still accept); drawing by distance starts every far group first. Once every
     distinct row is a centre, the rest are drawn by weight: duplicates, emptied in the first pass."""
     trials = 2 + int(math.log(k))
+    norms = (data * data).sum(axis=1)
     centers = np.empty((k, data.shape[1]))
     centers[0] = data[rng.choice(len(data), p=weights / weights.sum())]
     d2 = ((data - centers[0]) ** 2).sum(axis=1)
@@ -109,9 +110,11 @@ def kmeans_pp(data, weights, k: int, rng) -> np.ndarray:
         total = potential.sum()
         p = potential / total if total > 0 else weights / weights.sum()
         candidates = rng.choice(len(data), size=trials, p=p)
-        near = np.minimum(d2, ((data[None, :, :] - data[candidates][:, None, :]) ** 2).sum(axis=2))
-        best = int(np.argmin(near @ weights))
-        centers[c], d2 = data[candidates[best]], near[best]
+        # |x - y|^2 = |x|^2 - 2 x.y + |y|^2 as one product (differences would cost trials x rows x dim)
+        to_candidates = np.maximum(norms[:, None] - 2.0 * data @ data[candidates].T + norms[candidates], 0.0)
+        near = np.minimum(d2[:, None], to_candidates)
+        best = int(np.argmin(weights @ near))
+        centers[c], d2 = data[candidates[best]], near[:, best]
     return centers
 
 

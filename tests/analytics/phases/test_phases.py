@@ -93,6 +93,15 @@ def test_fit_on_file_chunks_equals_fit_on_the_matrix(tmp_path):
     assert np.array_equal(whole.labels_, chunked.labels_) and whole.bic_ == chunked.bic_
 
 
+def test_pc_file_names_each_blocks_function(tmp_path):
+    path = tmp_path / "app.pc"
+    path.write_text("F:1:4010:main\nF:3:4100:k_xor\nF:2:4200:\n")
+    assert fm.read_pc_functions(path) == {0: "main", 2: "k_xor", 1: ""}
+    path.write_text("F:1:4010:main\nF:x:4100:k_xor\n")
+    with pytest.raises(fm.PhaseError, match="app.pc:2"):
+        fm.read_pc_functions(path)
+
+
 def test_simpoint_output_formats_round_trip(tmp_path):
     X, _ = planted()
     model = ph.SimPoint(max_k=8, seed=5).fit(X)

@@ -67,12 +67,7 @@ def recording(tmp_path_factory):
     subprocess.run(["valgrind", "--tool=exp-bbv", "--interval-size=20000", f"--bb-out-file={tmp}/kern.bb",
                     f"--pc-out-file={tmp}/kern.pc", "./kern"], check=True, capture_output=True, cwd=tmp,
                    env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
-    # the pc file names each block's function ('F:<block>:<address>:<function>')
-    kernel_of = {}
-    for line in (tmp / "kern.pc").read_text().splitlines():
-        fields = line.split(":", 3)
-        if fields[0] == "F" and fields[3] in KERNELS:
-            kernel_of[int(fields[1]) - 1] = KERNELS.index(fields[3])
+    kernel_of = {c: KERNELS.index(f) for c, f in fm.read_pc_functions(tmp / "kern.pc").items() if f in KERNELS}
     X = fm.read_frequency_vectors(tmp / "kern.bb").toarray()
     per_kernel = np.stack([X[:, [c for c, k in kernel_of.items() if k == kern and c < X.shape[1]]].sum(axis=1)
                            for kern in range(len(KERNELS))], axis=1) / X.sum(axis=1, keepdims=True)
