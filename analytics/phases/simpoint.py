@@ -106,10 +106,12 @@ def kmeans_pp(data, weights, k: int, rng) -> np.ndarray:
     centers[0] = data[rng.choice(len(data), p=weights / weights.sum())]
     d2 = ((data - centers[0]) ** 2).sum(axis=1)
     for c in range(1, k):
-        potential = weights * d2
-        total = potential.sum()
-        p = potential / total if total > 0 else weights / weights.sum()
-        candidates = rng.choice(len(data), size=trials, p=p)
+        cumulative = np.cumsum(weights * d2)
+        if cumulative[-1] <= 0:
+            cumulative = np.cumsum(weights)
+        # inverse-CDF draws (rng.choice with p checks and normalises p on every call: most of the cost)
+        candidates = np.minimum(np.searchsorted(cumulative, rng.random(trials) * cumulative[-1], side="right"),
+                                len(data) - 1)
         # |x - y|^2 = |x|^2 - 2 x.y + |y|^2 as one product (differences would cost trials x rows x dim)
         to_candidates = np.maximum(norms[:, None] - 2.0 * data @ data[candidates].T + norms[candidates], 0.0)
         near = np.minimum(d2[:, None], to_candidates)
