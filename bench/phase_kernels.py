@@ -71,7 +71,7 @@ def record(seed: int, tmp: Path) -> tuple[str, Path, np.ndarray]:
     owner = {c: kernels.index(f.rsplit("_step", 1)[0]) for c, f in fm.read_pc_functions(tmp / "kern.pc").items()
              if f.rsplit("_step", 1)[0] in kernels}
     X = fm.read_frequency_vectors(tmp / "kern.bb").toarray()
-    cols = np.array(sorted(c for c in owner if c < X.shape[1]))
+    cols = np.array(sorted(c for c in owner if c < X.shape[1]), dtype=np.int64)
     share = np.stack([X[:, cols[[owner[c] == k for c in cols]]].sum(axis=1) for k in range(len(kernels))], axis=1)
     share /= X.sum(axis=1, keepdims=True)
     truth = np.where(share.max(axis=1) >= 0.95, share.argmax(axis=1), -1)

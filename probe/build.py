@@ -206,7 +206,9 @@ def _cluster(out: Path, vectors: list[dict], max_k: int | None, merge_distance: 
         # SimPoint's BIC drifts toward one phase per interval when intervals are few; sqrt(n) bounds it
         max_k = int(np.ceil(np.sqrt(len(vectors)))) + 1
     try:
-        model = SimPoint(max_k=max_k, fixed_length=False, seed=seed).fit(X)
+        # SimPoint 3.2's own starts and BIC: with a few dozen tasks k-means++ finds the optima its sampled
+        # starts miss and the BIC rises to max_k (16 masterworker tasks of 3 types: 5 phases, not 3)
+        model = SimPoint(max_k=max_k, fixed_length=False, seed=seed, init="samp", variance_floor=0.0).fit(X)
     except formats.PhaseError as e:
         raise InputError(f"probe build: clustering the task vectors failed: {e}") from None
     merged = merge_close_phases(X, model.labels_, merge_distance)
