@@ -6,8 +6,10 @@ unpacked from a read-only mmap, so only the pages touched are read. C++ names ar
 
 from __future__ import annotations
 
+import functools
 import logging
 import mmap
+import operator
 import os
 import re
 import struct
@@ -15,14 +17,8 @@ import sys
 from array import array
 from bisect import bisect_right
 from collections import Counter
-from itertools import accumulate, compress
+from itertools import accumulate, compress, islice
 from operator import itemgetter
-
-try:      # libstdc++'s own demangler through ctypes; a node without libstdc++ keeps the mangled names
-    from cxxfilt import Error as DemangleError
-    from cxxfilt import demangle as _demangle
-except (ImportError, OSError):
-    _demangle, DemangleError = None, Exception
 
 log = logging.getLogger(__name__)
 
@@ -129,53 +125,93 @@ _KALLSYMS_TEXT = re.compile(rb"^(.{16}) [Tt] ([^\t\n]+)", re.M)
 class KernelSymbols:
     """Function symbols of the running kernel from /proc/kallsyms (none when kptr_restrict hides them).
 
-    The ~120k lines are matched by one regular expression, their addresses decoded by one
-    bytes.fromhex, and the names packed end to end (few objects: RSS stays low)."""
+    Read at the first kernel address looked up, not at start (about 0.1 s of CPU that the agent's
+    READY need not wait for, and that a sampler limited to user space never pays). The ~120k lines
+    are matched by one regular expression, their addresses decoded by one bytes.fromhex, and the
+    names packed end to end (few objects: RSS stays low)."""
 
     def __init__(self, proc: str = "/proc"):
-        try:
-            with open(os.path.join(proc, "kallsyms"), "rb") as f:
-                raw = f.read()
-        except OSError as e:
-            log.debug("no kernel symbols: %s", e)
-            raw = b""
-        self.addrs, self._names, self._offsets = _parse_kallsyms(raw)
-        if not any(self.addrs):   # kptr_restrict: every address reads as 0
-            self.addrs, self._names, self._offsets = array("Q"), b"", array("Q", [0])
+        self.proc = proc
+        self._table: tuple[array, bytes, array] | None = None
+
+    @property
+    def addrs(self) -> array:
+        return self._read()[0]
+
+    def _read(self) -> tuple[array, bytes, array]:
+        if self._table is None:
+            try:
+                with open(os.path.join(self.proc, "kallsyms"), "rb") as f:
+                    raw = f.read()
+            except OSError as e:
+                log.debug("no kernel symbols: %s", e)
+                raw = b""
+            self._table = _parse_kallsyms(raw)
+            if not any(self._table[0]):   # kptr_restrict: every address reads as 0
+                self._table = array("Q"), b"", array("I", [0])
+        return self._table
 
     def names(self, ips: list[int]) -> list[str]:
+        if not ips:
+            return []
+        addrs, names, offsets = self._read()
         out = []
         for ip in ips:
-            i = bisect_right(self.addrs, ip) - 1
-            out.append(self._names[self._offsets[i]:self._offsets[i + 1]].decode("ascii", "replace")
-                       if i >= 0 else UNKNOWN)
+            i = bisect_right(addrs, ip) - 1
+            out.append(names[offsets[i]:offsets[i + 1]].decode("ascii", "replace") if i >= 0 else UNKNOWN)
         return out
 
 
-def _parse_kallsyms(raw: bytes) -> tuple[array, bytes, array]:
+def _parse_kallsyms(raw: bytes, chunk: int = 1 << 18) -> tuple[array, bytes, array]:
     """(addresses, names packed end to end, offsets: name i is names[offsets[i]:offsets[i + 1]]) of the
-    text symbols, sorted by address (stable: aliases keep the file's order)."""
-    found = _KALLSYMS_TEXT.findall(raw)
-    found.sort(key=itemgetter(0))       # 16 lower-case hex digits sort as the numbers do
-    addrs = array("Q")
-    try:
-        addrs.frombytes(bytes.fromhex(b"".join(map(itemgetter(0), found)).decode("ascii")))
-    except ValueError:   # not hex: not a kallsyms this reader understands
-        log.debug("unreadable kallsyms addresses")
-        return array("Q"), b"", array("Q", [0])
+    text symbols, sorted by address (stable: aliases keep the file's order). Matched `chunk` bytes at a
+    time, so the match tuples in memory at once stay near 1 MB, not 20 MB for the whole file."""
+    addrs, parts, offsets = array("Q"), [], array("I", [0])
+    start = 0
+    while start < len(raw):
+        end = raw.find(b"\n", start + chunk) + 1 or len(raw)
+        found = _KALLSYMS_TEXT.findall(raw[start:end])
+        start = end
+        try:
+            addrs.frombytes(bytes.fromhex(b"".join(map(itemgetter(0), found)).decode("ascii")))
+        except ValueError:   # not hex: not a kallsyms this reader understands
+            log.debug("unreadable kallsyms addresses")
+            return array("Q"), b"", array("I", [0])
+        names = list(map(itemgetter(1), found))
+        offsets.extend(islice(accumulate(map(len, names), initial=offsets[-1]), 1, None))
+        parts.append(b"".join(names))
     if sys.byteorder == "little":   # the hex digits are big-endian, array('Q') native
         addrs.byteswap()
-    names = list(map(itemgetter(1), found))
-    return addrs, b"".join(names), array("Q", accumulate(map(len, names), initial=0))
+    packed = b"".join(parts)
+    if all(map(operator.le, addrs, addrs[1:])):   # the kernel lists its own symbols in order
+        return addrs, packed, offsets
+    # module symbols may come in any order: sort (stable), then repack the names in that order
+    order = sorted(range(len(addrs)), key=addrs.__getitem__)
+    names = [packed[offsets[i]:offsets[i + 1]] for i in order]
+    return (array("Q", map(addrs.__getitem__, order)), b"".join(names),
+            array("I", accumulate(map(len, names), initial=0)))
+
+
+@functools.cache
+def _cxxfilt():
+    """cxxfilt (libstdc++'s own demangler through ctypes), or None on a node without libstdc++.
+    Imported at the first mangled name: its import runs ldconfig to find libstdc++, a cost the
+    agent's start need not pay."""
+    try:
+        import cxxfilt
+    except (ImportError, OSError):
+        return None
+    return cxxfilt
 
 
 def demangle(name: str) -> str:
     """`std::vector<int>::size() const` for `_ZNKSt6vectorIiSaIiEE4sizeEv`; other names as they are."""
-    if _demangle is None or not name.startswith("_Z"):
+    cxxfilt = _cxxfilt() if name.startswith("_Z") else None
+    if cxxfilt is None:
         return name
     try:
-        return _demangle(name)
-    except DemangleError:
+        return cxxfilt.demangle(name)
+    except cxxfilt.Error:
         return name
 
 
@@ -311,8 +347,8 @@ class Symbolizer:
         return maps
 
     def preload(self, pid: int | None) -> None:
-        """Read the kernel's table and `pid`'s mappings now rather than at the first samples."""
-        self.kernel()
+        """Read `pid`'s mappings now rather than at the first samples (the kernel's table waits for
+        the first kernel address)."""
         if pid is not None:
             self.maps(pid)
 
@@ -320,7 +356,7 @@ class Symbolizer:
         self.maps(pid).add(start, start + length, offset, path)
 
     def kernel(self) -> KernelSymbols:
-        """The kernel's table, read once per process (~0.1 s of CPU for 120k symbols)."""
+        """The kernel's table, shared by every sampler of this process (read at its first use)."""
         if self._kernel is None:
             if self.proc not in _KERNELS:
                 _KERNELS[self.proc] = KernelSymbols(self.proc)

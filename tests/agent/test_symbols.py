@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from causewatch.agent.symbols import KERNEL_START, ElfError, ElfSymbols, KernelSymbols, ProcessMaps, Symbolizer
+from causewatch.agent.symbols import (KERNEL_START, ElfError, ElfSymbols, KernelSymbols, ProcessMaps, Symbolizer,
+                                     _parse_kallsyms)
 
 
 def _addr(fn) -> int:
@@ -149,3 +150,17 @@ def test_hand_built_kallsyms_parse_as_written(tmp_path):
         ["_text", "second", "mod_func", "?"]
     (tmp_path / "kallsyms").write_text("0000000000000000 T _stext\n0000000000000000 t other\n")
     assert len(KernelSymbols(str(tmp_path)).addrs) == 0          # kptr_restrict hides every address
+
+
+def test_kallsyms_read_in_chunks_equals_read_at_once():
+    """Chunk edges fall inside lines; the chunked parse must not lose, split or reorder a symbol."""
+    with open("/proc/kallsyms", "rb") as f:
+        raw = f.read()
+    lines = raw.splitlines(keepends=True)
+    shuffled = b"".join(lines[len(lines) // 2:] + lines[:len(lines) // 2])   # out of order: the sorting path
+    for text in (raw, shuffled):
+        whole = _parse_kallsyms(text, chunk=len(text) + 1)
+        assert _parse_kallsyms(text, chunk=1000) == whole
+        assert len(whole[0]) == sum(1 for line in lines if line[17:18] in (b"T", b"t"))
+    head = b"".join(lines[:300])
+    assert _parse_kallsyms(head, chunk=1) == _parse_kallsyms(head, chunk=len(head) + 1)   # a line per chunk
