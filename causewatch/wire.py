@@ -191,6 +191,7 @@ _EXP_HIGH = bytes(int((b & 0x7F) == 0x7F) for b in range(256))
 _EXP_LOW = bytes(int((b & 0xF0) == 0xF0) for b in range(256))
 _MANT_HIGH = bytes(int((b & 0x0F) != 0) for b in range(256))
 _NONZERO = bytes(int(b != 0) for b in range(256))
+_ZERO = bytes(int(b == 0) for b in range(256))
 
 
 def _mask(flags: bytes) -> int:
@@ -198,16 +199,24 @@ def _mask(flags: bytes) -> int:
     return int.from_bytes(flags, "little")
 
 
-def nonfinite_masks(packed: bytes) -> tuple[int, int]:
-    """(inf or NaN, NaN) masks of packed little-endian float64 (see `_mask`): all ones in the exponent,
-    and a NaN's nonzero mantissa, found with strided slices and table lookups, not a loop per value."""
-    exp = _mask(packed[7::8].translate(_EXP_HIGH)) & _mask(packed[6::8].translate(_EXP_LOW))
-    if not exp:
-        return 0, 0
+def nonfinite_mask(packed: bytes) -> int:
+    """Mask (see `_mask`) of the inf and NaN values in packed little-endian float64: all ones in the
+    exponent, found with two strided slices and table lookups, not a loop per value."""
+    high = packed[7::8].translate(_EXP_HIGH)
+    if 1 not in high:   # no value of magnitude 2^1009 or more, the common case: one slice and one lookup
+        return 0
+    return _mask(high) & _mask(packed[6::8].translate(_EXP_LOW))
+
+
+def nan_mask(packed: bytes) -> int:
+    """Mask of the NaN values: non-finite with a nonzero mantissa (inf has none)."""
+    nonfinite = nonfinite_mask(packed)
+    if not nonfinite:
+        return 0
     mantissa = _mask(packed[6::8].translate(_MANT_HIGH))
     for k in range(6):
         mantissa |= _mask(packed[k::8].translate(_NONZERO))
-    return exp, exp & mantissa
+    return nonfinite & mantissa
 
 
 def _first(mask: int) -> int:
@@ -224,14 +233,14 @@ def _check_samples(body: dict) -> None:
         raise WireError("body.values", f"{len(values) // 8} values for {n_t} timestamps x {n_m} names", "shape")
     if len(set(names)) != n_m:
         raise WireError("body.names", "duplicate metric name", "name")
-    if nonfinite_masks(t)[0]:
+    if nonfinite_mask(t):
         raise WireError("body.t", "timestamps must be finite", "nonfinite")
-    bad = nonfinite_masks(values)[0]
+    bad = nonfinite_mask(values)
     if "nulls" in body:
         if len(body["nulls"]) != n_t * n_m:
             raise WireError("body.nulls", f"{len(body['nulls'])} flags for {n_t * n_m} values", "shape")
         if bad:
-            bad &= ~_mask(body["nulls"].translate(_NONZERO))
+            bad &= _mask(body["nulls"].translate(_ZERO))   # not flagged null (no ~: negative ints are slow)
     if bad:
         i = _first(bad)
         raise WireError(f"body.values[{i // n_m}][{names[i % n_m]}]",
@@ -320,7 +329,7 @@ def samples_body(t, names, values, scope: str = "node") -> dict:
     names = list(names)
     packed = _float64s(values, len(t) * len(names), "values")
     body = {"scope": scope, "t": _float64s(t, len(t), "t"), "names": names, "values": packed}
-    nans = nonfinite_masks(packed)[1]
+    nans = nan_mask(packed)
     if nans:
         body["nulls"] = nans.to_bytes(len(packed) // 8, "little")
     return body

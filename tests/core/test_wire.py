@@ -50,7 +50,7 @@ SPECIAL = [0.0, -0.0, 1.0, -2.5, 5e-324, 2.2250738585072014e-308, 1.797693134862
 def test_nonfinite_masks_agree_with_math_value_by_value(words):
     """The byte-slice masks against math.isinf/isnan on hand-packed float64 bit patterns."""
     values = [struct.unpack("<d", w)[0] for w in words]
-    nonfinite, nan = wire.nonfinite_masks(b"".join(words))
+    nonfinite, nan = wire.nonfinite_mask(b"".join(words)), wire.nan_mask(b"".join(words))
     assert [(nonfinite >> 8 * i) & 1 for i in range(len(values))] == [int(not math.isfinite(v)) for v in values]
     assert [(nan >> 8 * i) & 1 for i in range(len(values))] == [int(math.isnan(v)) for v in values]
 
