@@ -17,7 +17,7 @@ import sys
 from array import array
 from bisect import bisect_right
 from collections import Counter
-from itertools import accumulate, compress, islice
+from itertools import accumulate, chain, compress, islice, repeat
 from operator import itemgetter
 
 log = logging.getLogger(__name__)
@@ -56,23 +56,35 @@ class ElfSymbols:
         # (file offset, link-time address, bytes in the file) of each loaded segment
         self.loads = [(ph[2], ph[3], ph[5]) for ph in self._table(phoff, phnum, _PHDR) if ph[0] == PT_LOAD]
         sh = self._table(shoff, shnum, _SHDR)
-        rows, self._strtabs = [], []
+        # function symbols as columns (address, size, name offset, string table), filled by C-level
+        # iteration over strided views of each table: no Python object per symbol is kept
+        addrs, sizes, names, tabs, self._strtabs = array("Q"), array("Q"), array("I"), array("H"), []
         for s in sh:
-            if s[1] not in (SHT_SYMTAB, SHT_DYNSYM) or s[6] >= len(sh):
+            count, lo = s[5] // _SYM.size, s[4]
+            if s[1] not in (SHT_SYMTAB, SHT_DYNSYM) or s[6] >= len(sh) or lo + count * _SYM.size > len(data):
                 continue
-            count = s[5] // _SYM.size
-            syms = self._table(s[4], count, _SYM)
-            funcs = compress(syms, data[s[4] + 4:s[4] + count * _SYM.size:_SYM.size].translate(_IS_FUNC))
+            table = data[lo:lo + count * _SYM.size]
+            words, halves = memoryview(table).cast("Q"), memoryview(table).cast("I")   # 3 words a symbol
+            is_func = table[4::_SYM.size].translate(_IS_FUNC)                            # st_info bytes
+            addrs.extend(compress(words[1::3], is_func))
+            sizes.extend(compress(words[2::3], is_func))
+            names.extend(compress(halves[0::6], is_func))
+            tabs.extend(repeat(len(self._strtabs), is_func.count(1)))
             strtab = sh[s[6]]
-            tab = len(self._strtabs)
             self._strtabs.append((strtab[4], strtab[4] + strtab[5]))
-            rows += [(sym[4], sym[5], sym[0], tab) for sym in funcs]
-        # one symbol per address (aliases share one), the .symtab entry first since it was read first:
-        # built from the reversed rows, the dict keeps each address's first row
-        first = dict(zip(map(itemgetter(0), reversed(rows)), reversed(rows)))
-        first.pop(0, None)   # undefined (imported) functions have address 0
-        self._rows = [row for _, row in sorted(first.items())]   # (address, size, name offset, strtab)
-        self.addrs = [row[0] for row in self._rows]
+        if sys.byteorder == "big":   # the views above are native, the file little-endian
+            for column in (addrs, sizes, names):
+                column.byteswap()
+        # sorted by address, one symbol per address (aliases share one): the stable sort puts the entry
+        # of the table read first (section order) first, and a row is kept only where the address
+        # changes (the 0 before the first also drops undefined, imported functions at address 0)
+        order = sorted(range(len(addrs)), key=addrs.__getitem__)
+        ordered = array("Q", map(addrs.__getitem__, order))
+        keep = list(compress(order, map(operator.ne, ordered, chain((0,), ordered))))
+        self.addrs = array("Q", map(addrs.__getitem__, keep))
+        self._sizes = array("Q", map(sizes.__getitem__, keep))
+        self._names = array("I", map(names.__getitem__, keep))
+        self._tabs = array("H", map(tabs.__getitem__, keep))
         self._cache: dict[int, str] = {}
 
     def _table(self, offset: int, count: int, layout: struct.Struct) -> list[tuple]:
@@ -100,7 +112,7 @@ class ElfSymbols:
             if i < 0:
                 out.append(UNKNOWN)
                 continue
-            addr, size = self._rows[i][:2]
+            addr, size = self.addrs[i], self._sizes[i]
             # a symbol without a size reaches to the next one
             end = addr + size if size else (self.addrs[i + 1] if i + 1 < len(self.addrs) else 2**64)
             out.append(self._name(i) if v < end else UNKNOWN)
@@ -109,9 +121,8 @@ class ElfSymbols:
     def _name(self, i: int) -> str:
         name = self._cache.get(i)
         if name is None:
-            _, _, offset, tab = self._rows[i]
-            lo, hi = self._strtabs[tab]
-            start = lo + offset
+            lo, hi = self._strtabs[self._tabs[i]]
+            start = lo + self._names[i]
             end = self._data.find(b"\0", start, min(hi, start + MAX_NAME))
             name = demangle(self._data[start:end if end >= 0 else start].decode("ascii", "replace"))
             self._cache[i] = name
