@@ -48,8 +48,11 @@ def parse_records(buf: bytes) -> Records:
     loss) are the headers walked one by one.
     """
     n, rest = divmod(len(buf), SAMPLE.size)
-    if not rest and array("I", buf)[0::8].count(RECORD_SAMPLE) == n and array("H", buf)[3::16].count(SAMPLE.size) == n:
-        return Records(list(SAMPLE.iter_unpack(buf)), 0, [])
+    if not rest:
+        types = array("I", buf)[0::SAMPLE.size // 4]       # the u32 at byte 0 of every 32-byte slot
+        sizes = array("H", buf)[3::SAMPLE.size // 2]       # the u16 at byte 6
+        if types.count(RECORD_SAMPLE) == n and sizes.count(SAMPLE.size) == n:
+            return Records(list(SAMPLE.iter_unpack(buf)), 0, [])
     return walk_records(buf)
 
 

@@ -57,6 +57,7 @@ def test_walking_and_the_fast_path_agree():
     assert [r[bbv.IP] for r in bbv.parse_records(other).samples] == [4]
     short = struct.pack("<IHHQQ", bbv.RECORD_LOST, 0, 24, 1, 5) + struct.pack("<IHHQ", 99, 0, 8, 0)
     assert bbv.parse_records(_sample(5) + short).lost == 5 and len(bbv.parse_records(_sample(5) + short).samples) == 1
+    assert [r[bbv.IP] for r in bbv.parse_records(_sample(6) + b"\x09\x00\x00").samples] == [6]   # a torn tail
 
 
 def _two_means_accuracy(vectors: list[dict], truth: np.ndarray) -> float:
