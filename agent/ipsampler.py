@@ -1,6 +1,6 @@
 """Live phase vectors: cpu-clock IP sampling through perf_event_open, read from the mmap ring buffer.
 
-Samples are parsed with numpy over the raw ring bytes, mapped to 'module:function' keys
+Samples are unpacked with struct.iter_unpack over the raw ring bytes, mapped to 'module:function' keys
 (agent.symbols) and folded into one sparse vector per `interval_cpu` seconds of sampled CPU time.
 """
 
@@ -12,10 +12,11 @@ import mmap
 import os
 import struct
 import time
+from array import array
 from collections import Counter
+from operator import itemgetter
 from typing import Callable, NamedTuple
 
-import numpy as np
 import psutil
 
 from causewatch.agent import perf
@@ -27,13 +28,14 @@ SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME = 1, 2, 4
 RECORD_MMAP, RECORD_LOST, RECORD_SAMPLE, RECORD_LOST_SAMPLES = 1, 2, 9, 13
 CPU_CLOCK = 0
 CLOCK_MONOTONIC = 1
-SAMPLE = np.dtype([("type", "<u4"), ("misc", "<u2"), ("size", "<u2"), ("ip", "<u8"), ("pid", "<u4"),
-                   ("tid", "<u4"), ("time", "<u8")])
+# a PERF_RECORD_SAMPLE of SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME: header (type, misc, size), ip, pid, tid, time
+SAMPLE = struct.Struct("<IHHQIIQ")
+IP, PID, TIME = 3, 4, 6     # their places in an unpacked sample
 _HEAD, _TAIL = 1024, 1032   # offsets of data_head / data_tail in struct perf_event_mmap_page
 
 
 class Records(NamedTuple):
-    samples: np.ndarray          # SAMPLE records
+    samples: list[tuple]         # unpacked SAMPLE records
     lost: int                    # samples the kernel reported lost
     mmaps: list[tuple]           # (pid, start, length, file offset, path) of new executable mappings
 
@@ -41,25 +43,28 @@ class Records(NamedTuple):
 def parse_records(buf: bytes) -> Records:
     """The records in raw ring-buffer bytes.
 
-    The common case, nothing but 32-byte sample records, is one numpy view; only when other record
-    types are mixed in (a new mapping, a loss) are the headers walked one by one.
+    The common case, nothing but 32-byte sample records, is checked with strided array slices and
+    unpacked by one struct.iter_unpack; only when other record types are mixed in (a new mapping, a
+    loss) are the headers walked one by one.
     """
-    if len(buf) % SAMPLE.itemsize == 0:
-        rec = np.frombuffer(buf, SAMPLE)
-        if ((rec["type"] == RECORD_SAMPLE) & (rec["size"] == SAMPLE.itemsize)).all():
-            return Records(rec, 0, [])
+    n, rest = divmod(len(buf), SAMPLE.size)
+    if not rest:
+        types = array("I", buf)[0::SAMPLE.size // 4]       # the u32 at byte 0 of every 32-byte slot
+        sizes = array("H", buf)[3::SAMPLE.size // 2]       # the u16 at byte 6
+        if types.count(RECORD_SAMPLE) == n and sizes.count(SAMPLE.size) == n:
+            return Records(list(SAMPLE.iter_unpack(buf)), 0, [])
     return walk_records(buf)
 
 
 def walk_records(buf: bytes) -> Records:
     """The record-by-record reference reader (also the fallback of parse_records)."""
-    offsets, lost, mmaps, off = [], 0, [], 0
+    samples, lost, mmaps, off = [], 0, [], 0
     while off + 8 <= len(buf):
         kind, _, size = struct.unpack_from("<IHH", buf, off)
         if size < 8:
             break
-        if kind == RECORD_SAMPLE and size == SAMPLE.itemsize:
-            offsets.append(off)
+        if kind == RECORD_SAMPLE and size == SAMPLE.size:
+            samples.append(SAMPLE.unpack_from(buf, off))
         elif kind == RECORD_MMAP:   # {pid, tid, addr, len, pgoff, filename}
             pid, _, start, length, pgoff = struct.unpack_from("<IIQQQ", buf, off + 8)
             path = buf[off + 40:off + size].split(b"\0", 1)[0].decode("utf-8", "replace")
@@ -69,10 +74,7 @@ def walk_records(buf: bytes) -> Records:
         elif kind == RECORD_LOST_SAMPLES:
             lost += struct.unpack_from("<Q", buf, off + 8)[0]
         off += size
-    raw = np.frombuffer(buf, np.uint8)
-    rows = raw[np.array(offsets, np.int64)[:, None] + np.arange(SAMPLE.itemsize)] if offsets else \
-        np.zeros((0, SAMPLE.itemsize), np.uint8)
-    return Records(np.ascontiguousarray(rows).view(SAMPLE).reshape(-1), lost, mmaps)
+    return Records(samples, lost, mmaps)
 
 
 class RingBuffer:
@@ -154,16 +156,14 @@ class IPSampler:
 
     def read(self) -> Records:
         """New records of all rings: samples in time order, the lost count, new mappings."""
-        parts, lost, mmaps = [], 0, []
+        samples, lost, mmaps = [], 0, []
         for ring in self._rings:
             rec = parse_records(ring.drain())
-            parts.append(rec.samples)
+            samples += rec.samples
             lost += rec.lost
             mmaps += rec.mmaps
-        if not parts:
-            return Records(np.zeros(0, SAMPLE), 0, [])
-        samples = np.concatenate(parts)
-        return Records(samples[np.argsort(samples["time"], kind="stable")], lost, mmaps)
+        samples.sort(key=itemgetter(TIME))   # stable: equal times keep their ring's order
+        return Records(samples, lost, mmaps)
 
     def close(self) -> None:
         for ring in self._rings:
@@ -191,7 +191,7 @@ class BBVCollector:
         self.wall, self.monotonic = wall, monotonic
         self.status = "not opened"
         self.lost = 0
-        self._pending = np.zeros(0, SAMPLE)
+        self._pending: list[tuple] = []
         self._lost_unreported = 0
         self._vectors = self._forgot = 0
 
@@ -211,30 +211,30 @@ class BBVCollector:
                 self.symbols.add_mapping(pid, start, length, offset, path)
             self.lost += lost
             self._lost_unreported += lost
-            pending = np.concatenate([self._pending, rec]) if len(self._pending) else rec
+            pending = self._pending + rec
             bodies = []
             while len(pending) >= self.per_vector or (final and len(pending) >= self.min_samples):
                 chunk, pending = pending[:self.per_vector], pending[self.per_vector:]
                 bodies.append(self._body(chunk))
-            self._pending = pending.copy()
+            self._pending = pending
             if self._vectors // 100 > self._forgot:   # maps of exited processes go (a cgroup churns many)
                 self._forgot = self._vectors // 100
-                self.symbols.forget(set(psutil.pids()) | set(np.unique(pending["pid"]).tolist()))
+                self.symbols.forget(set(psutil.pids()) | set(map(itemgetter(PID), pending)))
             return bodies
         except (OSError, ValueError) as e:   # a vanished process or unreadable file: skip, keep going
             log.warning("bbv collect for %s failed: %s", self.target, e)
             return []
 
-    def _body(self, chunk: np.ndarray) -> dict:
-        counts: Counter = self.symbols.fold(chunk["pid"], chunk["ip"])
+    def _body(self, chunk: list[tuple]) -> dict:
+        counts: Counter = self.symbols.fold(map(itemgetter(PID, IP), chunk))
         body = {"target": self.target, "kind": "native",
-                "start": float(chunk["time"][0]) * 1e-9 + self._offset,
-                "end": float(chunk["time"][-1]) * 1e-9 + self._offset,
-                "vector": {"keys": list(counts), "counts": [int(c) for c in counts.values()]}}
-        pids = np.unique(chunk["pid"])
+                "start": chunk[0][TIME] * 1e-9 + self._offset,
+                "end": chunk[-1][TIME] * 1e-9 + self._offset,
+                "vector": {"keys": list(counts), "counts": list(counts.values())}}
+        pids = set(map(itemgetter(PID), chunk))
         self._vectors += 1
         if len(pids) == 1:
-            body["pid"] = int(pids[0])
+            body["pid"] = pids.pop()
         if self._lost_unreported:
             body["lost"], self._lost_unreported = int(self._lost_unreported), 0
         return body

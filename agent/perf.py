@@ -9,11 +9,11 @@ from __future__ import annotations
 import ctypes
 import errno
 import logging
+import math
 import os
 import platform
+import struct
 from dataclasses import dataclass
-
-import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class EventGroup:
         if self.fds:
             ioctl(self.fds[0], IOC_ENABLE, IOC_FLAG_GROUP)
 
-    def read(self) -> np.ndarray | None:
+    def read(self) -> list[float] | None:
         """Scaled counts in base units, one per opened event (see `scaled`)."""
         if not self.fds:
             return None
@@ -173,16 +173,16 @@ class EventGroup:
         self.fds, self.opened = [], []
 
 
-def scaled(raw: bytes, units) -> np.ndarray:
-    """A PERF_FORMAT_GROUP read {nr, time_enabled, time_running, values[nr]} in base units, extrapolated
-    by enabled/running when multiplexed; NaN when the group was enabled but never got a counter
-    (a task that has not run since open is enabled for 0 ns and counts a true 0)."""
-    words = np.frombuffer(raw, np.uint64)
-    enabled, running = float(words[1]), float(words[2])
-    counts = words[3:3 + int(words[0])].astype(np.float64)
+def scaled(raw: bytes, units) -> list[float]:
+    """A PERF_FORMAT_GROUP read {nr, time_enabled, time_running, values[nr]} (native u64 words) in base
+    units, extrapolated by enabled/running when multiplexed; NaN when the group was enabled but never
+    got a counter (a task that has not run since open is enabled for 0 ns and counts a true 0)."""
+    nr, enabled, running = struct.unpack_from("=3Q", raw)
+    counts = struct.unpack_from(f"={nr}Q", raw, 24)
     if running == 0:
-        return np.full(len(counts), np.nan if enabled > 0 else 0.0)
-    return counts * np.asarray(units, np.float64) * (enabled / running)
+        return [math.nan if enabled > 0 else 0.0] * nr
+    factor = enabled / running
+    return [c * u * factor for c, u in zip(counts, units)]
 
 
 def derive(now: dict, last: dict) -> dict[str, float | None]:
@@ -278,7 +278,7 @@ class CounterCollector:
                 totals[ev.name] = totals.get(ev.name, 0.0) + v
                 if self.per_cpu and cpu >= 0:
                     totals[f"{ev.name}.cpu{cpu}"] = v
-        out: dict[str, float | None] = {k: (None if np.isnan(v) else float(v)) for k, v in totals.items()}
+        out: dict[str, float | None] = {k: (None if math.isnan(v) else float(v)) for k, v in totals.items()}
         derived = derive(out, self._last)
         self._last = {k: v for k, v in out.items() if v is not None}
         out.update(derived)

@@ -10,6 +10,7 @@ A launched command is stopped with the agent (SIGTERM, then SIGKILL), even when 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import select
 import shutil
@@ -23,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import msgpack
-import numpy as np
 import psutil
 import zmq
 
@@ -133,12 +133,7 @@ class Batch:
         if not self.rows:
             return None
         names = sorted({k for row in self.rows for k in row})
-        col = {n: j for j, n in enumerate(names)}
-        values = np.full((len(self.rows), len(names)), np.nan)
-        for i, row in enumerate(self.rows):
-            for k, v in row.items():
-                if v is not None:
-                    values[i, col[k]] = v
+        values = [math.nan if (v := row.get(n)) is None else v for row in self.rows for n in names]
         t, self.t, self.rows = self.t, [], []
         return wire.samples_body(t, names, values, self.scope)
 

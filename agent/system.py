@@ -10,7 +10,6 @@ import logging
 import time
 from typing import Callable
 
-import numpy as np
 import psutil
 
 log = logging.getLogger(__name__)
@@ -38,7 +37,7 @@ class NodeCollector(_Parts):
     def __init__(self, per_cpu: bool = True):
         self.per_cpu = per_cpu
         self.unavailable: dict[str, str] = {}
-        self._last_times: np.ndarray | None = None
+        self._last_times: list[tuple[float, ...]] | None = None
 
     def collect(self) -> dict[str, float]:
         return self._run({"cpu": self._cpu, "load": self._load, "memory": self._memory,
@@ -47,20 +46,22 @@ class NodeCollector(_Parts):
     def _cpu(self, out: dict) -> None:
         per = psutil.cpu_times(percpu=True)
         fields = per[0]._fields
-        times = np.array([tuple(t) for t in per], np.float64)           # cpus x modes
+        times = [tuple(t) for t in per]                                  # cpus x modes
         for j, mode in enumerate(fields):
             if mode in ("guest", "guest_nice"):   # already counted inside user/nice
                 continue
-            out[f"cpu_{mode}_seconds_total"] = float(times[:, j].sum())
+            column = [row[j] for row in times]
+            out[f"cpu_{mode}_seconds_total"] = float(sum(column))
             if self.per_cpu:
-                out.update({f"cpu_{mode}_seconds_total.cpu{i}": float(v) for i, v in enumerate(times[:, j])})
-        busy_cols = [j for j, m in enumerate(fields) if m not in ("idle", "iowait", "guest", "guest_nice")]
-        if self._last_times is not None and self._last_times.shape == times.shape:
-            d = times - self._last_times
-            total = d[:, [j for j, m in enumerate(fields) if m not in ("guest", "guest_nice")]].sum(axis=1)
-            busy = d[:, busy_cols].sum(axis=1)
-            if total.sum() > 0:
-                out["cpu_utilization_ratio"] = float(busy.sum() / total.sum())
+                out.update({f"cpu_{mode}_seconds_total.cpu{i}": float(v) for i, v in enumerate(column)})
+        counted = [j for j, m in enumerate(fields) if m not in ("guest", "guest_nice")]
+        busy_cols = [j for j in counted if fields[j] not in ("idle", "iowait")]
+        if self._last_times is not None and len(self._last_times) == len(times):
+            d = [[a - b for a, b in zip(now, last)] for now, last in zip(times, self._last_times)]
+            total = [sum(row[j] for j in counted) for row in d]
+            busy = [sum(row[j] for j in busy_cols) for row in d]
+            if sum(total) > 0:
+                out["cpu_utilization_ratio"] = float(sum(busy) / sum(total))
             if self.per_cpu:
                 out.update({f"cpu_utilization_ratio.cpu{i}": float(b / t)
                             for i, (b, t) in enumerate(zip(busy, total)) if t > 0})

@@ -3,7 +3,8 @@
 Every frame is a msgpack map {v, type, node, boot, seq, ts, body}; `decode` validates all of it and
 raises WireError(field, reason, code) naming the first thing that is wrong (with the frame's boot and
 seq whenever those are readable, so a sender can settle it). Sample bodies are columnar (packed
-float64), so decoding them is one numpy call, not a Python loop per value.
+float64): they are checked with byte-strided slices and integer masks, never a Python loop per value, and
+without numpy (the agent does not install it; only `samples_arrays`, a daemon-side reader, imports it).
 
 Metric, counter and parameter names follow one rule, METRIC_NAME: a letter or '_' first, then
 letters, digits and '_', '.', ':', '-' (at most MAX_NAME characters). Readers may rely on it, but
@@ -14,12 +15,15 @@ from __future__ import annotations
 
 import math
 import re
+import struct
+import sys
 import time
+from array import array
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import msgpack
-import numpy as np
 
 from causewatch.errors import WireError
 
@@ -181,28 +185,67 @@ def _check_body(field: str, body: Any, schema: dict) -> dict:
     return out
 
 
+# Byte tables for the masks below: over the bytes of packed little-endian float64, byte 7 holds the
+# sign and the exponent's top 7 bits, byte 6 the exponent's low 4 bits above the mantissa's top 4.
+_EXP_HIGH = bytes(int((b & 0x7F) == 0x7F) for b in range(256))
+_EXP_LOW = bytes(int((b & 0xF0) == 0xF0) for b in range(256))
+_MANT_HIGH = bytes(int((b & 0x0F) != 0) for b in range(256))
+_NONZERO = bytes(int(b != 0) for b in range(256))
+_ZERO = bytes(int(b == 0) for b in range(256))
+
+
+def _mask(flags: bytes) -> int:
+    """Per-value 0/1 flag bytes as one integer: value i is bit 8*i, so masks combine with & | ~ in C."""
+    return int.from_bytes(flags, "little")
+
+
+def nonfinite_mask(packed: bytes) -> int:
+    """Mask (see `_mask`) of the inf and NaN values in packed little-endian float64: all ones in the
+    exponent, found with two strided slices and table lookups, not a loop per value."""
+    high = packed[7::8].translate(_EXP_HIGH)
+    if 1 not in high:   # no value of magnitude 2^1009 or more, the common case: one slice and one lookup
+        return 0
+    return _mask(high) & _mask(packed[6::8].translate(_EXP_LOW))
+
+
+def nan_mask(packed: bytes) -> int:
+    """Mask of the NaN values: non-finite with a nonzero mantissa (inf has none)."""
+    nonfinite = nonfinite_mask(packed)
+    if not nonfinite:
+        return 0
+    mantissa = _mask(packed[6::8].translate(_MANT_HIGH))
+    for k in range(6):
+        mantissa |= _mask(packed[k::8].translate(_NONZERO))
+    return nonfinite & mantissa
+
+
+def _first(mask: int) -> int:
+    """Index of the first value set in a nonzero mask."""
+    return ((mask & -mask).bit_length() - 1) // 8
+
+
 def _check_samples(body: dict) -> None:
-    t, names = body["t"], body["names"]
-    if len(t) % 8 or len(body["values"]) % 8:
+    t, names, values = body["t"], body["names"], body["values"]
+    if len(t) % 8 or len(values) % 8:
         raise WireError("body.t" if len(t) % 8 else "body.values", "length is not a multiple of 8 (float64)", "shape")
     n_t, n_m = len(t) // 8, len(names)
-    if len(body["values"]) != 8 * n_t * n_m:
-        raise WireError("body.values", f"{len(body['values']) // 8} values for {n_t} timestamps x {n_m} names", "shape")
+    if len(values) != 8 * n_t * n_m:
+        raise WireError("body.values", f"{len(values) // 8} values for {n_t} timestamps x {n_m} names", "shape")
     if len(set(names)) != n_m:
         raise WireError("body.names", "duplicate metric name", "name")
-    ts = np.frombuffer(t, "<f8")
-    if not np.isfinite(ts).all():
+    if nonfinite_mask(t):
         raise WireError("body.t", "timestamps must be finite", "nonfinite")
-    values = np.frombuffer(body["values"], "<f8")
-    bad = ~np.isfinite(values)
+    bad = nonfinite_mask(values)
     if "nulls" in body:
         if len(body["nulls"]) != n_t * n_m:
             raise WireError("body.nulls", f"{len(body['nulls'])} flags for {n_t * n_m} values", "shape")
-        bad &= np.frombuffer(body["nulls"], np.uint8) == 0
-    if bad.any():
-        i = int(np.argmax(bad))
+        if bad:
+            bad &= _mask(body["nulls"].translate(_ZERO))   # not flagged null (no ~: negative ints are slow)
+    if bad:
+        i = _first(bad)
         raise WireError(f"body.values[{i // n_m}][{names[i % n_m]}]",
-                        f"{values[i]} is not finite and not flagged null", "nonfinite")
+                        f"{struct.unpack_from('<d', values, 8 * i)[0]} is not finite and not flagged null",
+                        "nonfinite")
 
 
 def decode(data: bytes, max_bytes: int = MAX_FRAME_BYTES, types=AGENT_TYPES) -> Frame:
@@ -257,19 +300,45 @@ def encode(kind: str, node: str, boot: str, seq: int, body: dict, ts: float | No
                           "ts": time.time() if ts is None else ts, "body": body}, use_bin_type=True)
 
 
+def _float64s(x, count: int, what: str) -> bytes:
+    """`count` numbers as packed little-endian float64: a numpy float64 array through its buffer (a
+    C-level copy), anything else (other dtypes, flat or nested lists) through array('d')."""
+    try:
+        view = memoryview(x)
+    except TypeError:   # no buffer: a list
+        view = None
+    out = array("d")
+    if view is not None and view.format == "d":
+        out.frombytes(view.tobytes())
+    else:
+        items = x.tolist() if hasattr(x, "tolist") else x
+        try:
+            out.extend(items)
+        except TypeError:   # rows of numbers
+            out.extend(chain.from_iterable(items))
+    if len(out) != count:
+        raise ValueError(f"{what}: {len(out)} numbers where {count} were expected")
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out.tobytes()
+
+
 def samples_body(t, names, values, scope: str = "node") -> dict:
-    """Columnar samples: len(t) timestamps x len(names) metrics; NaN in `values` is sent as null."""
-    values = np.ascontiguousarray(values, "<f8").reshape(len(t), len(names))
-    body = {"scope": scope, "t": np.ascontiguousarray(t, "<f8").tobytes(), "names": list(names),
-            "values": values.tobytes()}
-    nulls = np.isnan(values)
-    if nulls.any():
-        body["nulls"] = nulls.astype(np.uint8).tobytes()
+    """Columnar samples: len(t) timestamps x len(names) metrics, values flat or as rows (lists or a
+    numpy array); NaN in `values` is sent as null."""
+    names = list(names)
+    packed = _float64s(values, len(t) * len(names), "values")
+    body = {"scope": scope, "t": _float64s(t, len(t), "t"), "names": names, "values": packed}
+    nans = nan_mask(packed)
+    if nans:
+        body["nulls"] = nans.to_bytes(len(packed) // 8, "little")
     return body
 
 
-def samples_arrays(body: dict) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray | None]:
-    """(timestamps, names, values T x M, null mask or None) of a validated samples body, without copies."""
+def samples_arrays(body: dict):
+    """(timestamps, names, values T x M, null mask or None) of a validated samples body as numpy arrays,
+    without copies. The daemon's reader: numpy is imported here, never by the agent."""
+    import numpy as np
     t = np.frombuffer(body["t"], "<f8")
     values = np.frombuffer(body["values"], "<f8").reshape(len(t), len(body["names"]))
     nulls = body.get("nulls")

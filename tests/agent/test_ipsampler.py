@@ -37,19 +37,27 @@ def _sample(ip, pid=1, tid=1, t=0):
     return struct.pack("<IHHQIIQ", bbv.RECORD_SAMPLE, 0, 32, ip, pid, tid, t)
 
 
-def test_walking_and_the_numpy_view_agree():
-    pure = b"".join(_sample(0x1000 + i, t=i) for i in range(50))
+def test_walking_and_the_fast_path_agree():
+    pure = b"".join(_sample(0x1000 + i, pid=7 + i % 3, tid=i, t=10**15 + i) for i in range(50))
     rec, lost, mmaps = bbv.parse_records(pure)
     ref, ref_lost, _ = bbv.walk_records(pure)
-    assert lost == ref_lost == 0 and mmaps == [] and (rec == ref).all() and rec["ip"][7] == 0x1007
+    assert lost == ref_lost == 0 and mmaps == [] and rec == ref
+    assert rec[7] == (bbv.RECORD_SAMPLE, 0, 32, 0x1007, 8, 7, 10**15 + 7)
+    assert (rec[7][bbv.IP], rec[7][bbv.PID], rec[7][bbv.TIME]) == (0x1007, 8, 10**15 + 7)
     lost_record = struct.pack("<IHHQQ", bbv.RECORD_LOST, 0, 24, 1, 17)
     throttle = struct.pack("<IHHQQQ", 5, 0, 32, 1, 2, 3)          # same size as a sample, other type
     name = b"/usr/lib/libz.so.1\0\0\0\0\0\0"                         # NUL-padded to 8 bytes
     mmap_record = struct.pack("<IHHIIQQQ", bbv.RECORD_MMAP, 0, 40 + len(name), 7, 7, 0x7000, 0x2000, 0x1000) + name
     mixed = _sample(1) + lost_record + _sample(2) + throttle + mmap_record + _sample(3)
     rec, lost, mmaps = bbv.parse_records(mixed)
-    assert rec["ip"].tolist() == [1, 2, 3] and lost == 17
+    assert [r[bbv.IP] for r in rec] == [1, 2, 3] and lost == 17
     assert mmaps == [(7, 0x7000, 0x2000, 0x1000, "/usr/lib/libz.so.1")]
+    # 32-byte records that are not all samples, or not all 32 bytes long, leave the fast path
+    other = _sample(4) + struct.pack("<IHHQQQ", 5, 0, 32, 1, 2, 3)
+    assert [r[bbv.IP] for r in bbv.parse_records(other).samples] == [4]
+    short = struct.pack("<IHHQQ", bbv.RECORD_LOST, 0, 24, 1, 5) + struct.pack("<IHHQ", 99, 0, 8, 0)
+    assert bbv.parse_records(_sample(5) + short).lost == 5 and len(bbv.parse_records(_sample(5) + short).samples) == 1
+    assert [r[bbv.IP] for r in bbv.parse_records(_sample(6) + b"\x09\x00\x00").samples] == [6]   # a torn tail
 
 
 def _two_means_accuracy(vectors: list[dict], truth: np.ndarray) -> float:

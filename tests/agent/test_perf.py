@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import select
+import struct
 import subprocess
 import sys
 import threading
@@ -149,10 +151,11 @@ def test_cgroup_outside_a_perf_hierarchy_is_a_reason(tmp_path):
 
 
 def test_multiplexed_counts_are_scaled_and_never_scheduled_is_nan():
-    raw = np.array([2, 2000, 500, 10, 30], np.uint64).tobytes()   # enabled 4x longer than running
+    raw = struct.pack("=5Q", 2, 2000, 500, 10, 30)   # enabled 4x longer than running
     assert perf.scaled(raw, [1.0, 1e-9]) == pytest.approx([40.0, 120e-9])
-    assert np.isnan(perf.scaled(np.array([1, 100, 0, 0], np.uint64).tobytes(), [1.0])).all()
-    assert perf.scaled(np.array([1, 0, 0, 0], np.uint64).tobytes(), [1.0]).tolist() == [0.0]
+    assert perf.scaled(struct.pack("=5Q", 2, 7, 7, 2**53, 3), [1.0, 2.0]) == [2.0**53, 6.0]   # not rescaled
+    assert all(math.isnan(v) for v in perf.scaled(struct.pack("=4Q", 1, 100, 0, 0), [1.0]))
+    assert perf.scaled(struct.pack("=4Q", 1, 0, 0, 0), [1.0]) == [0.0]
 
 
 def test_derived_ratios_use_the_interval_and_need_both_sides():

@@ -1,6 +1,7 @@
 """Wire protocol v1: round trips, and every refusal names its field."""
 
 import math
+import struct
 
 import msgpack
 import numpy as np
@@ -33,6 +34,41 @@ def test_samples_round_trip_keeps_values_and_nulls(values):
     nan = np.isnan(values)
     np.testing.assert_array_equal(values2[~nan], values[~nan])
     assert (mask if mask is not None else np.zeros_like(nan)).tolist() == nan.tolist()
+
+
+SPECIAL = [0.0, -0.0, 1.0, -2.5, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, -1.7976931348623157e308,
+           math.inf, -math.inf, math.nan, -math.nan]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 2**64 - 1).map(lambda b: struct.pack("<Q", b)),
+                          st.sampled_from(SPECIAL).map(lambda x: struct.pack("<d", x)),
+                          # an all-ones exponent with a single mantissa bit set: a NaN only that bit tells
+                          st.tuples(st.integers(0, 51), st.booleans()).map(
+                              lambda kb: struct.pack("<Q", (kb[1] << 63) | (0x7FF << 52) | (1 << kb[0])))),
+                max_size=40))
+def test_nonfinite_masks_agree_with_math_value_by_value(words):
+    """The byte-slice masks against math.isinf/isnan on hand-packed float64 bit patterns."""
+    values = [struct.unpack("<d", w)[0] for w in words]
+    nonfinite, nan = wire.nonfinite_mask(b"".join(words)), wire.nan_mask(b"".join(words))
+    assert [(nonfinite >> 8 * i) & 1 for i in range(len(values))] == [int(not math.isfinite(v)) for v in values]
+    assert [(nan >> 8 * i) & 1 for i in range(len(values))] == [int(math.isnan(v)) for v in values]
+
+
+def test_samples_bodies_from_lists_rows_and_numpy_are_the_same_bytes():
+    rows = [[1.0, math.nan, 3], [math.inf, -0.0, 2**53 + 1]]
+    as_numpy = wire.samples_body(np.array([1.0, 2.0]), ["a", "b", "c"], np.array(rows))
+    assert wire.samples_body([1, 2], ["a", "b", "c"], rows) == as_numpy
+    assert wire.samples_body((1.0, 2.0), iter(["a", "b", "c"]), [v for row in rows for v in row]) == as_numpy
+    strided = np.array(rows).T.copy().T                            # Fortran order: a strided buffer
+    assert not strided.flags.c_contiguous
+    assert wire.samples_body(np.arange(1, 3), ["a", "b", "c"], strided) == as_numpy
+    assert wire.samples_body(np.arange(1, 3), ["a", "b", "c"], np.array(rows, ">f8")) == as_numpy
+    assert as_numpy["values"] == struct.pack("<6d", 1.0, math.nan, 3.0, math.inf, -0.0, float(2**53 + 1))
+    assert as_numpy["nulls"] == bytes([0, 1, 0, 0, 0, 0])      # NaN is null; inf stays a value (and is refused)
+    assert "nulls" not in wire.samples_body([1.0], ["a"], [[2.0]])
+    with pytest.raises(ValueError, match="values: 5 numbers where 6 were expected"):
+        wire.samples_body([1, 2], ["a", "b", "c"], [1.0] * 5)
 
 
 @pytest.mark.parametrize("data, field, code", [

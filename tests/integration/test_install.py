@@ -1,12 +1,16 @@
-"""A plain (non-editable) install: every part imports from it, from any working directory, and the
-part rules of docs/architecture.md hold on it (import-linter contracts in pyproject.toml)."""
+"""A plain (non-editable) install: every part imports from it, from any working directory, the part
+rules of docs/architecture.md hold on it (import-linter contracts in pyproject.toml), and its agent
+streams counters and IP samples with none of the daemon's libraries (numpy included) importable."""
 
+import json
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+from support import query
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT = Path(sys.executable).with_name("lint-imports")
@@ -59,3 +63,61 @@ def test_a_crossed_wall_breaks_a_contract(site, tmp_path):
     out = _lint(broken)
     assert out.returncode != 0 and "the agent never imports the probe, the daemon or the analytics BROKEN" \
         in out.stdout, out.stdout
+
+
+# what `pip install causewatch` (the core list) leaves out: the agent must run without any of it
+DAEMON_ONLY = ("numpy", "pandas", "scipy", "pyarrow", "networkx", "numba", "llvmlite", "duckdb",
+               "prometheus_client", "tqdm")
+AGENT_ONLY = """
+import sys
+blocked, tried = {blocked!r}, set()
+
+
+class NotInstalled:
+    \"\"\"An agent-only install: these top-level packages cannot be imported.\"\"\"
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in blocked:
+            tried.add(name)
+            raise ModuleNotFoundError(f"No module named {{name!r}} (an agent-only install)", name=name)
+
+
+sys.meta_path.insert(0, NotInstalled())
+sys.path[:0] = [{site!r}]
+sys.path += {paths!r}
+from causewatch.cli import main
+code = main(sys.argv[1:])
+print("tried:", sorted(tried), "loaded:", sorted(m for m in sys.modules if m.partition(".")[0] in blocked))
+sys.exit(code)
+"""
+BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5: sum(range(1000))\n"
+
+
+def test_the_core_dependencies_leave_numpy_and_the_daemon_libraries_out():
+    core = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {d.split(">")[0].split("=")[0].split("[")[0].strip().lower().replace("-", "_") for d in core}
+    assert names == {"psutil", "pyzmq", "msgpack", "cxxfilt"}
+
+
+def test_the_installed_agent_streams_counters_and_ip_samples_without_numpy(site, tmp_path, daemon_process):
+    d = daemon_process()
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text(f'[agent]\ndaemon = "{d.endpoint}"\nnode = "light"\nspool = "{tmp_path}/spool"\n'
+                   f'ipc = "ipc://{tmp_path}/agent.sock"\nbbv_frequency = 1000\ncounters_interval = 0.1\n')
+    code = AGENT_ONLY.format(blocked=DAEMON_ONLY, site=str(site),
+                             paths=[p for p in sys.path if "site-packages" in p])
+    r = subprocess.run([sys.executable, "-I", "-c", code, "agent", "--config", str(cfg), "--", sys.executable,
+                        "-c", BUSY], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "tried: [] loaded: []", r.stdout
+    d.stop()
+    counters = json.loads(query(d.db, "SELECT counters FROM nodes WHERE node='light'")[0][0])
+    assert counters["task_clock_seconds"] == "ok" and counters["bbv"] == "ok"
+    metrics = {m for (m,) in query(d.db, "SELECT DISTINCT metric FROM samples WHERE node='light' AND scope "
+                                         "LIKE 'cmd:%' AND value IS NOT NULL")}
+    assert {"task_clock_seconds", "page_faults", "process_cpu_user_seconds_total"} <= metrics
+    assert query(d.db, "SELECT count(*) FROM samples WHERE node='light' AND scope='node' "
+                       "AND metric='memory_total_bytes'")[0][0] >= 1
+    (vectors, samples), = query(d.db, "SELECT count(DISTINCT seq), sum(count) FROM bbv WHERE node='light' "
+                                      "AND kind='native'")
+    keys = [k for (k,) in query(d.db, "SELECT DISTINCT key FROM bbv WHERE node='light' AND kind='native'")]
+    assert vectors >= 5 and samples >= 500 and any(k.startswith(("python", "libpython")) for k in keys), keys
