@@ -1,7 +1,9 @@
 """Tests of the daemon's causal job over a real DuckDB store: models and edges stored, partial_fit
 on new tasks, Markov violations stored as anomalies, gauges exported, tasks unpacked by learn."""
 
+import dataclasses
 import json
+import os
 import time
 
 import numpy as np
@@ -12,6 +14,7 @@ from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.store import Store
+from causewatch.daemon.worker import AnalysisWorker
 from causewatch.daemon.tables import task_frame
 
 from causewatch.cli import main
@@ -112,6 +115,29 @@ def test_job_learns_stores_updates_and_flags_violations(store):
     flagged = cur.execute("SELECT kind, dst, resolved FROM anomalies WHERE scope = 'app:lu'").fetchall()
     assert ("markov_violation", "duration", None) in flagged
     assert b'causewatch_markov_violation{scope="app:lu",variable="duration"}' in ctx.exporter.exposition()
+
+
+def test_the_analysis_worker_learns_what_the_job_learns_in_process(tmp_path):
+    """The daemon runs a job's numeric work in its worker process: same models, learner sent back and forth."""
+    stores = [Store(str(tmp_path / f"{name}.duckdb")) for name in ("inline", "worker")]
+    worker = AnalysisWorker()
+    ctxs = [_ctx(stores[0]), dataclasses.replace(_ctx(stores[1]), compute=worker)]
+    jobs = [CausalJob(min_rows=50, min_new=20, confirm=1) for _ in ctxs]
+    try:
+        for batch in (_tasks(0, 0, 300), _tasks(1, 300, 30), _tasks(2, 330, 120, broken=True)):
+            learned = []
+            for store, ctx, job in zip(stores, ctxs, jobs):
+                _ingest(store, batch)
+                job.run(ctx)
+                st = job.scopes["app:lu"]
+                learned.append((st.n_rows, st.learner.n_reused_, st.learner.model_.edges(),
+                                st.violations.to_dict("records") if st.violations is not None else None))
+            assert learned[0] == learned[1]
+        assert jobs[1].scopes["app:lu"].learner.n_reused_ > 0 and worker.pid not in (None, os.getpid())
+    finally:
+        worker.stop()
+        for s in stores:
+            s.close()
 
 
 def _phased_tasks(seed, start, count):
