@@ -27,6 +27,7 @@ from causewatch.daemon.jobs import JobContext
 
 log = logging.getLogger("causewatch.daemon.job_causal")
 
+SUBMODEL_ROWS = 4096
 EDGE_GAUGE = "causewatch_edge_strength"
 EDGE_HELP = ("Strength of a learned causal edge: the weakest conditional mutual information seen, in bits "
              "of information (not of data, so no _bytes unit)")
@@ -40,9 +41,14 @@ ANOMALY_HELP = ("1 while a dependency anomaly is open: the newest tasks or model
 
 def submodels(model) -> dict:
     """Each variable with parents as its MDL-fitted function of them (kind, formula, bits), from
-    CausalModel.fit_submodels; a fit that fails costs the model its formulas, not its storage."""
+    CausalModel.fit_submodels on at most SUBMODEL_ROWS rows of the window (a seeded sample: MDL chooses
+    among forms of a few parameters, which that many rows settle, so a cycle's cost does not grow with
+    the window); a fit that fails costs the model its formulas, not its storage."""
+    frame = model.data
+    if frame is not None and len(frame) > SUBMODEL_ROWS:
+        frame = frame.sample(SUBMODEL_ROWS, random_state=0)
     try:
-        fitted = model.fit_submodels()
+        fitted = model.fit_submodels(frame)
     except ValueError as e:  # MDLError and pandas' own
         log.info("causal model: no submodels (%s)", e)
         return {}
