@@ -220,3 +220,18 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     assert cur.execute("SELECT count(*) FROM anomalies WHERE resolved IS NULL").fetchone() == (0,)
     assert cur.execute("SELECT resolved IS NOT NULL FROM anomalies WHERE kind = 'markov_violation'").fetchall() == [(True,)]
     assert b"causewatch_dependency_anomaly{" not in ctx.exporter.exposition()
+
+
+def test_submodels_of_a_long_window_come_from_a_sample_and_agree_with_all_rows():
+    """Beyond SUBMODEL_ROWS the formulas are fitted on a seeded sample: the same function forms as on every row."""
+    from causewatch.analytics.causal.pc import PCLearner
+    from causewatch.daemon.job_causal import SUBMODEL_ROWS, submodels
+    rng = np.random.default_rng(3)
+    n = 3 * SUBMODEL_ROWS
+    x, z = rng.uniform(1, 10, n), rng.uniform(1, 10, n)   # a collider: y's parents are x and z
+    frame = pd.DataFrame({"x": x, "z": z, "y": 2.0 * x ** 2 + 30.0 * z + rng.normal(0, 1, n)})
+    model = PCLearner(background=None).fit(frame).model_
+    sampled = submodels(model)
+    every_row = {v: s.kind for v, s in model.fit_submodels(frame).items() if s.parents}
+    assert set(sampled) == {"y"} and {v: s["kind"] for v, s in sampled.items()} == every_row
+    assert sampled == submodels(model)   # seeded: the same sample every cycle
