@@ -71,6 +71,14 @@ class Dataset:
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.values, columns=self.names)
 
+    def sample(self, max_rows: int | None, seed: int = 0) -> Dataset:
+        """This table, or a seeded random subset of `max_rows` of its rows (in their order) when it has more."""
+        if max_rows is None or self.n <= max_rows:
+            return self
+        rows = np.sort(np.random.default_rng([seed, self.n]).permutation(self.n)[:max_rows])
+        return Dataset(pd.DataFrame(self.values[rows], columns=self.names),
+                       [n for n, d in zip(self.names, self.discrete) if d])
+
 
 def _numeric(col: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)

@@ -15,7 +15,7 @@ from causewatch.analytics.causal.ci import (
     FisherZTest,
     oracle_dataset,
 )
-from causewatch.analytics.causal.pc import PCLearner
+from causewatch.analytics.causal.pc import PCError, PCLearner
 
 
 def _edges(model):
@@ -170,3 +170,20 @@ def test_partial_fit_equals_fit_on_the_concatenated_rows(seed):
     assert _edges(incremental.model_) == _edges(scratch.model_)
     assert incremental.model_.equivalences == scratch.model_.equivalences
     assert incremental.n_tests_ < full_tests
+
+
+def test_ci_tests_see_a_seeded_sample_of_max_rows_and_the_model_keeps_every_row():
+    rng = np.random.default_rng(7)
+    n = 5000
+    x = rng.normal(size=n)
+    y = np.sin(x) + 0.3 * rng.normal(size=n)
+    frame = pd.DataFrame({"x": x, "y": y, "z": y ** 2 + 0.3 * rng.normal(size=n), "w": rng.normal(size=n)})
+    sampled = PCLearner(ci_test=FisherZTest(), max_rows=1000).fit(frame)
+    assert sampled.tested_.n == 1000 and sampled.data_.n == n and len(sampled.model_.data) == n
+    assert sampled.tested_.version == PCLearner(ci_test=FisherZTest(), max_rows=1000).fit(frame).tested_.version
+    every = PCLearner(ci_test=FisherZTest(), max_rows=None).fit(frame)
+    assert every.tested_ is every.data_
+    assert {frozenset((e.src, e.dst)) for e in sampled.model_.edges()} == \
+        {frozenset((e.src, e.dst)) for e in every.model_.edges()}
+    with pytest.raises(PCError, match="max_rows"):
+        PCLearner(max_rows=1).fit(frame)
