@@ -34,7 +34,7 @@ SCOPE = "app:demo"
 WAIT = "cpu_wait_seconds"   # the contended resource's variable in each task record
 
 EPILOG = """examples:
-  causewatch demo                      # about 30 s, files under ./demo-out
+  causewatch demo                      # about 80 s, files under ./demo-out
   causewatch demo --seconds 60 --dir /tmp/cw-demo
   causewatch demo --json               # the final report as JSON
 """
@@ -42,7 +42,9 @@ EPILOG = """examples:
 def add_arguments(p):
     p.add_argument("--dir", default="demo-out",
                    help="demo folder (DuckDB file, spool, kits): a new or empty one, or one an earlier demo made")
-    p.add_argument("--seconds", type=float, default=20.0, help="how long the agent streams (default 20)")
+    p.add_argument("--seconds", type=float, default=30.0,
+                   help="how long the agent streams on an idle machine, 20 tasks a second (default 30: a calm "
+                        "start, the hog, a calm end)")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
 
 
