@@ -212,10 +212,10 @@ def _shown(anomalies: list[dict], waits: dict, hog: Hog) -> str:
         return f"yes: a new dependency on {WAIT} was raised while the hog ran and resolved after it stopped"
     if ours:
         return f"in part: a new dependency on {WAIT} was raised while the hog ran, but did not resolve after it"
-    before = waits.get("wait_per_cpu_s_before")
-    return (f"no: tasks already waited {before} s for a CPU per CPU second before the hog (other work on this "
-            f"machine), so the baseline holds task time's dependency on {WAIT}; the hog deepened it "
-            f"({waits.get('wait_per_cpu_s_during')} s) without making it new")
+    return (f"no anomaly on {WAIT} while the hog ran: tasks waited {waits.get('wait_per_cpu_s_before')} s for a "
+            f"CPU per CPU second before it and {waits.get('wait_per_cpu_s_during')} s during it; where other work "
+            f"already makes tasks wait before the hog, the baseline holds task time's dependency on {WAIT} and "
+            "the hog deepens it without making it new")
 
 
 def _anomaly(a: dict, hog: Hog) -> dict:
