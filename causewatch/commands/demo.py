@@ -211,7 +211,8 @@ def _shown(anomalies: list[dict], waits: dict, hog: Hog) -> str:
     if any(a["resolved_s"] is not None and a["resolved_s"] >= hog.stopped for a in ours):
         return f"yes: a new dependency on {WAIT} was raised while the hog ran and resolved after it stopped"
     if ours:
-        return f"in part: a new dependency on {WAIT} was raised while the hog ran, but did not resolve after it"
+        how = "resolved before it stopped" if all(a["resolved_s"] is not None for a in ours) else "is still open"
+        return f"in part: a new dependency on {WAIT} was raised while the hog ran, but {how}"
     return (f"no anomaly on {WAIT} while the hog ran: tasks waited {waits.get('wait_per_cpu_s_before')} s for a "
             f"CPU per CPU second before it and {waits.get('wait_per_cpu_s_during')} s during it; where other work "
             f"already makes tasks wait before the hog, the baseline holds task time's dependency on {WAIT} and "
