@@ -30,6 +30,7 @@ HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: 
 # in the calm start, and the hog's departure is confirmed, raised and resolved within the run.
 CAUSAL = {"causal_interval": 3.0, "causal_min_new": 20, "causal_confirm": 2}
 HOG_CYCLES = 4              # causal model versions learnt while the hog runs
+HOG_UNTIL = 0.75            # ...or until this share of the workload's tasks is stored: the end stays calm
 SCOPE = "app:demo"
 WAIT = "cpu_wait_seconds"   # the contended resource's variable in each task record
 
@@ -118,7 +119,8 @@ def prepare(folder: Path) -> None:
 
 class Hog:
     """CPU contention for the workload: started once the scope has its baseline, stopped after
-    HOG_CYCLES model versions learnt under it (and always, by `stop`, on the way out)."""
+    HOG_CYCLES model versions learnt under it or HOG_UNTIL of the tasks stored (and always, by `stop`,
+    on the way out)."""
 
     def __init__(self, origin: float):
         self.procs: list[subprocess.Popen] = []
@@ -127,13 +129,14 @@ class Hog:
         self.started = self.stopped = None   # seconds after the origin
         self.versions = 0                    # model versions when it started
 
-    def step(self, con) -> None:
+    def step(self, con, done: float) -> None:
+        """Start or stop, `done` being the share of the workload's tasks stored so far."""
         from causewatch.daemon import tables
-        if self.started is None and tables.baseline(con, SCOPE) is not None:
+        if self.started is None and done < HOG_UNTIL and tables.baseline(con, SCOPE) is not None:
             self.versions = len(tables.models(con, SCOPE))
             self.procs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in self.cpus]
             self.started = time.time() - self.origin
-        elif self.running and len(tables.models(con, SCOPE)) - self.versions >= HOG_CYCLES:
+        elif self.running and (done >= HOG_UNTIL or len(tables.models(con, SCOPE)) - self.versions >= HOG_CYCLES):
             self.stop()
 
     @property
@@ -321,8 +324,8 @@ def run(args) -> int:
     try:
         while watched.poll() is None and time.monotonic() - t0 < args.seconds + 120:
             time.sleep(1.0)
-            hog.step(con)
             counts = _live(con, bar, hog)
+            hog.step(con, counts["tasks"] / _tasks(args.seconds))
             if bar is not None:
                 bar.update(min(counts["tasks"], bar.total) - bar.n)
     finally:
