@@ -91,11 +91,11 @@ class _Scope:
 
 class CausalJob:
     name = "causal"
-    interval = 60.0
 
     def __init__(self, min_rows: int = 50, max_rows: int = 2000, min_new: int = 20, max_depth: int = 2,
-                 confirm: int = 2, clock=time.time):
+                 confirm: int = 2, interval: float = 60.0, clock=time.time):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
+        self.interval = interval   # seconds between runs (the scheduler reads it)
         self.confirm = confirm   # evaluations in a row a finding must be seen in before it is raised
         self.clock = clock
         self.scopes: dict[str, _Scope] = {}

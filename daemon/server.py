@@ -35,7 +35,8 @@ def default_jobs(cfg: DaemonConfig) -> list[Job]:
         termsets = load_terms(cfg.fuzzy_terms)
     except (OSError, TermsError) as e:
         raise ConfigError("fuzzy_terms", f"cannot load the term sets {cfg.fuzzy_terms!r} ({e})") from None
-    return [CausalJob(), FuzzyJob(termsets), ProbeJob(cfg.reprobe_after), RetentionJob.from_config(cfg)]
+    causal = CausalJob(min_new=cfg.causal_min_new, confirm=cfg.causal_confirm, interval=cfg.causal_interval)
+    return [causal, FuzzyJob(termsets), ProbeJob(cfg.reprobe_after), RetentionJob.from_config(cfg)]
 
 
 class Daemon:
