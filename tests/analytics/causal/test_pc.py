@@ -11,6 +11,7 @@ import pytest
 from causewatch.analytics.causal import papers
 from causewatch.analytics.causal.background import Background, BackgroundError
 from causewatch.analytics.causal.ci import (
+    Dataset,
     DSeparationOracle,
     FisherZTest,
     oracle_dataset,
@@ -187,3 +188,14 @@ def test_ci_tests_see_a_seeded_sample_of_max_rows_and_the_model_keeps_every_row(
         {frozenset((e.src, e.dst)) for e in every.model_.edges()}
     with pytest.raises(PCError, match="max_rows"):
         PCLearner(max_rows=1).fit(frame)
+
+
+def test_the_tested_sample_persists_as_rows_are_appended():
+    """partial_fit's reuse needs the same rows: 1 % more rows replace about 1 % of the sample, not all of it."""
+    values = pd.DataFrame({"a": np.arange(20_000.0), "b": np.arange(20_000.0) % 7})
+    before = Dataset(values.iloc[:10_000]).sample(2000).values[:, 0]
+    after = Dataset(values.iloc[:10_100]).sample(2000).values[:, 0]
+    assert len(np.intersect1d(before, after)) >= 0.97 * 2000
+    assert len(np.unique(after)) == 2000 and np.all(np.diff(after) > 0)   # distinct rows, in their order
+    spread = np.histogram(after, bins=4, range=(0, 10_100))[0]
+    assert spread.min() > 0.8 * spread.max()   # spread over the whole table, not its head
