@@ -1,8 +1,8 @@
 """Task and region records from instrumented programs: `with task(app, params={...}):`, `with region(name):`.
 
-Each measures the calling thread (perf software/hardware counters, wall and CPU time, a Python-level
-phase vector sampled from sys._current_frames) and sends one record to the local agent's ipc socket,
-or, when no agent listens there, straight to the daemon through a Sender spooling under
+Each measures the calling thread (perf software/hardware counters, CPU wait, wall and CPU time, a
+Python-level phase vector sampled from sys._current_frames) and sends one record to the local agent's
+ipc socket, or, when no agent listens there, straight to the daemon through a Sender spooling under
 SPOOL/instrument (a stable name: the agent and the next such run deliver what is left there). The
 agent tells a command it launches where it is through the CAUSEWATCH_* environment (ENVIRONMENT).
 Monitoring never raises into the program; one that reaches neither an agent nor a daemon says so
@@ -238,6 +238,16 @@ def _send(kind: str, body: dict) -> None:
         log.warning("causewatch: %s record not sent: %s", kind, e)
 
 
+def _cpu_wait() -> float | None:
+    """Seconds the calling thread has spent runnable but waiting on a run queue for a CPU (its CPU
+    contention; /proc/thread-self/schedstat), or None where the kernel keeps no schedstat."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class _Measured:
     """Shared by task and region: a context manager, and a decorator measuring each call."""
 
@@ -246,6 +256,7 @@ class _Measured:
     def __enter__(self):
         self._tid = threading.get_ident()
         self._c0 = _counters.get().collect()
+        self._waited0 = _cpu_wait()
         self._vector = _sampler.watch(self._tid)
         self._t0, self._cpu0 = time.time(), time.thread_time()
         return self
@@ -257,6 +268,9 @@ class _Measured:
         counters = {k: v - self._c0[k] for k, v in c1.items()
                     if v is not None and self._c0.get(k) is not None and k not in perf.DERIVED}
         counters.update(perf.derive(c1, self._c0))
+        waited = _cpu_wait()
+        if waited is not None and self._waited0 is not None:
+            counters["cpu_wait_seconds"] = waited - self._waited0
         body = {"app": self.app, "start": self._t0, "duration": duration, "cpu_seconds": cpu,
                 "counters": counters, **self._fields()}
         if self._vector:

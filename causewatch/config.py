@@ -41,6 +41,11 @@ class DaemonConfig:
     batch_max_frames: int = _limit(256, 1, 100_000)   # frames the writer commits in one transaction at most
     fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)
     reprobe_after: float = _limit(86400.0, 0.0, None)  # seconds before a node's probe result is re-taken; 0: never
+    # The causal job (daemon/job_causal.py): how often it learns, from how many new task rows at least,
+    # and in how many evaluations in a row a departure must be found before it is raised as an anomaly.
+    causal_interval: float = _limit(60.0, 1.0, 86400.0)
+    causal_min_new: int = _limit(20, 1, 100_000)
+    causal_confirm: int = _limit(2, 1, 100)
     # Retention (daemon/job_retention.py), in days; 0 keeps a table forever.
     retain_samples_days: float = _limit(14.0, 0.0, 36500.0)          # raw samples
     retain_bbv_days: float = _limit(14.0, 0.0, 36500.0)              # phase vectors

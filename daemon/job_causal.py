@@ -27,6 +27,7 @@ from causewatch.daemon.jobs import JobContext
 
 log = logging.getLogger("causewatch.daemon.job_causal")
 
+SUBMODEL_ROWS = 4096
 EDGE_GAUGE = "causewatch_edge_strength"
 EDGE_HELP = ("Strength of a learned causal edge: the weakest conditional mutual information seen, in bits "
              "of information (not of data, so no _bytes unit)")
@@ -40,14 +41,35 @@ ANOMALY_HELP = ("1 while a dependency anomaly is open: the newest tasks or model
 
 def submodels(model) -> dict:
     """Each variable with parents as its MDL-fitted function of them (kind, formula, bits), from
-    CausalModel.fit_submodels; a fit that fails costs the model its formulas, not its storage."""
+    CausalModel.fit_submodels on at most SUBMODEL_ROWS rows of the window (a seeded sample: MDL chooses
+    among forms of a few parameters, which that many rows settle, so a cycle's cost does not grow with
+    the window); a fit that fails costs the model its formulas, not its storage."""
+    frame = model.data
+    if frame is not None and len(frame) > SUBMODEL_ROWS:
+        frame = frame.sample(SUBMODEL_ROWS, random_state=0)
     try:
-        fitted = model.fit_submodels()
+        fitted = model.fit_submodels(frame)
     except ValueError as e:  # MDLError and pandas' own
         log.info("causal model: no submodels (%s)", e)
         return {}
     return {v: {"kind": sub.kind, "formula": sub.formula, "bits": round(sub.bits, 1)}
             for v, sub in fitted.items() if sub.parents}
+
+
+def learn(learner: PCLearner | None, data: pd.DataFrame, check: bool, grow: bool, tiers: dict, max_depth: int,
+          max_rows: int) -> tuple[PCLearner, pd.DataFrame | None, dict]:
+    """A model update's numeric work, run by ctx.compute (the daemon's analysis worker): the Markov check
+    of the new rows against the model they extend (`check`), then partial_fit (`grow`) or a new fit of
+    the newest max_rows, then the MDL submodels. Returns the learner, the violations and the submodels."""
+    violations = learner.model_.markov_violations(data, ci_test=learner.ci_test) if check else None
+    if grow:
+        learner.partial_fit(data)
+    else:
+        # The KDE test, not learn's AutoTest: its strengths are bits on every kind of data, and
+        # they are exported and compared version to version (strength_changed).
+        learner = PCLearner(ci_test=KDEMITest(), max_depth=max_depth,
+                            background=Background(tiers=tiers)).fit(data.tail(max_rows))
+    return learner, violations, submodels(learner.model_)
 
 
 class _Scope:
@@ -69,11 +91,11 @@ class _Scope:
 
 class CausalJob:
     name = "causal"
-    interval = 60.0
 
     def __init__(self, min_rows: int = 50, max_rows: int = 2000, min_new: int = 20, max_depth: int = 2,
-                 confirm: int = 2, clock=time.time):
+                 confirm: int = 2, interval: float = 60.0, clock=time.time):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
+        self.interval = interval   # seconds between runs (the scheduler reads it)
         self.confirm = confirm   # evaluations in a row a finding must be seen in before it is raised
         self.clock = clock
         self.scopes: dict[str, _Scope] = {}
@@ -118,35 +140,31 @@ class CausalJob:
             return  # too few new rows to be worth a refit; they are read again next time
         if not grown and st.learner is None and len(data) < self.min_rows:
             return
-        violations = None
+        check = grown   # the new rows against the model they extend, before it learns from them
+        if grown and st.n_rows + len(data) > self.max_rows:
+            grown = False  # the window is full: start a new one from the newest rows
+        if not grown and st.learner is not None and list(data.columns) != st.columns:
+            log.info("causal model %s: columns changed, learning a new model", scope)
+        tiers = {"inputs": [c for c in inputs if c in data.columns]}
+        learner, violations, fitted = ctx.compute(learn, st.learner, data, check, grown, tiers, self.max_depth,
+                                                  self.max_rows)
+        st.learner = learner
         if grown:
-            violations = st.learner.model_.markov_violations(data, ci_test=st.learner.ci_test)
-            if st.n_rows + len(data) > self.max_rows:
-                grown = False  # the window is full: start a new one from the newest rows
-        if grown:
-            st.learner.partial_fit(data)
             st.n_rows += len(data)
         else:
-            if st.learner is not None and list(data.columns) != st.columns:
-                log.info("causal model %s: columns changed, learning a new model", scope)
-            bg = Background(tiers={"inputs": [c for c in inputs if c in data.columns]})
-            # The KDE test, not learn's AutoTest: its strengths are bits on every kind of data, and
-            # they are exported and compared version to version (strength_changed).
-            st.learner = PCLearner(ci_test=KDEMITest(), max_depth=self.max_depth,
-                                   background=bg).fit(data.tail(self.max_rows))
             st.columns, st.n_rows = list(data.columns), min(len(data), self.max_rows)
             st.window_start = float(frame["t_start"].min())
         st.received = float(frame["received"].max())
         if violations is not None:
             st.violations = violations
-        model_id = self._store(ctx, scope, st, float(frame["t_start"].max()))
+        model_id = self._store(ctx, scope, st, float(frame["t_start"].max()), fitted)
         self._track(ctx, scope, st, model_id, data if grown or violations is not None else None)
 
-    def _store(self, ctx: JobContext, scope: str, st: _Scope, window_end: float) -> int:
+    def _store(self, ctx: JobContext, scope: str, st: _Scope, window_end: float, fitted: dict) -> int:
         model = st.learner.model_
         edges = pd.DataFrame([{"src": e.src, "dst": e.dst, "strength": e.strength, "directed": e.directed}
                               for e in model.edges()])
-        graph = {**model.to_dict(), "submodels": submodels(model)}
+        graph = {**model.to_dict(), "submodels": fitted}
         return ctx.write(lambda con: store.insert_model(con, scope, (st.window_start, window_end), st.n_rows,
                                                         self.clock(), graph, edges))
 
@@ -173,7 +191,7 @@ class CausalJob:
         found = anomalies.edge_changes(st.baseline, model)
         judged = newest is not None and set(st.baseline.nodes) <= set(newest.columns)
         if judged:
-            found += anomalies.new_dependencies(st.baseline, newest, st.learner.ci_test)
+            found += ctx.compute(anomalies.new_dependencies, st.baseline, newest, st.learner.ci_test)
         # without fresh rows to judge them, open new dependencies stay as they are
         keep = set() if judged else {k for k in st.open if k[0] == "markov_violation"}
         found = {f.key: f for f in found}

@@ -6,7 +6,7 @@ The daemon composes its jobs by name in server.default_jobs; the scheduler calls
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import duckdb
@@ -21,12 +21,15 @@ class JobContext:
     read()      a new read cursor of the store (the caller closes it);
     write(fn)   runs fn(con) on the writer thread in one transaction and returns its result;
     send(node, type, body)  a command to a node's agent; False when the node is not connected;
-    exporter    where the job publishes its gauges (one snapshot per run).
+    exporter    where the job publishes its gauges (one snapshot per run);
+    compute(fn, *args)  fn(*args) where heavy numeric work belongs: in the daemon, the analysis worker
+                process at the lowest priority (daemon.worker); elsewhere (tests, benches) in-process.
     """
     read: Callable[[], duckdb.DuckDBPyConnection]
     write: Callable[[Callable[[duckdb.DuckDBPyConnection], Any]], Any]
     send: Callable[[str, str, dict], bool]
     exporter: Exporter
+    compute: Callable[..., Any] = field(default=lambda fn, *args: fn(*args))
 
 
 @runtime_checkable

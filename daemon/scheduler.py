@@ -30,8 +30,11 @@ class Scheduler:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, interrupt=None) -> None:
+        """Stop after the running job; `interrupt()` (the analysis worker's stop) cuts a long one short."""
         self._stop.set()
+        if interrupt is not None:
+            interrupt()
         self._thread.join()
 
     def hello(self, node: str, body: dict) -> None:
@@ -60,5 +63,8 @@ class Scheduler:
         try:
             fn(*args)
         except Exception:
+            if self._stop.is_set():
+                log.info("analysis job %s cut short by the daemon's stop", job.name)
+                return
             self.ctx.exporter.job_errors.labels(job.name).inc()
             log.exception("analysis job %s failed", job.name)

@@ -22,6 +22,7 @@ from causewatch.daemon.job_retention import RetentionJob
 from causewatch.daemon.jobs import Job, JobContext
 from causewatch.daemon.scheduler import Scheduler
 from causewatch.daemon.store import Store
+from causewatch.daemon.worker import AnalysisWorker
 from causewatch.errors import ConfigError
 from causewatch.systemd import sd_notify
 
@@ -34,7 +35,8 @@ def default_jobs(cfg: DaemonConfig) -> list[Job]:
         termsets = load_terms(cfg.fuzzy_terms)
     except (OSError, TermsError) as e:
         raise ConfigError("fuzzy_terms", f"cannot load the term sets {cfg.fuzzy_terms!r} ({e})") from None
-    return [CausalJob(), FuzzyJob(termsets), ProbeJob(cfg.reprobe_after), RetentionJob.from_config(cfg)]
+    causal = CausalJob(min_new=cfg.causal_min_new, confirm=cfg.causal_confirm, interval=cfg.causal_interval)
+    return [causal, FuzzyJob(termsets), ProbeJob(cfg.reprobe_after), RetentionJob.from_config(cfg)]
 
 
 class Daemon:
@@ -43,8 +45,9 @@ class Daemon:
         self.exporter = Exporter()
         self.store = Store(cfg.db)
         self.ingest = Ingest(cfg, self.store, self.exporter)
+        self.worker = AnalysisWorker()
         ctx = JobContext(read=self.store.cursor, write=self.ingest.call, send=self.ingest.send,
-                         exporter=self.exporter)
+                         exporter=self.exporter, compute=self.worker)
         self.scheduler = Scheduler(ctx, default_jobs(cfg) if jobs is None else jobs)
         self.ingest.on_hello = self.scheduler.hello
         self.http = HttpApi(cfg.http, self.exporter, self.store.cursor, self.ingest.call, routes,
@@ -62,7 +65,7 @@ class Daemon:
     def stop(self) -> None:
         if self.http:
             self.http.stop()
-        self.scheduler.stop()
+        self.scheduler.stop(interrupt=self.worker.stop)
         self.ingest.stop()
         self.store.close()
 

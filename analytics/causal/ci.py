@@ -71,6 +71,24 @@ class Dataset:
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.values, columns=self.names)
 
+    def sample(self, max_rows: int | None, seed: int = 0) -> Dataset:
+        """This table, or a seeded random subset of `max_rows` of its rows (in their order) when it has
+        more: the rows with the smallest keys, a key being a fixed hash of the row's index. Appending
+        rows then replaces a matching share of the sample only, so partial_fit's decisions stay reusable."""
+        if max_rows is None or self.n <= max_rows:
+            return self
+        rows = np.sort(np.argpartition(_row_keys(self.n, seed), max_rows)[:max_rows])
+        return Dataset(pd.DataFrame(self.values[rows], columns=self.names),
+                       [n for n, d in zip(self.names, self.discrete) if d])
+
+
+def _row_keys(n: int, seed: int) -> np.ndarray:
+    """splitmix64 of each row index (plus the seed): a pseudo-random key per row that never changes."""
+    z = (np.arange(n, dtype=np.uint64) + np.uint64(seed)) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
 
 def _numeric(col: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)

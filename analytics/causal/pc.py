@@ -56,11 +56,15 @@ class PCLearner:
         other neighbour of one end masking a weak dependence (see _masked).
     reuse_margin : in partial_fit, an earlier CI decision is reused when |margin| (its distance from
         the threshold in null standard deviations) is at least this; the others are re-tested.
+    max_rows : CI tests and equivalence checks see a seeded random sample of at most this many rows
+        (None: all). The KDE test's null is tabulated up to 16,384 rows; beyond, rows add cost
+        (kernel sums over every row, nulls simulated at that size) and power no decision needs.
+        The model keeps every row (its data, submodels).
     """
 
     def __init__(self, ci_test: CITest | None = None, max_depth: int = 3, background: Background | None = None,
                  discrete: Iterable[str] = (), orientation: str = "majority", equivalences: bool = True,
-                 reuse_margin: float = 2.0, unmask: bool = True):
+                 reuse_margin: float = 2.0, unmask: bool = True, max_rows: int | None = 16384):
         self.ci_test = ci_test
         self.max_depth = max_depth
         self.background = background
@@ -69,6 +73,7 @@ class PCLearner:
         self.equivalences = equivalences
         self.reuse_margin = reuse_margin
         self.unmask = unmask
+        self.max_rows = max_rows
 
     # ---- public estimator API -------------------------------------------------------------------
     def fit(self, data: pd.DataFrame | Dataset) -> PCLearner:
@@ -96,10 +101,13 @@ class PCLearner:
             raise PCError(f"orientation {self.orientation!r} unknown; expected one of {', '.join(ORIENTATIONS)}")
         if self.max_depth < 0:
             raise PCError(f"max_depth must be >= 0, got {self.max_depth}")
+        if self.max_rows is not None and self.max_rows < 2:
+            raise PCError(f"max_rows must be at least 2 (or None for every row), got {self.max_rows}")
         if self.ci_test is None:
             self.ci_test = AutoTest()
 
     def _run(self) -> PCLearner:
+        self.tested_ = self.data_.sample(self.max_rows)
         self.background_ = self.background or Background()
         self.background_.validate(self.data_.names)
         self.decisions_: dict = {}
@@ -126,7 +134,7 @@ class PCLearner:
                 self.n_reused_ += 1
             else:
                 before = self.ci_test.n_tests
-                res = self.ci_test.test(self.data_, a, b, tuple(sorted(z)))
+                res = self.ci_test.test(self.tested_, a, b, tuple(sorted(z)))
                 self.n_tests_ += self.ci_test.n_tests - before
             self.decisions_[key] = res
         p = _pair(a, b)
@@ -196,7 +204,7 @@ class PCLearner:
                 if self._ci(other, target, rest).margin < EQUIVALENCE_MARGIN or \
                         not self._ci(w, target, rest + (other,)).independent:
                     continue
-                frame = self.data_.frame() if frame is None else frame
+                frame = self.tested_.frame() if frame is None else frame
                 disc = [n for n, d in zip(self.data_.names, self.data_.discrete) if d]
                 if not (_determined(frame, other, w, disc) or _determined(frame, w, other, disc)):
                     continue

@@ -24,9 +24,18 @@ PROBE_WAIT = 60.0           # seconds the workload waits for the agents' probes 
 # the agents' probes run at their hello and must not share the cores with the workload they predict.
 WAIT_THEN_EXEC = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.1)\n" \
                  "os.execv(sys.argv[2], sys.argv[2:])"
+# The contention hog: one busy process pinned to each CPU the workload may use.
+HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+# The causal job learns every few seconds here (a daemon's default is a minute): the baseline is set
+# in the calm start, and the hog's departure is confirmed, raised and resolved within the run.
+CAUSAL = {"causal_interval": 3.0, "causal_min_new": 20, "causal_confirm": 2}
+HOG_CYCLES = 4              # causal model versions learnt while the hog runs
+HOG_UNTIL = 0.75            # ...or until this share of the workload's tasks is stored: the end stays calm
+SCOPE = "app:demo"
+WAIT = "cpu_wait_seconds"   # the contended resource's variable in each task record
 
 EPILOG = """examples:
-  causewatch demo                      # about 30 s, files under ./demo-out
+  causewatch demo                      # about 80 s, files under ./demo-out
   causewatch demo --seconds 60 --dir /tmp/cw-demo
   causewatch demo --json               # the final report as JSON
 """
@@ -34,7 +43,9 @@ EPILOG = """examples:
 def add_arguments(p):
     p.add_argument("--dir", default="demo-out",
                    help="demo folder (DuckDB file, spool, kits): a new or empty one, or one an earlier demo made")
-    p.add_argument("--seconds", type=float, default=20.0, help="how long the agent streams (default 20)")
+    p.add_argument("--seconds", type=float, default=30.0,
+                   help="how long the agent streams on an idle machine, 20 tasks a second (default 30: a calm "
+                        "start, the hog, a calm end)")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
 
 
@@ -106,22 +117,63 @@ def prepare(folder: Path) -> None:
     (folder / MARK).write_text("made by causewatch demo: a later demo empties this folder\n")
 
 
-def _live(con, bar) -> dict:
+class Hog:
+    """CPU contention for the workload: started once the scope has its baseline, stopped after
+    HOG_CYCLES model versions learnt under it or HOG_UNTIL of the tasks stored (and always, by `stop`,
+    on the way out)."""
+
+    def __init__(self, origin: float):
+        self.procs: list[subprocess.Popen] = []
+        self.cpus = sorted(os.sched_getaffinity(0))
+        self.origin = origin                 # wall-clock time the workload started
+        self.started = self.stopped = None   # seconds after the origin
+        self.versions = 0                    # model versions when it started
+
+    def step(self, con, done: float) -> None:
+        """Start or stop, `done` being the share of the workload's tasks stored so far."""
+        from causewatch.daemon import tables
+        if self.started is None and done < HOG_UNTIL and tables.baseline(con, SCOPE) is not None:
+            self.versions = len(tables.models(con, SCOPE))
+            self.procs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in self.cpus]
+            self.started = time.time() - self.origin
+        elif self.running and (done >= HOG_UNTIL or len(tables.models(con, SCOPE)) - self.versions >= HOG_CYCLES):
+            self.stop()
+
+    @property
+    def running(self) -> bool:
+        return bool(self.procs)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+        if self.procs:
+            self.stopped = time.time() - self.origin
+        self.procs = []
+
+
+def _live(con, bar, hog: Hog) -> dict:
     from causewatch.daemon import tables
     counts = tables.live_counts(con)
     if bar is not None:
-        bar.set_postfix_str("  ".join(f"{k} {v:,}" for k, v in counts.items()), refresh=False)
+        state = "on" if hog.running else "done" if hog.stopped else "waiting for the baseline"
+        bar.set_postfix_str("  ".join(f"{k} {v:,}" for k, v in counts.items()) + f"  hog {state}", refresh=False)
     return counts
 
 
-def report(con, seconds: float, folder: Path) -> dict:
-    """What is in the store, from the store: ingest figures, then each analysis' latest output, and
-    each scope's newest model drawn as SVG in the demo folder (open anomalies in red)."""
+def report(con, seconds: float, folder: Path, hog: Hog) -> dict:
+    """What is in the store, from the store: ingest figures, then each analysis' latest output, the
+    hog's stretch and each anomaly timed against it, and each scope's newest model drawn as SVG in the
+    demo folder (open anomalies in red)."""
     from causewatch.analytics.causal.drawing import model_svg
     from causewatch.analytics.causal.model import CausalModel
     from causewatch.daemon import tables
     from causewatch.probe.rank import rank_nodes
     rep = tables.overview(con)
+    rep["anomalies"] = [_anomaly(a, hog) for a in reversed(tables.anomalies(con))]
+    waits = _waits(con, hog)
+    rep["contention_hog"] = [{"cpus": hog.cpus, "started_s": _round(hog.started), "stopped_s": _round(hog.stopped),
+                              "model_versions": HOG_CYCLES, **waits, "shown": _shown(rep["anomalies"], waits, hog)}]
     ranking = rank_nodes("demo", tables.latest_probes(con, "demo"), tables.registered_kits(con), time.time())
     rep["probe_ranking"] = [{
         "node": r["node"], "s_per_task": _round(r["task_seconds"]), "lo": _round(r["task_lo"]),
@@ -137,8 +189,64 @@ def report(con, seconds: float, folder: Path) -> dict:
     return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
 
 
+def _waits(con, hog: Hog) -> dict:
+    """The contention the tasks met before, during and after the hog: the median of seconds waited
+    for a CPU per second of CPU used (cpu_wait_seconds / cpu_seconds)."""
+    from causewatch.analytics.causal.features import name_task_columns
+    from causewatch.daemon import tables
+    frame = name_task_columns(*tables.task_frame(con, "demo"))[0]
+    if WAIT not in frame or hog.started is None:
+        return {}
+    t = frame["t_start"] - hog.origin
+    ratio = frame[WAIT] / frame["cpu_seconds"]
+    stretches = {"before": t < hog.started, "during": (t >= hog.started) & (t < (hog.stopped or float("inf"))),
+                 "after": t >= (hog.stopped or float("inf"))}
+    return {f"wait_per_cpu_s_{name}": _round(ratio[mask].median()) if mask.any() else None
+            for name, mask in stretches.items()}
+
+
+def _shown(anomalies: list[dict], waits: dict, hog: Hog) -> str:
+    """In plain words, whether the report shows the hog: an anomaly on the contended resource's variable
+    raised while it ran and resolved after it stopped."""
+    if hog.stopped is None:
+        return "no: the hog did not run its stretch (the model had no baseline in time, or the workload ended)"
+    ours = [a for a in anomalies if WAIT in (a["src"], a["dst"]) and hog.started <= a["opened_s"] <= hog.stopped]
+    if any(a["resolved_s"] is not None and a["resolved_s"] >= hog.stopped for a in ours):
+        return f"yes: a new dependency on {WAIT} was raised while the hog ran and resolved after it stopped"
+    if ours:
+        how = "resolved before it stopped" if all(a["resolved_s"] is not None for a in ours) else "is still open"
+        return f"in part: a new dependency on {WAIT} was raised while the hog ran, but {how}"
+    return (f"no anomaly on {WAIT} while the hog ran: tasks waited {waits.get('wait_per_cpu_s_before')} s for a "
+            f"CPU per CPU second before it and {waits.get('wait_per_cpu_s_during')} s during it; where other work "
+            f"already makes tasks wait before the hog, the baseline holds task time's dependency on {WAIT} and "
+            "the hog deepens it without making it new")
+
+
+def _anomaly(a: dict, hog: Hog) -> dict:
+    """An anomaly with its evidence, opened and resolved in seconds after the workload started and
+    said against the hog's stretch."""
+    opened = a["opened"] - hog.origin
+    resolved = None if a["resolved"] is None else a["resolved"] - hog.origin
+    return {"scope": a["scope"], "kind": a["kind"], "src": a["src"], "dst": a["dst"],
+            "state": "open" if resolved is None else "resolved", "opened_s": round(opened, 1),
+            "resolved_s": _round(resolved), "when": _when(opened, resolved, hog),
+            "score": round(a["score"], 3), "threshold": round(a["threshold"], 3),
+            "rows": a["evidence"].get("rows")}
+
+
+def _when(opened: float, resolved: float | None, hog: Hog) -> str:
+    if hog.started is None:
+        return "the hog never ran"
+    said = f"raised {opened - hog.started:+.1f} s from the hog's start"
+    if resolved is None:
+        return said + ", still open"
+    if hog.stopped is None:
+        return said + f", resolved {resolved - hog.started:+.1f} s from its start"
+    return said + f", resolved {resolved - hog.stopped:+.1f} s from its stop"
+
+
 def _round(v):
-    return None if v is None else round(v, 4)
+    return None if v is None else round(float(v), 4)
 
 
 # What each section of the report is, in the words of someone reading it for the first time.
@@ -151,8 +259,15 @@ MEANING = {
     "tasks": "master-worker task records sent by the instrumented workload (instrument.task)",
     "causal_edges": "the newest causal model of the tasks: which variable depends on which, strength in bits",
     "causal_submodels": "each variable with parents as the function of them that describes it shortest (MDL)",
+    "contention_hog": "mid-run, one busy process per CPU (pinned) competed with the workload for its cores, "
+                      "from started_s to stopped_s (seconds after the workload started) while the causal job "
+                      "learnt model_versions versions; wait_per_cpu_s: seconds a task waited for a CPU per "
+                      "second it ran, before, during and after (other work on the machine contends too)",
     "anomalies": "departures from the baseline model (the first stable one): a Markov violation is a new "
-                 "dependency the baseline says should not be there",
+                 "dependency the baseline says should not be there, judged on each cycle's newest tasks, so it "
+                 "resolves once they are calm again (edges that appeared or changed are the model's, whose "
+                 "window keeps the hog's tasks: they stay open until it moves); times are seconds from the "
+                 "hog's start and stop",
     "model_pictures": "the newest model of each scope drawn as SVG (edge width = strength, anomalies in red)",
     "bottlenecks": "code regions with fuzzy bottleneck severity (Truong & Fahringer): degree per severity term",
     "probe_ranking": "each node's predicted seconds per task of the app from its software probe (run before "
@@ -193,7 +308,7 @@ def run(args) -> int:
     prepare(folder)
     db, quiet = folder / "causewatch.duckdb", args.json or args.quiet
     _build_kit(folder, quiet)
-    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0")).start()
+    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0", **CAUSAL)).start()
     if not quiet:
         print(f"daemon {daemon.endpoint}, DuckDB {db}, metrics http://{daemon.http.address}/metrics")
     _register_kit(folder, f"http://{daemon.http.address}", quiet)
@@ -205,13 +320,16 @@ def run(args) -> int:
     t0 = time.monotonic()
     bar = None if quiet else tqdm(total=_tasks(args.seconds), desc="workload tasks stored", dynamic_ncols=True,
                                   bar_format="{desc} {bar:20} {n}/{total} {elapsed}{postfix}")
+    hog = Hog(time.time())
     try:
         while watched.poll() is None and time.monotonic() - t0 < args.seconds + 120:
             time.sleep(1.0)
-            counts = _live(con, bar)
+            counts = _live(con, bar, hog)
+            hog.step(con, counts["tasks"] / _tasks(args.seconds))
             if bar is not None:
                 bar.update(min(counts["tasks"], bar.total) - bar.n)
     finally:
+        hog.stop()
         if bar is not None:
             bar.close()
         for agent in agents.values():
@@ -221,7 +339,7 @@ def run(args) -> int:
     elapsed = time.monotonic() - t0
     daemon.scheduler.stop()
     daemon.scheduler.run_due(float("inf"), {})  # one last analysis cycle over everything stored
-    rep = report(con, elapsed, folder)
+    rep = report(con, elapsed, folder, hog)
     daemon.stop()
     print(json.dumps(rep, default=str)) if args.json else _print(rep, db)
     failed = [f"{node} exited {a.returncode}" for node, a in agents.items() if a.returncode not in (0, -15)]

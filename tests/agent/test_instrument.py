@@ -3,8 +3,13 @@ real daemon when no agent listens."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
 import time
 
+import psutil
 import pytest
 from support import agent_config, query, wait_for
 
@@ -70,6 +75,35 @@ def test_task_and_region_records_carry_time_counters_and_python_vectors(relay):
     assert all("spin_a" not in k for k in region["bbv"]["keys"])
     python_bbv = [b for k, b in relay.sender.sent if k == "bbv"]
     assert {b["kind"] for b in python_bbv} == {"python"} and python_bbv[0]["target"] == "app:solver"
+
+
+def test_competitors_on_the_same_cpu_show_as_cpu_wait(relay):
+    """A thread pinned to one CPU spins in a task alone, then while two busy processes are pinned to the
+    same CPU: its fair share is a third at most, so it waits on the run queue at least as long as it
+    runs, and longer than alone (other work on the machine adds waiting to both)."""
+    cpu = min(os.sched_getaffinity(0))
+    spin = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+
+    def tasks():
+        os.sched_setaffinity(0, {cpu})   # this thread only
+        with api.task(params={"case": "alone"}):
+            spin_a(0.2)
+        hogs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+        try:
+            assert wait_for(lambda: all(psutil.Process(h.pid).cpu_times().user > 0.05 for h in hogs))
+            with api.task(params={"case": "contended"}):
+                spin_a(0.2)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+    worker = threading.Thread(target=tasks)
+    worker.start()
+    worker.join(60)
+    assert wait_for(lambda: relay.relayed == 2)
+    alone, contended = (b["counters"] for k, b in relay.sender.sent if k == "task")
+    assert contended["cpu_wait_seconds"] >= contended["task_clock_seconds"] >= 0.15
+    assert contended["cpu_wait_seconds"] > alone["cpu_wait_seconds"] >= 0
 
 
 def test_decorators_measure_each_call_and_exceptions_still_send(relay):

@@ -1,7 +1,9 @@
 """Tests of the daemon's causal job over a real DuckDB store: models and edges stored, partial_fit
 on new tasks, Markov violations stored as anomalies, gauges exported, tasks unpacked by learn."""
 
+import dataclasses
 import json
+import os
 import time
 
 import numpy as np
@@ -12,6 +14,7 @@ from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.store import Store
+from causewatch.daemon.worker import AnalysisWorker
 from causewatch.daemon.tables import task_frame
 
 from causewatch.cli import main
@@ -114,6 +117,29 @@ def test_job_learns_stores_updates_and_flags_violations(store):
     assert b'causewatch_markov_violation{scope="app:lu",variable="duration"}' in ctx.exporter.exposition()
 
 
+def test_the_analysis_worker_learns_what_the_job_learns_in_process(tmp_path):
+    """The daemon runs a job's numeric work in its worker process: same models, learner sent back and forth."""
+    stores = [Store(str(tmp_path / f"{name}.duckdb")) for name in ("inline", "worker")]
+    worker = AnalysisWorker()
+    ctxs = [_ctx(stores[0]), dataclasses.replace(_ctx(stores[1]), compute=worker)]
+    jobs = [CausalJob(min_rows=50, min_new=20, confirm=1) for _ in ctxs]
+    try:
+        for batch in (_tasks(0, 0, 300), _tasks(1, 300, 30), _tasks(2, 330, 120, broken=True)):
+            learned = []
+            for store, ctx, job in zip(stores, ctxs, jobs):
+                _ingest(store, batch)
+                job.run(ctx)
+                st = job.scopes["app:lu"]
+                learned.append((st.n_rows, st.learner.n_reused_, st.learner.model_.edges(),
+                                st.violations.to_dict("records") if st.violations is not None else None))
+            assert learned[0] == learned[1]
+        assert jobs[1].scopes["app:lu"].learner.n_reused_ > 0 and worker.pid not in (None, os.getpid())
+    finally:
+        worker.stop()
+        for s in stores:
+            s.close()
+
+
 def _phased_tasks(seed, start, count):
     """Tasks running one of two code mixes; the second kind takes twice as long."""
     frame = _tasks(seed, start, count)
@@ -194,3 +220,18 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     assert cur.execute("SELECT count(*) FROM anomalies WHERE resolved IS NULL").fetchone() == (0,)
     assert cur.execute("SELECT resolved IS NOT NULL FROM anomalies WHERE kind = 'markov_violation'").fetchall() == [(True,)]
     assert b"causewatch_dependency_anomaly{" not in ctx.exporter.exposition()
+
+
+def test_submodels_of_a_long_window_come_from_a_sample_and_agree_with_all_rows():
+    """Beyond SUBMODEL_ROWS the formulas are fitted on a seeded sample: the same function forms as on every row."""
+    from causewatch.analytics.causal.pc import PCLearner
+    from causewatch.daemon.job_causal import SUBMODEL_ROWS, submodels
+    rng = np.random.default_rng(3)
+    n = 3 * SUBMODEL_ROWS
+    x, z = rng.uniform(1, 10, n), rng.uniform(1, 10, n)   # a collider: y's parents are x and z
+    frame = pd.DataFrame({"x": x, "z": z, "y": 2.0 * x ** 2 + 30.0 * z + rng.normal(0, 1, n)})
+    model = PCLearner(background=None).fit(frame).model_
+    sampled = submodels(model)
+    every_row = {v: s.kind for v, s in model.fit_submodels(frame).items() if s.parents}
+    assert set(sampled) == {"y"} and {v: s["kind"] for v, s in sampled.items()} == every_row
+    assert sampled == submodels(model)   # seeded: the same sample every cycle

@@ -3,6 +3,7 @@ listed by name, each keeps the Job protocol, and a bad term-set file stops the d
 
 import pytest
 
+from causewatch import config
 from causewatch.config import DaemonConfig
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.jobs import Job, JobContext
@@ -52,6 +53,16 @@ def test_the_daemons_jobs_keep_the_protocol_under_distinct_names():
     jobs = default_jobs(DaemonConfig(db="x.duckdb"))
     assert [j.name for j in jobs] == ["causal", "fuzzy", "probe", "retention"]
     assert all(isinstance(j, Job) and j.interval > 0 for j in jobs)
+
+
+def test_the_causal_jobs_pace_comes_from_the_config_file(tmp_path):
+    f = tmp_path / "d.toml"
+    f.write_text('[daemon]\ncausal_interval = 3\ncausal_min_new = 40\ncausal_confirm = 3\n')
+    causal = default_jobs(config.load(DaemonConfig, f, "daemon"))[0]
+    assert (causal.interval, causal.min_new, causal.confirm) == (3.0, 40, 3)
+    f.write_text('[daemon]\ncausal_interval = 0.5\n')
+    with pytest.raises(ConfigError, match=f"{f}:2: causal_interval: 0.5 is out of range.*between 1.0 and 86400.0"):
+        config.load(DaemonConfig, f, "daemon")
 
 
 def test_a_term_set_file_that_cannot_load_stops_the_daemon_naming_it(tmp_path):

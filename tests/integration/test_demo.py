@@ -4,6 +4,10 @@ import json
 
 from support import run_cli
 
+from causewatch.commands import demo
+from causewatch.daemon import store
+from causewatch.daemon.store import Store
+
 
 def test_demo_reports_every_part(tmp_path):
     r = run_cli("demo", "--seconds", "4", "--dir", str(tmp_path / "demo"), "--json", timeout=400)
@@ -22,7 +26,39 @@ def test_demo_reports_every_part(tmp_path):
     pictures = rep["model_pictures"]
     assert [p["scope"] for p in pictures] == ["app:demo"]
     assert open(pictures[0]["svg"]).read().lstrip().startswith(("<?xml", "<svg"))
+    (hog,) = rep["contention_hog"]   # 80 tasks are too few for the hog's stretch: the report says why
+    assert hog["cpus"] and hog["shown"].startswith(("yes:", "in part:", "no"))
+    assert all(a["when"] and (a["rows"] is None or a["rows"] > 0) for a in rep["anomalies"])
     assert {p["node"] for p in rep["probe_ranking"]} == {"demo-node-1", "demo-node-2"}
     assert all(0 <= p["cpu_bound_phases"] <= p["phases"] and p["phases"] >= 1 and p["ratio"] > 0
                and p["lo"] <= p["s_per_task"] <= p["hi"] and p["age_s"] >= 0 and p["kit"]
                for p in rep["probe_ranking"])
+
+
+def test_the_report_times_each_anomaly_against_the_hog(tmp_path):
+    """A real store holding what the demo's hog should cause: a new dependency on the CPU wait raised
+    while the hog ran and resolved after it stopped, and a model edge still open."""
+    st = Store(str(tmp_path / "cw.duckdb"))
+    origin = 1_000.0
+    row = {"scope": "app:demo", "baseline_id": 3, "model_id": 7, "score": 1.43, "threshold": 1.06}
+
+    def write(con):
+        raised = store.raise_anomaly(con, dict(row, kind="markov_violation", src="cpu_seconds", dst=demo.WAIT,
+                                               opened=origin + 41.0, evidence={"rows": 44}))
+        store.resolve_anomaly(con, raised, origin + 82.5)
+        store.raise_anomaly(con, dict(row, kind="edge_appeared", src="cpu_seconds", dst=demo.WAIT,
+                                      opened=origin + 50.0, evidence={"strength_bits": 0.2}))
+    st.run(write)
+    hog = demo.Hog(origin)
+    hog.started, hog.stopped = 35.0, 72.0
+    try:
+        rep = json.loads(json.dumps(demo.report(st.cursor(), 90.0, tmp_path, hog)))
+    finally:
+        st.close()
+    first, second = rep["anomalies"]
+    assert first == {"scope": "app:demo", "kind": "markov_violation", "src": "cpu_seconds", "dst": demo.WAIT,
+                     "state": "resolved", "opened_s": 41.0, "resolved_s": 82.5, "score": 1.43, "threshold": 1.06,
+                     "rows": 44, "when": "raised +6.0 s from the hog's start, resolved +10.5 s from its stop"}
+    assert second["state"] == "open" and second["resolved_s"] is None and second["when"].endswith("still open")
+    (shown,) = rep["contention_hog"]
+    assert (shown["started_s"], shown["stopped_s"]) == (35.0, 72.0) and shown["shown"].startswith("yes:")

@@ -11,11 +11,12 @@ import pytest
 from causewatch.analytics.causal import papers
 from causewatch.analytics.causal.background import Background, BackgroundError
 from causewatch.analytics.causal.ci import (
+    Dataset,
     DSeparationOracle,
     FisherZTest,
     oracle_dataset,
 )
-from causewatch.analytics.causal.pc import PCLearner
+from causewatch.analytics.causal.pc import PCError, PCLearner
 
 
 def _edges(model):
@@ -170,3 +171,31 @@ def test_partial_fit_equals_fit_on_the_concatenated_rows(seed):
     assert _edges(incremental.model_) == _edges(scratch.model_)
     assert incremental.model_.equivalences == scratch.model_.equivalences
     assert incremental.n_tests_ < full_tests
+
+
+def test_ci_tests_see_a_seeded_sample_of_max_rows_and_the_model_keeps_every_row():
+    rng = np.random.default_rng(7)
+    n = 5000
+    x = rng.normal(size=n)
+    y = np.sin(x) + 0.3 * rng.normal(size=n)
+    frame = pd.DataFrame({"x": x, "y": y, "z": y ** 2 + 0.3 * rng.normal(size=n), "w": rng.normal(size=n)})
+    sampled = PCLearner(ci_test=FisherZTest(), max_rows=1000).fit(frame)
+    assert sampled.tested_.n == 1000 and sampled.data_.n == n and len(sampled.model_.data) == n
+    assert sampled.tested_.version == PCLearner(ci_test=FisherZTest(), max_rows=1000).fit(frame).tested_.version
+    every = PCLearner(ci_test=FisherZTest(), max_rows=None).fit(frame)
+    assert every.tested_ is every.data_
+    assert {frozenset((e.src, e.dst)) for e in sampled.model_.edges()} == \
+        {frozenset((e.src, e.dst)) for e in every.model_.edges()}
+    with pytest.raises(PCError, match="max_rows"):
+        PCLearner(max_rows=1).fit(frame)
+
+
+def test_the_tested_sample_persists_as_rows_are_appended():
+    """partial_fit's reuse needs the same rows: 1 % more rows replace about 1 % of the sample, not all of it."""
+    values = pd.DataFrame({"a": np.arange(20_000.0), "b": np.arange(20_000.0) % 7})
+    before = Dataset(values.iloc[:10_000]).sample(2000).values[:, 0]
+    after = Dataset(values.iloc[:10_100]).sample(2000).values[:, 0]
+    assert len(np.intersect1d(before, after)) >= 0.97 * 2000
+    assert len(np.unique(after)) == 2000 and np.all(np.diff(after) > 0)   # distinct rows, in their order
+    spread = np.histogram(after, bins=4, range=(0, 10_100))[0]
+    assert spread.min() > 0.8 * spread.max()   # spread over the whole table, not its head

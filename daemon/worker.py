@@ -1,0 +1,108 @@
+"""The analysis worker: a child process at the lowest CPU priority that runs the jobs' heavy numeric work,
+so a re-learn never takes ingest's core or the daemon's GIL.
+
+Pattern: request-reply over a multiprocessing Pipe, one request at a time (`worker(fn, *args)` blocks
+its caller, the scheduler thread, and returns fn's result). The child is spawned, never forked from the
+threaded daemon; it starts on first use and again after it dies (that run fails with WorkerError, the
+job's next run gets a fresh child). Arguments and results travel pickled, so fn is a module-level function.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import threading
+import traceback
+
+log = logging.getLogger("causewatch.daemon.worker")
+
+LOWEST_PRIORITY = 19   # nice: the worker only takes CPU time that ingest and the agents leave over
+
+
+class WorkerError(RuntimeError):
+    """The worker died or was stopped while it ran a request."""
+
+
+def _serve(conn, niceness: int) -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, niceness)
+    except OSError as e:   # a sandbox that forbids setpriority: analyses still run, only not deprioritised
+        log.warning("analysis worker: cannot lower its priority (%s)", e)
+    while True:
+        try:
+            fn, args = conn.recv()
+        except EOFError:   # the daemon went away
+            return
+        try:
+            reply = (True, fn(*args), "")
+        except Exception as e:
+            reply = (False, e, traceback.format_exc())
+        try:
+            conn.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as e:   # an unpicklable result or error
+            conn.send((False, WorkerError(f"{fn.__qualname__}: its reply cannot be sent back ({e})"), ""))
+
+
+class AnalysisWorker:
+    """`worker(fn, *args)` runs fn(*args) in the child and returns its result or raises its exception."""
+
+    def __init__(self, niceness: int = LOWEST_PRIORITY):
+        self.niceness = niceness
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._proc: mp.process.BaseProcess | None = None
+        self._conn = None
+
+    def __call__(self, fn, *args):
+        with self._lock:
+            if self._stopping.is_set():
+                raise WorkerError("the daemon is stopping")
+            self._start()
+            try:
+                self._conn.send((fn, args))
+                while not self._conn.poll(0.2):
+                    if self._stopping.is_set() or not self._proc.is_alive():
+                        raise EOFError
+                ok, value, trace = self._conn.recv()
+            except (EOFError, OSError) as e:
+                code = self._discard()
+                raise WorkerError(f"the analysis worker ended (exit code {code}) during {fn.__qualname__}") from e
+        if not ok:
+            if trace:
+                value.add_note(f"in the analysis worker:\n{trace}")
+            raise value
+        return value
+
+    def stop(self) -> None:
+        """Ends the child now, even mid-request (a re-learn is repeated after a restart, nothing is lost)."""
+        self._stopping.set()
+        if self._proc is not None:
+            self._proc.terminate()
+        with self._lock:
+            self._discard()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.is_alive() else None
+
+    def _start(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            return
+        self._discard()
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, self.niceness), name="causewatch-analysis", daemon=True)
+        self._proc.start()
+        child.close()
+        log.info("analysis worker started (pid %d, nice %d)", self._proc.pid, self.niceness)
+
+    def _discard(self) -> int | None:
+        if self._proc is None:
+            return None
+        self._proc.kill()
+        self._proc.join(5)
+        self._conn.close()
+        code, self._proc, self._conn = self._proc.exitcode, None, None
+        return code
