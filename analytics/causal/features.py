@@ -17,6 +17,7 @@ from causewatch.analytics.phases.tracker import PhaseTracker
 BOOKKEEPING = ["received", "t_start", "bbv"]   # task columns that are not variables
 MIN_PRESENT = 0.8                              # a column missing from more rows than this is dropped
 TASK_MEASURES = ("duration", "cpu_seconds")
+COPY_R = 0.9999   # a numeric column this correlated with an earlier one is the same quantity measured twice
 
 
 def name_task_columns(frame: pd.DataFrame, params: dict[str, str], counters: dict[str, str]
@@ -82,7 +83,9 @@ def model_variables(frame: pd.DataFrame, columns: list[str] | None = None,
                     drop: tuple[str, ...] = ()) -> Variables:
     """The variables a model is learnt over. Without `columns`: every column but `drop`, less those
     missing from more than 1 − MIN_PRESENT of the rows; then only complete rows; then no column that
-    never varies. With `columns`: those (all of them must exist), complete rows, none constant."""
+    never varies, and none that is a linear copy of an earlier column (|r| >= COPY_R: the same quantity
+    measured twice, e.g. perf's task-clock and the thread's CPU time; kept, the two would be joined in
+    an arbitrary direction run to run). With `columns`: those (all must exist), complete rows, none constant."""
     dropped = {c: "bookkeeping, not a variable" for c in drop if c in frame}
     data = frame.drop(columns=list(dropped))
     if columns is not None:
@@ -98,4 +101,21 @@ def model_variables(frame: pd.DataFrame, columns: list[str] | None = None,
         if data[c].nunique() <= 1:
             dropped[c] = "never varies over the complete rows"
     data = data[[c for c in data.columns if c not in dropped]].reset_index(drop=True)
+    if columns is None:
+        dropped.update(_copies(data))
+        data = data[[c for c in data.columns if c not in dropped]]
     return Variables(data, len(frame), dropped)
+
+
+def _copies(data: pd.DataFrame) -> dict[str, str]:
+    """Numeric columns that are linear copies of an earlier one, with the reason."""
+    numeric = [c for c in data.columns if pd.api.types.is_numeric_dtype(data[c]) and not pd.api.types.is_bool_dtype(data[c])]
+    if len(numeric) < 2:
+        return {}
+    r = np.corrcoef(data[numeric].to_numpy(float), rowvar=False)
+    out = {}
+    for j, c in enumerate(numeric):
+        kept = [i for i in range(j) if numeric[i] not in out and abs(r[i, j]) >= COPY_R]
+        if kept:
+            out[c] = f"a linear copy of {numeric[kept[0]]} (r = {r[kept[0], j]:.6f}): the same quantity measured twice"
+    return out

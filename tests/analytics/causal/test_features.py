@@ -28,6 +28,17 @@ def test_sparse_column_is_dropped_before_rows_are_and_each_drop_has_its_reason()
     assert len(named.data) == 10 and named.dropped["b"] == "not chosen"   # chosen columns are kept
 
 
+def test_a_quantity_measured_twice_is_kept_once_and_a_merely_strong_relation_is_kept():
+    rng = np.random.default_rng(2)
+    cpu = rng.uniform(0.05, 0.2, 500)
+    frame = pd.DataFrame({"cpu_seconds": cpu, "task_clock_seconds": 1.003 * cpu + rng.normal(0, 1e-5, 500),
+                          "duration": cpu + rng.uniform(0, 0.05, 500), "ops": cpu ** 3})
+    chosen = features.model_variables(frame)
+    assert list(chosen.data.columns) == ["cpu_seconds", "duration", "ops"]   # r(duration) ~0.96, r(ops) ~0.97
+    assert chosen.dropped["task_clock_seconds"].startswith("a linear copy of cpu_seconds (r = ")
+    assert list(features.model_variables(frame, columns=list(frame.columns)).data.columns) == list(frame.columns)
+
+
 def test_task_columns_named_by_key_and_a_counter_never_hides_a_parameter():
     frame = pd.DataFrame({"duration": [1.0, 2.0], "p0": ["4", "8"], "p1": ["int", "x"], "c0": [5.0, 6.0],
                           "c1": [7.0, 8.0], "c2": [0.1, 0.2]})
