@@ -366,7 +366,7 @@ def report(r: dict) -> None:
         print(f"(c) ingest idle {i['idle']['values_per_s']:,.0f} values/s, during re-learn "
               f"{i['relearn']['values_per_s']:,.0f} values/s: {i['ratio']:.1%} of idle (goal >= 90 %; medians of "
               f"{r['repeats']} alternating runs of {i['idle']['seconds']:.1f} s); meanwhile the analysis worker "
-              f"(nice 19) used {i['relearn']['relearn_cpu_s']:.1f} CPU s and finished {i['relearn']['relearn_runs']} "
+              f"(SCHED_IDLE) used {i['relearn']['relearn_cpu_s']:.1f} CPU s and finished {i['relearn']['relearn_runs']} "
               f"re-learns of {r['relearn_rows']:,} task rows")
     if "bytes" in r:
         b = r["bytes"]

@@ -1,4 +1,4 @@
-"""The analysis worker: a child process at the lowest CPU priority that runs the jobs' heavy numeric work,
+"""The analysis worker: a child process at the lowest CPU priority (SCHED_IDLE) that runs the jobs' heavy numeric work,
 so a re-learn never takes ingest's core or the daemon's GIL.
 
 Pattern: request-reply over a multiprocessing Pipe, one request at a time (`worker(fn, *args)` blocks
@@ -25,11 +25,18 @@ class WorkerError(RuntimeError):
     """The worker died or was stopped while it ran a request."""
 
 
-def _serve(conn, niceness: int) -> None:
+def _lower_priority(niceness: int) -> None:
+    """SCHED_IDLE (runs only on a CPU nothing else wants, and any woken daemon thread preempts it),
+    and nice 19 where the scheduler class cannot be changed."""
     try:
         os.setpriority(os.PRIO_PROCESS, 0, niceness)
-    except OSError as e:   # a sandbox that forbids setpriority: analyses still run, only not deprioritised
-        log.warning("analysis worker: cannot lower its priority (%s)", e)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except OSError as e:   # a sandbox that forbids it: analyses still run, only not deprioritised
+        log.warning("analysis worker: cannot lower its priority fully (%s)", e)
+
+
+def _serve(conn, niceness: int) -> None:
+    _lower_priority(niceness)
     while True:
         try:
             fn, args = conn.recv()

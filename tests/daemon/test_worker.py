@@ -20,6 +20,7 @@ def worker():
 def test_work_runs_in_a_child_at_the_lowest_priority(worker):
     assert worker(os.getpid) not in (os.getpid(), None)
     assert worker(os.getpriority, os.PRIO_PROCESS, 0) == LOWEST_PRIORITY
+    assert worker(os.sched_getscheduler, 0) == os.SCHED_IDLE
     assert os.getpriority(os.PRIO_PROCESS, 0) < LOWEST_PRIORITY   # the daemon itself keeps its priority
     assert worker(math.fsum, [0.1] * 10) == 1.0
 
