@@ -3,7 +3,7 @@
 Senders: the agents are spread over --procs processes; each process drives its share from one thread,
 one DEALER socket per agent on a zmq.Poller, speaking the real protocol: ZMTP handshake, a hello frame
 acked before the clock starts, at most --window frames in flight (credit), each settled by its ack,
-and every unacked frame sent again when the oldest has waited 10 s. What they do not do is the
+and every unacked frame sent again when the oldest has waited --resend-after seconds. What they do not do is the
 agent's own work: a frame's body is msgpack-packed once per process and only the small envelope
 (seq, ts) is packed per frame (byte-identical to wire.encode, checked at start), and nothing is
 spooled to disk, so the two cores go to the daemon, which is what this measures.
@@ -21,6 +21,7 @@ stored once. Run: .venv/bin/python bench/ingest.py --agents 1000 --procs 8
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import multiprocessing as mp
 import sys
@@ -39,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support import DaemonProcess, query  # noqa: E402
 
 from causewatch import wire  # noqa: E402
+from causewatch.config import DaemonConfig  # noqa: E402
 from causewatch.daemon.ingest import raise_nofile_limit  # noqa: E402
 from causewatch.daemon.store import Store, samples_table  # noqa: E402
 
-RESEND_AFTER = 30.0   # the agent waits 10 s; a loaded 2-core bench machine can take longer to drain a window
 
 
 def body(n_t: int, n_m: int, rng, t0: float = 0.0) -> dict:
@@ -60,8 +61,8 @@ def packed_frame(kind: str, node: str, boot: str, seq: int, ts: float, packed_bo
 class SimAgent:
     """One simulated agent: its socket, seqs, frames in flight (seq -> (sent at, bytes)) and due times."""
 
-    def __init__(self, ctx: zmq.Context, endpoint: str, node: str):
-        self.node, self.boot, self.seq = node, uuid.uuid4().hex[:16], 0
+    def __init__(self, ctx: zmq.Context, endpoint: str, node: str, resend_after: float):
+        self.node, self.boot, self.seq, self.resend_after = node, uuid.uuid4().hex[:16], 0, resend_after
         self.sock = ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.IMMEDIATE, 1)
@@ -81,23 +82,24 @@ class SimAgent:
             b = frame.body
             if frame.type == "ack" and b["boot"] == self.boot and self.in_flight.pop(b["seq"], None):
                 counts["acked"] += 1
-            elif frame.type == "nack" and b.get("code") not in wire.RETRY_CODES:
+            elif (frame.type == "nack" and b.get("code") not in wire.RETRY_CODES and b.get("boot") == self.boot
+                  and self.in_flight.pop(b.get("seq"), None)):
                 counts["refused"] += 1
-                self.in_flight.pop(b.get("seq"), None)
                 counts["last_refusal"] = f"{b['field']}: {b['reason']}"
 
+    def fill(self, payloads: list[bytes], frames: int, window: int, interval: float, now: float) -> None:
+        """Send the frames that are due while credit lasts."""
+        while self.sent < frames and self.due_at <= now and len(self.in_flight) < window:
+            self.send("samples", payloads[self.sent % len(payloads)])
+            self.sent += 1
+            self.due_at += interval
+
     def resend_if_stale(self, counts: dict) -> None:
-        if self.in_flight and min(t for t, _ in self.in_flight.values()) + RESEND_AFTER < time.monotonic():
+        if self.in_flight and min(t for t, _ in self.in_flight.values()) + self.resend_after < time.monotonic():
             for seq, (_, data) in list(self.in_flight.items()):
                 self.in_flight[seq] = (time.monotonic(), data)
                 self.sock.send(data)
                 counts["resent"] += 1
-
-
-def _pump(agents: list[SimAgent], poller: zmq.Poller, counts: dict, timeout_ms: int) -> None:
-    by_sock = {a.sock: a for a in agents}
-    for sock, _ in poller.poll(timeout_ms):
-        by_sock[sock].receive(counts)
 
 
 def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
@@ -111,7 +113,8 @@ def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
     assert packed_frame("samples", "n", "b", 7, 1.5, msgpack.packb(probe, use_bin_type=True)) == \
         wire.encode("samples", "n", "b", 7, probe, ts=1.5), "pre-packed frames differ from wire.encode"
     hello = msgpack.packb({"hostname": "bench", "agent_version": "bench"}, use_bin_type=True)
-    sims = [SimAgent(ctx, endpoint, f"agent-{k:04d}") for k in agents]
+    sims = [SimAgent(ctx, endpoint, f"agent-{k:04d}", args.resend_after) for k in agents]
+    by_sock = {a.sock: a for a in sims}
     poller = zmq.Poller()
     for a in sims:
         poller.register(a.sock, zmq.POLLIN)
@@ -121,31 +124,43 @@ def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
             pass
         a.send("hello", hello)
     while any(a.in_flight for a in sims):
-        _pump(sims, poller, counts, 100)
+        for sock, _ in poller.poll(100):
+            by_sock[sock].receive(counts)
         for a in sims:
             a.resend_if_stale(counts)
     ready.put(counts["refused"])
     go.wait()
-    start = time.monotonic()
-    # soak: agent k's frames are due every `interval` s, staggered over the first interval
-    for i, a in enumerate(sims):
-        a.due_at = start + (args.interval * i / len(sims) if args.interval else 0.0)
-    checked = start
-    while any(a.sent < args.frames or a.in_flight for a in sims):
+    start = checked = time.monotonic()
+    settled = counts["acked"] + counts["refused"] + len(sims) * args.frames   # when every frame is settled
+    # agents by the time their next frame is due (soak: every `interval` s, staggered over the first one);
+    # an agent out of credit is not in the heap: its next ack sends what is due
+    due = [(start + args.interval * i / len(sims), i) for i in range(len(sims))]
+    for when, i in due:
+        sims[i].due_at = when
+    queued = set(range(len(sims)))
+
+    def step(i: int, now: float) -> None:
+        a = sims[i]
+        a.fill(payloads, args.frames, args.window, args.interval, now)
+        if i not in queued and a.sent < args.frames and a.due_at > now:
+            queued.add(i)
+            heapq.heappush(due, (a.due_at, i))
+
+    index = {a.sock: i for i, a in enumerate(sims)}
+    while counts["acked"] + counts["refused"] < settled:
         now = time.monotonic()
-        for a in sims:
-            while a.sent < args.frames and a.due_at <= now and len(a.in_flight) < args.window:
-                a.send("samples", payloads[a.sent % len(payloads)])
-                a.sent += 1
-                a.due_at += args.interval
+        while due and due[0][0] <= now:
+            _, i = heapq.heappop(due)
+            queued.discard(i)
+            step(i, now)
         if now - checked > 1.0:
             checked = now
             for a in sims:
                 a.resend_if_stale(counts)
-        # sleep until an ack comes or the next frame of an agent with credit left is due
-        due = min((a.due_at for a in sims if a.sent < args.frames and len(a.in_flight) < args.window),
-                  default=now + 0.1)
-        _pump(sims, poller, counts, max(0, min(100, int((due - time.monotonic()) * 1000) + 1)))
+        timeout = 100 if not due else max(0, min(100, int((due[0][0] - time.monotonic()) * 1000) + 1))
+        for sock, _ in poller.poll(timeout):
+            by_sock[sock].receive(counts)
+            step(index[sock], time.monotonic())
     for a in sims:
         a.sock.close(linger=0)
     ctx.term()
@@ -187,6 +202,7 @@ def end_to_end(args, folder: Path) -> dict:
     refused_hellos = sum(ready.get(timeout=600) for _ in procs)   # every agent connected and its hello acked
     senders = [psutil.Process(p.pid) for p in procs]
     cpu0 = watch.proc.cpu_times(), [s.cpu_times() for s in senders]
+    watch.t0 = time.monotonic()   # the table's seconds count from here
     watch.sample()
     t0 = time.perf_counter()
     go.set()
@@ -224,7 +240,7 @@ def _cpu(times) -> float:
 
 def raw(args, folder: Path) -> tuple[float, int]:
     """The same rows, one batch per round of one frame per agent, straight from Arrow into DuckDB: the ceiling."""
-    store = Store(str(folder / "raw.duckdb"))
+    store = Store(str(folder / "raw.duckdb"), DaemonConfig().store_memory_bytes)   # the daemon's DuckDB settings
     rng = np.random.default_rng(0)
     frames = [wire.decode(wire.encode("samples", f"agent-{k:04d}", "b", 1, body(args.timestamps, args.metrics, rng)))
               for k in range(args.agents)]
@@ -288,6 +304,9 @@ def main() -> None:
     p.add_argument("--metrics", type=int, default=None, help="metrics per frame (default 100; soak 50)")
     p.add_argument("--window", type=int, default=8, help="frames in flight per agent")
     p.add_argument("--procs", type=int, default=4, help="sender processes the agents are spread over")
+    p.add_argument("--resend-after", type=float, default=120.0,
+                   help="seconds before unacked frames are sent again (the agent's 10 s is shorter than the "
+                        "~agents x window / rate a frame waits behind the others here: 8,000 frames at 1,000 agents)")
     p.add_argument("--seconds", type=float, default=0, help="soak: send for this long, one frame per --interval")
     p.add_argument("--interval", type=float, default=1.0, help="soak: seconds between an agent's frames")
     p.add_argument("--queue-mb", type=int, default=0, help="daemon max_queue_bytes in MiB (default: its own)")

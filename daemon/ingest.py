@@ -81,7 +81,7 @@ class WorkQueue:
 
     def put(self, item, size: int = 0) -> None:
         with self._changed:
-            while self.bytes and self.bytes + size > self.max_bytes:
+            while size and self.bytes and self.bytes + size > self.max_bytes:
                 self._changed.wait()
             self._items.append((item, size))
             self.bytes += size

@@ -223,31 +223,36 @@ class Store:
         for table, values in rows.items():
             if values:
                 self._insert_rows(table, values)
-        for f in by_type.get("hello", []):
-            self._upsert_node(f)
+        if "hello" in by_type:
+            self._upsert_nodes(by_type["hello"])
         # every stored frame says its node is alive (hello alone left a streaming agent looking silent)
         self.con.execute("UPDATE nodes SET last_seen = ? WHERE list_contains(?, node)",
                          [now, sorted({f.node for f in frames})])
         if "probe_result" in by_type:
             record_probe_facts(self.con)
 
-    def _insert_rows(self, table: str, rows: list[tuple]) -> None:
+    def _insert_rows(self, table: str, rows: list[tuple], on_conflict: str = "") -> None:
         columns = self._columns.get(table)
         if columns is None:
             columns = self._columns[table] = [c[0] for c in self.con.execute(f"DESCRIBE {table}").fetchall()]
         batch = pa.table(dict(zip(columns, map(list, zip(*rows)))))  # noqa: F841 (read by DuckDB)
-        self.con.execute(f"INSERT INTO {table} SELECT * FROM batch")
+        self.con.execute(f"INSERT INTO {table} SELECT * FROM batch {on_conflict}")
 
-    def _upsert_node(self, f: wire.Frame) -> None:
-        b = f.body
-        self.con.execute(
-            """INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-               ON CONFLICT (node) DO UPDATE SET hostname=excluded.hostname, cpu_model=excluded.cpu_model,
-                 cores=excluded.cores, memory_bytes=excluded.memory_bytes, agent_version=excluded.agent_version,
-                 counters=excluded.counters, extra=excluded.extra, boot=excluded.boot,
-                 last_seen=excluded.last_seen""",
-            [f.node, b["hostname"], b.get("cpu_model"), b.get("cores"), b.get("memory_bytes"),
-             b["agent_version"], _json(b.get("counters")), _json(b.get("extra")), f.boot, f.ts, f.ts])
+    def _upsert_nodes(self, hellos: list[wire.Frame]) -> None:
+        """One statement for a batch's hellos (1,000 agents starting at once made 1,000 statements); a
+        node's newest hello in the batch wins (one statement may not update a row twice), its first
+        is when it was first seen."""
+        newest, first = {}, {}
+        for f in hellos:
+            newest[f.node] = f
+            first[f.node] = min(first.get(f.node, f.ts), f.ts)
+        facts = [(f.node, f.body["hostname"], f.body.get("cpu_model"), f.body.get("cores"), f.body.get("memory_bytes"),
+                  f.body["agent_version"], _json(f.body.get("counters")), _json(f.body.get("extra")), f.boot,
+                  first[f.node], f.ts) for f in newest.values()]
+        self._insert_rows("nodes", facts, """ON CONFLICT (node) DO UPDATE SET hostname=excluded.hostname,
+            cpu_model=excluded.cpu_model, cores=excluded.cores, memory_bytes=excluded.memory_bytes,
+            agent_version=excluded.agent_version, counters=excluded.counters, extra=excluded.extra,
+            boot=excluded.boot, last_seen=excluded.last_seen""")
 
     def run(self, fn):
         """Run fn(con) in one transaction (analysis jobs write through here, on the writer thread)."""
