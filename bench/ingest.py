@@ -3,14 +3,15 @@
 Senders: the agents are spread over --procs processes; each process drives its share from one thread,
 one DEALER socket per agent on a zmq.Poller, speaking the real protocol: ZMTP handshake, a hello frame
 acked before the clock starts, at most --window frames in flight (credit), each settled by its ack,
-and every unacked frame sent again when the oldest has waited --resend-after seconds. What they do not do is the
-agent's own work: a frame's body is msgpack-packed once per process and only the small envelope
-(seq, ts) is packed per frame (byte-identical to wire.encode, checked at start), and nothing is
-spooled to disk, so the two cores go to the daemon, which is what this measures.
+and every unacked frame sent again when the oldest has waited --resend-after seconds. What they
+do not do is the agent's own work: a frame's body is msgpack-packed once per process and only the
+small envelope (seq, ts) per frame (byte-identical to wire.encode, checked at start), and nothing
+is spooled to disk, so the two cores go to the daemon, which is what this measures.
 
 Throughput (default): every agent sends --frames frames of --timestamps x --metrics as fast as the
 window allows; prints values/s committed and acked end to end, the raw rate of inserting the same
-rows into DuckDB from Arrow in this process, their ratio (goal >= 85 % at 100 and at 1,000 agents),
+rows into DuckDB from Arrow in this process (the daemon's table builder and DuckDB settings, one
+commit per round of one frame per agent), their ratio (goal >= 85 % at 100 and at 1,000 agents),
 CPU seconds of the daemon and of the senders, and the daemon's peak RSS and open descriptors.
 Soak (--seconds S): every agent sends one frame per --interval seconds for S seconds (default
 1 Hz x 1 x 50 metrics); prints the daemon's RSS and descriptors sampled over time (start/peak/end).

@@ -2,8 +2,10 @@
 
 Pattern: ack-after-commit. The IO thread decodes and validates each frame (nack at once when it
 is refused); the writer thread commits batches in one transaction each and only then queues the
-acks, which the IO thread sends. Agents resend what was not acked and the store drops what it
-already has, so every acknowledged frame is in DuckDB exactly once.
+acks, which the IO thread sends. Between them a queue bounded in bytes (max_queue_bytes): when it
+is full the IO thread waits, acks stop and the agents' credit runs out, so they wait. Agents resend
+what was not acked and the store drops what it already has, so every acknowledged frame is in
+DuckDB exactly once.
 
 Trust: replies go to the routing id ZeroMQ assigned to the connection (a peer that chooses its own
 is refused, so no one can take over another agent's acks). With CURVE keys a frame's `node` must be
@@ -85,6 +87,13 @@ class WorkQueue:
                 self._changed.wait()
             self._items.append((item, size))
             self.bytes += size
+            self._changed.notify_all()
+
+    def unbound(self) -> None:
+        """Let every waiting and later `put` through: the writer has stopped, so nothing frees bytes (what is
+        put now is never acked, and the agents resend it)."""
+        with self._changed:
+            self.max_bytes = float("inf")
             self._changed.notify_all()
 
     def take(self, most: int) -> list:
@@ -187,6 +196,7 @@ class Ingest:
             return
         self._work.put(_STOP)
         self._threads[1].join()
+        self._work.unbound()   # the IO thread may be waiting for room
         self._running.clear()
         self._threads[0].join()
         if self._auth:

@@ -31,3 +31,15 @@ def test_take_waits_for_work_and_returns_at_most_the_batch():
         q.put(i, 10)
     taker.join(5)
     assert got[0] in ([0], [0, 1]) and q.take(5) == [i for i in range(3) if i not in got[0]]
+
+
+def test_unbound_lets_a_waiting_put_through_once_the_writer_has_stopped():
+    q = WorkQueue(max_bytes=100)
+    q.put("a", 100)
+    waiting = threading.Thread(target=q.put, args=("b", 100))
+    waiting.start()
+    time.sleep(0.1)
+    assert waiting.is_alive()
+    q.unbound()
+    waiting.join(5)
+    assert not waiting.is_alive()
