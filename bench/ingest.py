@@ -109,7 +109,8 @@ def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
     ctx = zmq.Context()
     rng = np.random.default_rng(agents.start)
     n_t, n_m = (args.timestamps, args.metrics)
-    payloads = [msgpack.packb(body(n_t, n_m, rng), use_bin_type=True) for _ in range(4)]
+    # timestamps of today: the daemon's retention job deletes samples older than 14 days
+    payloads = [msgpack.packb(body(n_t, n_m, rng, time.time()), use_bin_type=True) for _ in range(4)]
     probe = body(1, 1, rng)
     assert packed_frame("samples", "n", "b", 7, 1.5, msgpack.packb(probe, use_bin_type=True)) == \
         wire.encode("samples", "n", "b", 7, probe, ts=1.5), "pre-packed frames differ from wire.encode"
