@@ -70,7 +70,7 @@ def flood(folder: Path, n: int, sockets: int = 4) -> dict:
         peak_rss = max(peak_rss, watched.memory_info().rss / 2**20)
     elapsed = time.perf_counter() - t0
     good_ok = good.flush(60)
-    good_refused = good.refusals
+    good_refused = good.counts["frames_refused"]
     good.close()
     for r in raws:
         r.close(linger=0)

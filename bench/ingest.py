@@ -1,103 +1,250 @@
-"""Ingest benchmark: K simulated agents -> real senders -> real daemon (child process) -> DuckDB.
+"""Ingest benchmark: K simulated agents -> real daemon (child process) -> DuckDB, and a soak mode.
 
-Prints metric values/s committed and acked end to end, the raw rate of inserting the same rows
-into DuckDB from Arrow in this process, their ratio (goal >= 85 % at 100 and at 1,000 agents), and
-the daemon's peak RSS and open descriptors. Senders are spread over --procs processes (one process
-holding 1,000 DEALER sockets runs out of descriptors). Run: .venv/bin/python bench/ingest.py --agents 1000
+Senders: the agents are spread over --procs processes; each process drives its share from one thread,
+one DEALER socket per agent on a zmq.Poller, speaking the real protocol: ZMTP handshake, a hello frame
+acked before the clock starts, at most --window frames in flight (credit), each settled by its ack,
+and every unacked frame sent again when the oldest has waited --resend-after seconds. What they
+do not do is the agent's own work: a frame's body is msgpack-packed once per process and only the
+small envelope (seq, ts) per frame (byte-identical to wire.encode, checked at start), and nothing
+is spooled to disk, so the two cores go to the daemon, which is what this measures.
+
+Throughput (default): every agent sends --frames frames of --timestamps x --metrics as fast as the
+window allows; prints values/s committed and acked end to end, the raw rate of inserting the same
+rows into DuckDB from Arrow in this process (the daemon's table builder and DuckDB settings, one
+commit per round of one frame per agent), their ratio (goal >= 85 % at 100 and at 1,000 agents),
+CPU seconds of the daemon and of the senders, and the daemon's peak RSS and open descriptors.
+Soak (--seconds S): every agent sends one frame per --interval seconds for S seconds (default
+1 Hz x 1 x 50 metrics); prints the daemon's RSS and descriptors sampled over time (start/peak/end).
+Both end with an audit: every frame acked, each (node, boot, seq) in ingest_log once, every value
+stored once. Run: .venv/bin/python bench/ingest.py --agents 1000 --procs 8
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import multiprocessing as mp
 import sys
 import tempfile
-import threading
 import time
+import uuid
 from pathlib import Path
 
 import duckdb
+import msgpack
 import numpy as np
 import psutil
+import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support import DaemonProcess, query  # noqa: E402
 
 from causewatch import wire  # noqa: E402
-from causewatch.agent.sender import Sender  # noqa: E402
-from causewatch.config import AgentConfig  # noqa: E402
+from causewatch.config import DaemonConfig  # noqa: E402
 from causewatch.daemon.ingest import raise_nofile_limit  # noqa: E402
 from causewatch.daemon.store import Store, samples_table  # noqa: E402
 
 
-def body(n_t: int, n_m: int, rng) -> dict:
-    return wire.samples_body(np.arange(n_t, dtype=float), [f"metric_{i:03d}" for i in range(n_m)],
+
+def body(n_t: int, n_m: int, rng, t0: float = 0.0) -> dict:
+    return wire.samples_body(t0 + np.arange(n_t, dtype=float), [f"metric_{i:03d}" for i in range(n_m)],
                              rng.random((n_t, n_m)))
 
 
-def sender_process(args, endpoint: str, folder: Path, agents: range, go, done) -> None:
-    """One process's share of the agents: each a real Sender on its own spool, in its own thread."""
+def packed_frame(kind: str, node: str, boot: str, seq: int, ts: float, packed_body: bytes) -> bytes:
+    """wire.encode's bytes from a body packed once: the envelope map with `body` last, its value spliced in."""
+    head = msgpack.packb({"v": wire.VERSION, "type": kind, "node": node, "boot": boot, "seq": seq, "ts": ts,
+                          "body": None}, use_bin_type=True)
+    return head[:-1] + packed_body   # the packed None (0xc0) is the last byte
+
+
+class SimAgent:
+    """One simulated agent: its socket, seqs, frames in flight (seq -> (sent at, bytes)) and due times."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, node: str, resend_after: float):
+        self.node, self.boot, self.seq, self.resend_after = node, uuid.uuid4().hex[:16], 0, resend_after
+        self.sock = ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.IMMEDIATE, 1)
+        self.sock.connect(endpoint)
+        self.in_flight: dict[int, tuple[float, bytes]] = {}
+        self.sent = self.due_at = 0
+
+    def send(self, kind: str, packed_body: bytes) -> None:
+        self.seq += 1
+        data = packed_frame(kind, self.node, self.boot, self.seq, time.time(), packed_body)
+        self.in_flight[self.seq] = (time.monotonic(), data)
+        self.sock.send(data)
+
+    def receive(self, counts: dict) -> None:
+        while self.sock.poll(0):
+            frame = wire.decode(self.sock.recv(), types=wire.DAEMON_TYPES)
+            b = frame.body
+            if frame.type == "ack" and b["boot"] == self.boot and self.in_flight.pop(b["seq"], None):
+                counts["acked"] += 1
+            elif (frame.type == "nack" and b.get("code") not in wire.RETRY_CODES and b.get("boot") == self.boot
+                  and self.in_flight.pop(b.get("seq"), None)):
+                counts["refused"] += 1
+                counts["last_refusal"] = f"{b['field']}: {b['reason']}"
+
+    def fill(self, payloads: list[bytes], frames: int, window: int, interval: float, now: float) -> None:
+        """Send the frames that are due while credit lasts."""
+        while self.sent < frames and self.due_at <= now and len(self.in_flight) < window:
+            self.send("samples", payloads[self.sent % len(payloads)])
+            self.sent += 1
+            self.due_at += interval
+
+    def resend_if_stale(self, counts: dict) -> None:
+        if self.in_flight and min(t for t, _ in self.in_flight.values()) + self.resend_after < time.monotonic():
+            for seq, (_, data) in list(self.in_flight.items()):
+                self.in_flight[seq] = (time.monotonic(), data)
+                self.sock.send(data)
+                counts["resent"] += 1
+
+
+def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
+    """This process's share of the agents, driven from one thread (see the module docstring)."""
     raise_nofile_limit()
+    ctx = zmq.Context()
     rng = np.random.default_rng(agents.start)
-    payloads = [body(args.timestamps, args.metrics, rng) for _ in range(4)]
-    senders = [Sender(AgentConfig(daemon=endpoint, node=f"agent-{k:04d}", spool=str(folder / f"s{k}"),
-                                  window=args.window)).start() for k in agents]
-
-    def run(s: Sender):
-        for i in range(args.frames):
-            s.send("samples", payloads[i % len(payloads)])
-
+    n_t, n_m = (args.timestamps, args.metrics)
+    # timestamps of today: the daemon's retention job deletes samples older than 14 days
+    payloads = [msgpack.packb(body(n_t, n_m, rng, time.time()), use_bin_type=True) for _ in range(4)]
+    probe = body(1, 1, rng)
+    assert packed_frame("samples", "n", "b", 7, 1.5, msgpack.packb(probe, use_bin_type=True)) == \
+        wire.encode("samples", "n", "b", 7, probe, ts=1.5), "pre-packed frames differ from wire.encode"
+    hello = msgpack.packb({"hostname": "bench", "agent_version": "bench"}, use_bin_type=True)
+    sims = [SimAgent(ctx, endpoint, f"agent-{k:04d}", args.resend_after) for k in agents]
+    by_sock = {a.sock: a for a in sims}
+    poller = zmq.Poller()
+    for a in sims:
+        poller.register(a.sock, zmq.POLLIN)
+    counts = {"acked": 0, "refused": 0, "resent": 0, "last_refusal": ""}
+    for a in sims:   # IMMEDIATE: a send before the handshake would block, so wait until each can send
+        while not a.sock.poll(50, zmq.POLLOUT):
+            pass
+        a.send("hello", hello)
+    while any(a.in_flight for a in sims):
+        for sock, _ in poller.poll(100):
+            by_sock[sock].receive(counts)
+        for a in sims:
+            a.resend_if_stale(counts)
+    ready.put(counts["refused"])
     go.wait()
-    threads = [threading.Thread(target=run, args=(s,)) for s in senders]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    ok = all(s.flush(900) for s in senders)
-    for s in senders:
-        s.close()
-    done.put(ok)
+    start = checked = time.monotonic()
+    settled = counts["acked"] + counts["refused"] + len(sims) * args.frames   # when every frame is settled
+    # agents by the time their next frame is due (soak: every `interval` s, staggered over the first one);
+    # an agent out of credit is not in the heap: its next ack sends what is due
+    due = [(start + args.interval * i / len(sims), i) for i in range(len(sims))]
+    for when, i in due:
+        sims[i].due_at = when
+    queued = set(range(len(sims)))
+
+    def step(i: int, now: float) -> None:
+        a = sims[i]
+        a.fill(payloads, args.frames, args.window, args.interval, now)
+        if i not in queued and a.sent < args.frames and a.due_at > now:
+            queued.add(i)
+            heapq.heappush(due, (a.due_at, i))
+
+    index = {a.sock: i for i, a in enumerate(sims)}
+    while counts["acked"] + counts["refused"] < settled:
+        now = time.monotonic()
+        while due and due[0][0] <= now:
+            _, i = heapq.heappop(due)
+            queued.discard(i)
+            step(i, now)
+        if now - checked > 1.0:
+            checked = now
+            for a in sims:
+                a.resend_if_stale(counts)
+        timeout = 100 if not due else max(0, min(100, int((due[0][0] - time.monotonic()) * 1000) + 1))
+        for sock, _ in poller.poll(timeout):
+            by_sock[sock].receive(counts)
+            step(index[sock], time.monotonic())
+    for a in sims:
+        a.sock.close(linger=0)
+    ctx.term()
+    done.put(counts)
 
 
-def end_to_end(args, folder: Path) -> tuple[float, int, dict]:
-    daemon = DaemonProcess(folder / "e2e.duckdb").start()
-    watched = psutil.Process(daemon.proc.pid)
+class Watch:
+    """The daemon's RSS (MB) and open descriptors, sampled over time."""
+
+    def __init__(self, pid: int):
+        self.proc, self.samples = psutil.Process(pid), []   # (seconds since start, rss MB, fds)
+        self.t0 = time.monotonic()
+
+    def sample(self) -> None:
+        self.samples.append((time.monotonic() - self.t0, self.proc.memory_info().rss / 2**20, self.proc.num_fds()))
+
+    def table(self) -> dict:
+        t, rss, fds = np.array(self.samples).T
+        peak = int(np.argmax(rss))
+        return {"start": {"s": t[0], "rss_mb": rss[0], "fds": int(fds[0])},
+                "peak": {"s": t[peak], "rss_mb": rss[peak], "fds": int(fds.max())},
+                "end": {"s": t[-1], "rss_mb": rss[-1], "fds": int(fds[-1])}}
+
+
+def end_to_end(args, folder: Path) -> dict:
+    extra = []
+    if args.queue_mb:
+        (folder / "daemon.toml").write_text(f"[daemon]\nmax_queue_bytes = {args.queue_mb * 2**20}\n")
+        extra = ["--config", str(folder / "daemon.toml")]
+    daemon = DaemonProcess(folder / "e2e.duckdb", extra=extra).start()
+    watch = Watch(daemon.proc.pid)
     ctx = mp.get_context("fork")
-    go, done = ctx.Event(), ctx.Queue()
-    shares = np.array_split(np.arange(args.agents), args.procs)
-    procs = [ctx.Process(target=sender_process, args=(args, daemon.endpoint, folder, range(s[0], s[-1] + 1), go, done))
-             for s in shares if len(s)]
+    ready, go, done = ctx.Queue(), ctx.Event(), ctx.Queue()
+    shares = [s for s in np.array_split(np.arange(args.agents), args.procs) if len(s)]
+    procs = [ctx.Process(target=sender_process, args=(args, daemon.endpoint, range(s[0], s[-1] + 1), ready, go, done))
+             for s in shares]
     for p in procs:
         p.start()
-    time.sleep(args.settle)   # every sender connected before the clock starts
-    peak = {"rss_mb": 0.0, "open_fds": 0}
+    refused_hellos = sum(ready.get(timeout=600) for _ in procs)   # every agent connected and its hello acked
+    senders = [psutil.Process(p.pid) for p in procs]
+    cpu0 = watch.proc.cpu_times(), [s.cpu_times() for s in senders]
+    watch.t0 = time.monotonic()   # the table's seconds count from here
+    watch.sample()
     t0 = time.perf_counter()
     go.set()
-    results = []
+    results, every = [], (1.0 if args.seconds else 0.2)
     while len(results) < len(procs):
-        peak["rss_mb"] = max(peak["rss_mb"], watched.memory_info().rss / 2**20)
-        peak["open_fds"] = max(peak["open_fds"], watched.num_fds())
+        watch.sample()
         try:
-            results.append(done.get(timeout=0.2))
+            results.append(done.get(timeout=every))
         except Exception:   # queue.Empty: keep sampling the daemon
             pass
     elapsed = time.perf_counter() - t0
+    cpu = {"daemon": _cpu(watch.proc.cpu_times()) - _cpu(cpu0[0]),
+           "senders": sum(_cpu(s.cpu_times()) - _cpu(c) for s, c in zip(senders, cpu0[1]))}
     for p in procs:
         p.join()
     daemon.stop()
+    frames = args.agents * args.frames
     stored = query(daemon.db, "SELECT count(*) FROM samples")[0][0]
-    expected = args.agents * args.frames * args.timestamps * args.metrics
-    if not all(results) or stored != expected:
-        raise SystemExit(f"end-to-end run lost data: stored {stored} of {expected} values (flushed: {results})")
-    return elapsed, stored, peak
+    logged, keys = query(daemon.db, "SELECT count(*), count(DISTINCT (node, boot, seq)) FROM ingest_log "
+                                    "WHERE type = 'samples'")[0]
+    acked = sum(r["acked"] for r in results) - args.agents   # the hellos' acks came before the clock
+    expected = frames * args.timestamps * args.metrics
+    if (refused_hellos or any(r["refused"] for r in results) or acked != frames or logged != frames
+            or keys != frames or stored != expected):
+        raise SystemExit(f"end-to-end run lost data: acked {acked}, logged {logged} ({keys} distinct) of {frames} "
+                         f"frames, stored {stored} of {expected} values, refused: "
+                         f"{[r['last_refusal'] for r in results if r['refused']]}")
+    return {"elapsed": elapsed, "values": stored, "frames": frames, "cpu": cpu, "watch": watch.table(),
+            "samples": watch.samples, "resent": sum(r["resent"] for r in results)}
+
+
+def _cpu(times) -> float:
+    return times.user + times.system + getattr(times, "children_user", 0) + getattr(times, "children_system", 0)
 
 
 def raw(args, folder: Path) -> tuple[float, int]:
-    """The same rows, the same batch size, straight from Arrow into DuckDB: the ceiling."""
-    store = Store(str(folder / "raw.duckdb"))
+    """The same rows, one batch per round of one frame per agent, straight from Arrow into DuckDB: the ceiling."""
+    store = Store(str(folder / "raw.duckdb"), DaemonConfig().store_memory_bytes)   # the daemon's DuckDB settings
     rng = np.random.default_rng(0)
-    frames = [wire.decode(wire.encode("samples", f"agent-{k:03d}", "b", 1, body(args.timestamps, args.metrics, rng)))
+    frames = [wire.decode(wire.encode("samples", f"agent-{k:04d}", "b", 1, body(args.timestamps, args.metrics, rng)))
               for k in range(args.agents)]
     batch = samples_table(frames)  # noqa: F841 (DuckDB reads it by name)
     con: duckdb.DuckDBPyConnection = store.con
@@ -112,31 +259,75 @@ def raw(args, folder: Path) -> tuple[float, int]:
     return elapsed, n
 
 
+def throughput(args, e2e: dict, raw_s: float, raw_n: int) -> dict:
+    rate, raw_rate = e2e["values"] / e2e["elapsed"], raw_n / raw_s
+    result = {"agents": args.agents, "values": e2e["values"], "end_to_end_values_per_s": rate,
+              "raw_duckdb_values_per_s": raw_rate, "ratio": rate / raw_rate,
+              "daemon_cpu_s": e2e["cpu"]["daemon"], "senders_cpu_s": e2e["cpu"]["senders"],
+              "daemon_peak_rss_mb": e2e["watch"]["peak"]["rss_mb"], "daemon_peak_open_fds": e2e["watch"]["peak"]["fds"],
+              "resent": e2e["resent"]}
+    if not args.json:
+        print(f"agents {args.agents}, {e2e['values']:,} values in frames of {args.timestamps}x{args.metrics}")
+        print(f"end to end (sent, committed, acked): {rate:>14,.0f} values/s")
+        print(f"raw Arrow -> DuckDB, same rows:      {raw_rate:>14,.0f} values/s")
+        print(f"ratio end-to-end / raw:              {result['ratio']:>14.1%}")
+        print(f"CPU seconds while timed: daemon {result['daemon_cpu_s']:.1f}, senders {result['senders_cpu_s']:.1f} "
+              f"(wall {e2e['elapsed']:.1f})")
+        print(f"daemon peak RSS {result['daemon_peak_rss_mb']:.0f} MB, peak open descriptors "
+              f"{result['daemon_peak_open_fds']}; frames resent {e2e['resent']}")
+    return result
+
+
+def soak(args, e2e: dict) -> dict:
+    result = {"agents": args.agents, "seconds": e2e["elapsed"], "frames": e2e["frames"], "values": e2e["values"],
+              "lost": 0, "resent": e2e["resent"], "daemon": e2e["watch"],
+              "daemon_cpu_s": e2e["cpu"]["daemon"], "senders_cpu_s": e2e["cpu"]["senders"]}
+    if not args.json:
+        print(f"soak: {args.agents} agents x {args.frames} frames ({args.timestamps}x{args.metrics} values, one per "
+              f"{args.interval:g} s) in {e2e['elapsed']:.0f} s: {e2e['frames']:,} frames, {e2e['values']:,} values, "
+              f"0 lost, 0 doubled, {e2e['resent']} resent")
+        minutes: dict[int, tuple] = {}   # the first sample of each minute
+        for sample in e2e["samples"]:
+            minutes.setdefault(int(sample[0] // 60), sample)
+        print(f"{'daemon':<8}{'at s':>8}{'RSS MB':>10}{'open fds':>10}")
+        for name, row in e2e["watch"].items():
+            print(f"{name:<8}{row['s']:>8.0f}{row['rss_mb']:>10.0f}{row['fds']:>10}")
+        for t, rss, fds in minutes.values():
+            print(f"{'minute':<8}{t:>8.0f}{rss:>10.0f}{fds:>10.0f}")
+        print(f"CPU seconds: daemon {result['daemon_cpu_s']:.1f}, senders {result['senders_cpu_s']:.1f}")
+    return result
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agents", type=int, default=100)
-    p.add_argument("--frames", type=int, default=20, help="frames per agent")
-    p.add_argument("--timestamps", type=int, default=100, help="rows of timestamps per frame")
-    p.add_argument("--metrics", type=int, default=100, help="metrics per frame")
-    p.add_argument("--window", type=int, default=8)
+    p.add_argument("--frames", type=int, default=20, help="frames per agent (throughput mode)")
+    p.add_argument("--timestamps", type=int, default=None, help="rows of timestamps per frame (default 100; soak 1)")
+    p.add_argument("--metrics", type=int, default=None, help="metrics per frame (default 100; soak 50)")
+    p.add_argument("--window", type=int, default=8, help="frames in flight per agent")
     p.add_argument("--procs", type=int, default=4, help="sender processes the agents are spread over")
-    p.add_argument("--settle", type=float, default=3.0, help="seconds for the senders to connect before timing")
+    p.add_argument("--resend-after", type=float, default=120.0,
+                   help="seconds before unacked frames are sent again (the agent's 10 s is shorter than the "
+                        "~agents x window / rate a frame waits behind the others here: 8,000 frames at 1,000 agents)")
+    p.add_argument("--seconds", type=float, default=0, help="soak: send for this long, one frame per --interval")
+    p.add_argument("--interval", type=float, default=1.0, help="soak: seconds between an agent's frames")
+    p.add_argument("--queue-mb", type=int, default=0, help="daemon max_queue_bytes in MiB (default: its own)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    if args.seconds:
+        args.frames = max(1, round(args.seconds / args.interval))
+        args.timestamps, args.metrics = args.timestamps or 1, args.metrics or 50
+    else:
+        args.interval = 0.0
+        args.timestamps, args.metrics = args.timestamps or 100, args.metrics or 100
     with tempfile.TemporaryDirectory() as tmp:
-        e2e_s, e2e_n, peak = end_to_end(args, Path(tmp))
-        raw_s, raw_n = raw(args, Path(tmp))
-    result = {"agents": args.agents, "values": e2e_n, "end_to_end_values_per_s": e2e_n / e2e_s,
-              "raw_duckdb_values_per_s": raw_n / raw_s, "ratio": (e2e_n / e2e_s) / (raw_n / raw_s),
-              "daemon_peak_rss_mb": peak["rss_mb"], "daemon_peak_open_fds": peak["open_fds"]}
+        e2e = end_to_end(args, Path(tmp))
+        if args.seconds:
+            result = soak(args, e2e)
+        else:
+            result = throughput(args, e2e, *raw(args, Path(tmp)))
     if args.json:
         print(json.dumps(result))
-        return
-    print(f"agents {args.agents}, {e2e_n:,} values in frames of {args.timestamps}x{args.metrics}")
-    print(f"end to end (sent, committed, acked): {result['end_to_end_values_per_s']:>14,.0f} values/s")
-    print(f"raw Arrow -> DuckDB, same rows:      {result['raw_duckdb_values_per_s']:>14,.0f} values/s")
-    print(f"ratio end-to-end / raw:              {result['ratio']:>14.1%}")
-    print(f"daemon peak RSS {peak['rss_mb']:.0f} MB, peak open descriptors {peak['open_fds']}")
 
 
 if __name__ == "__main__":

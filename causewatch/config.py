@@ -39,6 +39,12 @@ class DaemonConfig:
     api_token: str = ""               # bearer token for POST /api/* from other hosts (loopback needs none)
     max_frame_bytes: int = _limit(8 * 1024 * 1024, 1024, 2**31 - 1)
     batch_max_frames: int = _limit(256, 1, 100_000)   # frames the writer commits in one transaction at most
+    # bytes of received frames waiting for the writer; when full the daemon stops reading and the
+    # agents' credit runs out, so they wait (nothing is dropped)
+    max_queue_bytes: int = _limit(64 * 2**20, 2**20, 2**40)
+    # DuckDB's buffer pool (memory_limit): inserted rows stay cached up to it, so without a bound the
+    # daemon's RSS grows with the table (~10 MB per million sample values); beyond it DuckDB evicts or spills
+    store_memory_bytes: int = _limit(512 * 2**20, 64 * 2**20, 2**44)
     fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)
     reprobe_after: float = _limit(86400.0, 0.0, None)  # seconds before a node's probe result is re-taken; 0: never
     # The causal job (daemon/job_causal.py): how often it learns, from how many new task rows at least,

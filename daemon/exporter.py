@@ -7,6 +7,7 @@ run (Snapshots), so a scrape never sees a half-updated set.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
@@ -76,6 +77,18 @@ def node_series(metric: str) -> tuple[str, dict[str, str]]:
     return "causewatch_" + _NOT_IN_NAMES.sub("_", metric), labels
 
 
+@functools.lru_cache(maxsize=4096)
+def _series_keys(node: str, scope: str, names: tuple[str, ...]) -> tuple[tuple[str, tuple], ...]:
+    """The (exported name, sorted labels) of each metric a node's frames carry: an agent sends the same
+    names frame after frame, so they are worked out once, not per value."""
+    keys = []
+    for metric in names:
+        name, labels = node_series(metric)
+        labels.update(node=node, scope=scope)
+        keys.append((name, tuple(sorted(labels.items()))))
+    return tuple(keys)
+
+
 class NodeState:
     """A custom collector of what the agents sent last: each metric's newest value per (node, scope,
     labels), when each node's newest frame was stored, and frames stored per node. Updated by the
@@ -89,17 +102,16 @@ class NodeState:
         self._frames: dict[str, int] = {}
 
     def observe(self, frames: Iterable[wire.Frame]) -> None:
-        now, latest = self.clock(), {}
+        now, newest, latest = self.clock(), {}, {}
         for f in frames:
             self._frames[f.node] = self._frames.get(f.node, 0) + 1
             self._last_seen[f.node] = now
-            if f.type == "samples":
-                _, names, values, mask = wire.samples_arrays(f.body)
-                last = values[-1] if mask is None else np.where(mask[-1], np.nan, values[-1])
-                for metric, value in zip(names, last.tolist()):
-                    name, labels = node_series(metric)
-                    labels.update(node=f.node, scope=f.body["scope"])
-                    latest[(name, tuple(sorted(labels.items())))] = value
+            if f.type == "samples" and len(f.body["t"]):
+                newest[(f.node, f.body["scope"])] = f   # only the last frame of a series in a batch is shown
+        for (node, scope), f in newest.items():
+            _, names, values, mask = wire.samples_arrays(f.body)
+            last = values[-1] if mask is None else np.where(mask[-1], np.nan, values[-1])
+            latest.update(zip(_series_keys(node, scope, tuple(names)), last.tolist()))
         with self._lock:
             self._values.update(latest)
 

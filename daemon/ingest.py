@@ -2,8 +2,10 @@
 
 Pattern: ack-after-commit. The IO thread decodes and validates each frame (nack at once when it
 is refused); the writer thread commits batches in one transaction each and only then queues the
-acks, which the IO thread sends. Agents resend what was not acked and the store drops what it
-already has, so every acknowledged frame is in DuckDB exactly once.
+acks, which the IO thread sends. Between them a queue bounded in bytes (max_queue_bytes): when it
+is full the IO thread waits, acks stop and the agents' credit runs out, so they wait. Agents resend
+what was not acked and the store drops what it already has, so every acknowledged frame is in
+DuckDB exactly once.
 
 Trust: replies go to the routing id ZeroMQ assigned to the connection (a peer that chooses its own
 is refused, so no one can take over another agent's acks). With CURVE keys a frame's `node` must be
@@ -12,8 +14,8 @@ the name its key was authorized under; without keys the daemon binds loopback on
 
 from __future__ import annotations
 
+import collections
 import logging
-import queue
 import resource
 import threading
 import time
@@ -70,6 +72,41 @@ class LogLimit:
         return True
 
 
+class WorkQueue:
+    """The writer's work (frames, calls), bounded in bytes of frames rather than in items: the IO thread's
+    `put` waits while `max_bytes` are queued; one frame always fits, and calls cost nothing."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.bytes = max_bytes, 0
+        self._items: collections.deque = collections.deque()   # (item, size)
+        self._changed = threading.Condition()
+
+    def put(self, item, size: int = 0) -> None:
+        with self._changed:
+            while size and self.bytes and self.bytes + size > self.max_bytes:
+                self._changed.wait()
+            self._items.append((item, size))
+            self.bytes += size
+            self._changed.notify_all()
+
+    def unbound(self) -> None:
+        """Let every waiting and later `put` through: the writer has stopped, so nothing frees bytes (what is
+        put now is never acked, and the agents resend it)."""
+        with self._changed:
+            self.max_bytes = float("inf")
+            self._changed.notify_all()
+
+    def take(self, most: int) -> list:
+        """Wait for work; return up to `most` items, oldest first."""
+        with self._changed:
+            while not self._items:
+                self._changed.wait()
+            items = [self._items.popleft() for _ in range(min(most, len(self._items)))]
+            self.bytes -= sum(size for _, size in items)
+            self._changed.notify_all()
+        return [item for item, _ in items]
+
+
 class Ingest:
     """ROUTER IO thread + writer thread. `call(fn)` runs fn(con) on the writer thread in one transaction."""
 
@@ -78,7 +115,7 @@ class Ingest:
         self.on_hello = on_hello or (lambda node, body: None)
         self.boot = uuid.uuid4().hex[:16]
         self.routes: dict[str, bytes] = {}          # node -> ROUTER identity of its latest connection
-        self._work: queue.Queue = queue.Queue(maxsize=4096)
+        self._work = WorkQueue(cfg.max_queue_bytes)
         self._ctx = zmq.Context.instance()
         self._outbox = f"inproc://causewatch-outbox-{id(self)}"
         self._seq = 0
@@ -159,6 +196,7 @@ class Ingest:
             return
         self._work.put(_STOP)
         self._threads[1].join()
+        self._work.unbound()   # the IO thread may be waiting for room
         self._running.clear()
         self._threads[0].join()
         if self._auth:
@@ -175,7 +213,7 @@ class Ingest:
                 if sock is self._router:
                     self._receive()
                 else:
-                    self._router.send_multipart(self._pull.recv_multipart(), zmq.NOBLOCK)
+                    self._forward(self._pull.recv_multipart())
             if time.monotonic() - checked > _KEYS_CHECK_SECONDS or self._reload.is_set():
                 checked = time.monotonic()
                 self._check_keys()
@@ -183,12 +221,17 @@ class Ingest:
         self._router.close(linger=0)
         self._pull.close(linger=0)
 
+    def _forward(self, parts: list[bytes]) -> None:
+        """Send an outbox message: (routing id, frame) pairs, one pair or all the acks of a commit."""
+        for i in range(0, len(parts), 2):
+            try:
+                self._router.send_multipart(parts[i:i + 2], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass   # the peer is gone: it resends what it has not seen acked
+
     def _drain_outbox(self) -> None:
         while self._pull.poll(0):
-            try:
-                self._router.send_multipart(self._pull.recv_multipart(), zmq.NOBLOCK)
-            except zmq.ZMQError:
-                pass
+            self._forward(self._pull.recv_multipart())
 
     def _receive(self) -> None:
         parts = self._router.recv_multipart(zmq.NOBLOCK, copy=self.keys is None)
@@ -214,7 +257,7 @@ class Ingest:
             return
         self.metrics.frames_received.labels(frame.type).inc()
         self.routes[frame.node] = identity
-        self._work.put((identity, frame))
+        self._work.put((identity, frame), len(data))
 
     def _refuse(self, identity: bytes, e: WireError) -> None:
         self.metrics.frames_refused.labels(e.code).inc()
@@ -261,12 +304,7 @@ class Ingest:
         push.connect(self._outbox)
         stopping = False
         while not stopping:
-            items = [self._work.get()]
-            while len(items) < self.cfg.batch_max_frames:
-                try:
-                    items.append(self._work.get_nowait())
-                except queue.Empty:
-                    break
+            items = self._work.take(self.cfg.batch_max_frames)
             stopping = any(i is _STOP for i in items)
             frames = [i for i in items if i is not _STOP and isinstance(i[1], wire.Frame)]
             calls = [i for i in items if i is not _STOP and isinstance(i[1], Future)]
@@ -308,8 +346,9 @@ class Ingest:
                 self.metrics.values_stored.inc(len(f.body["values"]) // 8)
         self.metrics.frames_duplicate.inc(len(verdicts.duplicate))
         self.metrics.nodes.observe(verdicts.stored)
-        for f in verdicts.stored + verdicts.duplicate:
-            push.send_multipart([identity_of[id(f)], self._daemon_frame("ack", {"seq": f.seq, "boot": f.boot})])
+        # all of a commit's acks in one message: one hand-over to the IO thread, not one per frame
+        push.send_multipart([part for f in verdicts.stored + verdicts.duplicate for part in
+                             (identity_of[id(f)], self._daemon_frame("ack", {"seq": f.seq, "boot": f.boot}))])
         for f in verdicts.stored:
             if f.type == "hello":
                 self.on_hello(f.node, f.body)

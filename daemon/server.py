@@ -43,7 +43,7 @@ class Daemon:
     def __init__(self, cfg: DaemonConfig, jobs: list[Job] | None = None, routes: dict | None = None):
         self.cfg = cfg
         self.exporter = Exporter()
-        self.store = Store(cfg.db)
+        self.store = Store(cfg.db, cfg.store_memory_bytes)
         self.ingest = Ingest(cfg, self.store, self.exporter)
         self.worker = AnalysisWorker()
         ctx = JobContext(read=self.store.cursor, write=self.ingest.call, send=self.ingest.send,

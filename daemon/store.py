@@ -88,26 +88,33 @@ def _json(value) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
-def _strings(value: str, n: int) -> pa.DictionaryArray:
-    """A constant string column without n Python strings."""
-    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
+def _coded(codes: np.ndarray, words: dict[str, int]) -> pa.DictionaryArray:
+    """A string column as dictionary codes: no Python string per row."""
+    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(list(words), pa.string()))
 
 
 def samples_table(frames: list[wire.Frame]) -> pa.Table:
-    parts = []
-    for f in frames:
-        t, names, values, mask = wire.samples_arrays(f.body)
-        n_t, n_m = values.shape
-        n = n_t * n_m
-        parts.append(pa.table({
-            "node": _strings(f.node, n),
-            "ts": np.repeat(t, n_m),
-            "scope": _strings(f.body["scope"], n),
-            "metric": pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(n_m, dtype=np.int32), n_t)),
-                                                     pa.array(names)),
-            "value": pa.array(values.ravel(), mask=None if mask is None else mask.ravel()),
-        }))
-    return pa.concat_tables(parts, promote_options="permissive")
+    """The frames' values (T x M each, row-major) as one single-chunk Arrow table: DuckDB inserts one
+    long chunk faster than a chunk per frame, and building it is a few numpy calls per frame."""
+    cols = [wire.samples_arrays(f.body) for f in frames]
+    sizes = [values.size for _, _, values, _ in cols]
+    nodes: dict[str, int] = {}
+    scopes: dict[str, int] = {}
+    metrics: dict[str, int] = {}
+    node = np.repeat(np.array([nodes.setdefault(f.node, len(nodes)) for f in frames], np.int32), sizes)
+    scope = np.repeat(np.array([scopes.setdefault(f.body["scope"], len(scopes)) for f in frames], np.int32), sizes)
+    metric = np.concatenate([np.tile(np.array([metrics.setdefault(m, len(metrics)) for m in names], np.int32), len(t))
+                             for t, names, _, _ in cols])
+    mask = None
+    if any(m is not None for *_, m in cols):
+        mask = np.concatenate([np.zeros(v.size, bool) if m is None else m.ravel() for _, _, v, m in cols])
+    return pa.table({
+        "node": _coded(node, nodes),
+        "ts": np.concatenate([np.repeat(t, v.shape[1]) for t, _, v, _ in cols]),
+        "scope": _coded(scope, scopes),
+        "metric": _coded(metric, metrics),
+        "value": pa.array(np.concatenate([v.ravel() for _, _, v, _ in cols]), mask=mask),
+    })
 
 
 def _bbv_rows(f: wire.Frame) -> list[tuple]:
@@ -144,9 +151,9 @@ class Verdicts:
 class Store:
     """Owns one DuckDB file: migrations at open, exactly-once batch commits, reader cursors."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, memory_bytes: int | None = None):
         self.path = path
-        self.con = duckdb.connect(path)
+        self.con = duckdb.connect(path, config={"memory_limit": f"{memory_bytes}B"} if memory_bytes else {})
         self.version = migrate(self.con)
         self._columns: dict[str, list[str]] = {}
         # Highest stored seq per (node, boot): a frame above it is new without a look-up; at or below it,
@@ -216,31 +223,36 @@ class Store:
         for table, values in rows.items():
             if values:
                 self._insert_rows(table, values)
-        for f in by_type.get("hello", []):
-            self._upsert_node(f)
+        if "hello" in by_type:
+            self._upsert_nodes(by_type["hello"])
         # every stored frame says its node is alive (hello alone left a streaming agent looking silent)
         self.con.execute("UPDATE nodes SET last_seen = ? WHERE list_contains(?, node)",
                          [now, sorted({f.node for f in frames})])
         if "probe_result" in by_type:
             record_probe_facts(self.con)
 
-    def _insert_rows(self, table: str, rows: list[tuple]) -> None:
+    def _insert_rows(self, table: str, rows: list[tuple], on_conflict: str = "") -> None:
         columns = self._columns.get(table)
         if columns is None:
             columns = self._columns[table] = [c[0] for c in self.con.execute(f"DESCRIBE {table}").fetchall()]
         batch = pa.table(dict(zip(columns, map(list, zip(*rows)))))  # noqa: F841 (read by DuckDB)
-        self.con.execute(f"INSERT INTO {table} SELECT * FROM batch")
+        self.con.execute(f"INSERT INTO {table} SELECT * FROM batch {on_conflict}")
 
-    def _upsert_node(self, f: wire.Frame) -> None:
-        b = f.body
-        self.con.execute(
-            """INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-               ON CONFLICT (node) DO UPDATE SET hostname=excluded.hostname, cpu_model=excluded.cpu_model,
-                 cores=excluded.cores, memory_bytes=excluded.memory_bytes, agent_version=excluded.agent_version,
-                 counters=excluded.counters, extra=excluded.extra, boot=excluded.boot,
-                 last_seen=excluded.last_seen""",
-            [f.node, b["hostname"], b.get("cpu_model"), b.get("cores"), b.get("memory_bytes"),
-             b["agent_version"], _json(b.get("counters")), _json(b.get("extra")), f.boot, f.ts, f.ts])
+    def _upsert_nodes(self, hellos: list[wire.Frame]) -> None:
+        """One statement for a batch's hellos (1,000 agents starting at once made 1,000 statements); a
+        node's newest hello in the batch wins (one statement may not update a row twice), its first
+        is when it was first seen."""
+        newest, first = {}, {}
+        for f in hellos:
+            newest[f.node] = f
+            first[f.node] = min(first.get(f.node, f.ts), f.ts)
+        facts = [(f.node, f.body["hostname"], f.body.get("cpu_model"), f.body.get("cores"), f.body.get("memory_bytes"),
+                  f.body["agent_version"], _json(f.body.get("counters")), _json(f.body.get("extra")), f.boot,
+                  first[f.node], f.ts) for f in newest.values()]
+        self._insert_rows("nodes", facts, """ON CONFLICT (node) DO UPDATE SET hostname=excluded.hostname,
+            cpu_model=excluded.cpu_model, cores=excluded.cores, memory_bytes=excluded.memory_bytes,
+            agent_version=excluded.agent_version, counters=excluded.counters, extra=excluded.extra,
+            boot=excluded.boot, last_seen=excluded.last_seen""")
 
     def run(self, fn):
         """Run fn(con) in one transaction (analysis jobs write through here, on the writer thread)."""

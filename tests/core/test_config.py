@@ -38,3 +38,12 @@ def test_missing_file_is_named(tmp_path):
     ("ipc:///tmp/x", True), ("tcp://0.0.0.0:5555", False), ("tcp://*:5555", False), ("tcp://10.1.2.3:9", False)])
 def test_loopback_detection(endpoint, local):
     assert is_loopback(endpoint) is local
+
+
+@pytest.mark.parametrize("key, value", [("max_queue_bytes", 1000), ("store_memory_bytes", 2**20)])
+def test_memory_bounds_below_their_range_are_named(tmp_path, key, value):
+    f = tmp_path / "d.toml"
+    f.write_text(f"[daemon]\n{key} = {value}\n")
+    with pytest.raises(ConfigError) as e:
+        config.load(DaemonConfig, f, "daemon")
+    assert e.value.key == key and str(f) in str(e.value)

@@ -161,3 +161,17 @@ def test_metric_counter_and_parameter_names_follow_one_rule(name, where):
 def test_names_that_follow_the_rule_pass(name):
     body = {"app": "a", "task_id": "1", "start": 0.0, "duration": 1.0, "params": {name: 1}, "counters": {name: 1.0}}
     assert wire.decode(frame("task", body)).body["counters"] == {name: 1.0}
+
+
+def test_a_names_list_is_checked_every_time_until_it_passes():
+    """Lists that passed are remembered (decoding speed); one that failed is refused again, not remembered."""
+    bad = wire.encode("samples", "n", "b", 1, wire.samples_body([1.0], ["ok", "x\\"], [[1.0, 2.0]]))
+    for _ in range(2):
+        with pytest.raises(WireError) as e:
+            wire.decode(bad)
+        assert e.value.field == "body.names[1]"
+    good = wire.encode("samples", "n", "b", 1, wire.samples_body([1.0], ["ok", "x"], [[1.0, 2.0]]))
+    assert [wire.decode(good).body["names"] for _ in range(2)] == [["ok", "x"]] * 2
+    with pytest.raises(WireError, match="expected a string"):   # a non-string among cached names' lookalikes
+        wire.decode(wire.encode("samples", "n", "b", 1, {**wire.samples_body([1.0], ["ok", "x"], [[1.0, 2.0]]),
+                                                          "names": ["ok", 7]}))

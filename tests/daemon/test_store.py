@@ -76,3 +76,41 @@ def test_every_stored_frame_updates_its_nodes_last_seen(tmp_path, monkeypatch):
     first, last = store.con.execute("SELECT first_seen, last_seen FROM nodes WHERE node = 'n1'").fetchone()
     assert first == 1.0 and last == 250.0   # a streaming agent is seen by its samples, not only its hello
     store.close()
+
+
+def test_one_commit_of_many_nodes_scopes_names_and_nulls_stores_each_value_once(tmp_path):
+    """The commit's single Arrow table: every frame's values under its own node, scope, metric and ts."""
+    store = Store(str(tmp_path / "s.duckdb"))
+    rng = np.random.default_rng(3)
+    bodies = []
+    for k in range(6):
+        names = [f"m{j}" for j in range(k % 3, k % 3 + 2 + k % 2)]
+        values = rng.random((k + 1, len(names)))
+        values[0, -1] = np.nan if k % 2 else values[0, -1]
+        bodies.append((f"n{k % 3}", wire.samples_body(np.arange(k + 1) + 10.0 * k, names, values, f"s{k % 2}")))
+    store.commit_frames([wire.decode(wire.encode("samples", node, "b", k + 1, b)) for k, (node, b) in enumerate(bodies)])
+    expected = sorted((node, float(t), b["scope"], name, None if np.isnan(v) else float(v))
+                      for node, b in bodies for t, row in zip(*wire.samples_arrays(b)[::2]) for name, v in
+                      zip(b["names"], row))
+    got = store.cursor().execute("SELECT node, ts, scope, metric, value FROM samples ORDER BY ALL").fetchall()
+    assert got == sorted(expected, key=lambda r: (r[0], r[1], r[2], r[3], r[4] is None, r[4] or 0))
+    store.close()
+
+
+def test_hellos_of_one_batch_are_upserted_newest_wins_first_seen_kept(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"))
+
+    def hello(node, seq, host, ts):
+        return wire.decode(wire.encode("hello", node, "b1", seq, {"hostname": host, "agent_version": "t", "cores": 2},
+                                       ts=ts))
+    store.commit_frames([hello("n1", 1, "old", 1.0), hello("n2", 1, "h2", 2.0), hello("n1", 2, "new", 3.0)])
+    store.commit_frames([hello("n2", 2, "h2b", 5.0)])
+    rows = store.cursor().execute("SELECT node, hostname, cores, first_seen FROM nodes ORDER BY node").fetchall()
+    assert rows == [("n1", "new", 2, 1.0), ("n2", "h2b", 2, 2.0)]
+    store.close()
+
+
+def test_duckdb_memory_is_bounded_by_the_setting(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"), memory_bytes=64 * 2**20)
+    assert store.cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0] == "64.0 MiB"
+    store.close()
