@@ -51,7 +51,7 @@ def _fill(path) -> None:
                         [(2000 + i, float(i), i + 1.0, k, 5 + i % 3) for i in range(12) for k in
                          (("a.py:f", "a.py:g") if i < 6 else ("b.py:h",))])
         con.executemany("INSERT INTO samples VALUES ('n1', ?, 'node', ?, ?)",
-                        [(float(t), m, float(t % 7) * (2 if m == "b" else 1)) for t in range(60) for m in "ab"])
+                        [(float(t), m, float(t % 7) ** (2 if m == "b" else 1)) for t in range(60) for m in "ab"])
         con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, ratio, "
                     "probe_seconds, phases) VALUES ('n1', 'b', 3000, 1.0, 'mw', 'k1', 5.0, 4.5, 5.5, 0.5, 0.2, NULL)")
         con.execute("INSERT INTO nodes (node, hostname, cores, memory_bytes, agent_version, boot, first_seen, "
