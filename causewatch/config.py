@@ -52,6 +52,9 @@ class DaemonConfig:
     causal_interval: float = _limit(60.0, 1.0, 86400.0)
     causal_min_new: int = _limit(20, 1, 100_000)
     causal_confirm: int = _limit(2, 1, 100)
+    # The analysis worker's niceness (daemon/worker.py); 19, the default, also means SCHED_IDLE: analyses
+    # then take only CPU time nothing else wants, so on a machine whose cores are kept busy they wait.
+    analysis_nice: int = _limit(19, 0, 19)
     # Retention (daemon/job_retention.py), in days; 0 keeps a table forever.
     retain_samples_days: float = _limit(14.0, 0.0, 36500.0)          # raw samples
     retain_bbv_days: float = _limit(14.0, 0.0, 36500.0)              # phase vectors

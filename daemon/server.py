@@ -45,7 +45,7 @@ class Daemon:
         self.exporter = Exporter()
         self.store = Store(cfg.db, cfg.store_memory_bytes)
         self.ingest = Ingest(cfg, self.store, self.exporter)
-        self.worker = AnalysisWorker()
+        self.worker = AnalysisWorker(cfg.analysis_nice)
         ctx = JobContext(read=self.store.cursor, write=self.ingest.call, send=self.ingest.send,
                          exporter=self.exporter, compute=self.worker)
         self.scheduler = Scheduler(ctx, default_jobs(cfg) if jobs is None else jobs)

@@ -26,11 +26,12 @@ class WorkerError(RuntimeError):
 
 
 def _lower_priority(niceness: int) -> None:
-    """SCHED_IDLE (runs only on a CPU nothing else wants, and any woken daemon thread preempts it),
-    and nice 19 where the scheduler class cannot be changed."""
+    """`niceness`; at LOWEST_PRIORITY also SCHED_IDLE (runs only on a CPU nothing else wants, and any
+    woken daemon thread preempts it)."""
     try:
         os.setpriority(os.PRIO_PROCESS, 0, niceness)
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        if niceness == LOWEST_PRIORITY:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except OSError as e:   # a sandbox that forbids it: analyses still run, only not deprioritised
         log.warning("analysis worker: cannot lower its priority fully (%s)", e)
 

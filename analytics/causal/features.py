@@ -17,7 +17,7 @@ from causewatch.analytics.phases.tracker import PhaseTracker
 BOOKKEEPING = ["received", "t_start", "bbv"]   # task columns that are not variables
 MIN_PRESENT = 0.8                              # a column missing from more rows than this is dropped
 TASK_MEASURES = ("duration", "cpu_seconds")
-COPY_R = 0.9999   # a numeric column this correlated with an earlier one is the same quantity measured twice
+COPY_R = 0.999    # a numeric column this correlated with an earlier one is the same quantity measured twice
 
 
 def name_task_columns(frame: pd.DataFrame, params: dict[str, str], counters: dict[str, str]

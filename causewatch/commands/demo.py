@@ -28,9 +28,12 @@ WAIT_THEN_EXEC = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): t
 HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
 # The causal job learns every few seconds here (a daemon's default is a minute): the baseline is set
 # in the calm start, and the hog's departure is confirmed, raised and resolved within the run.
-CAUSAL = {"causal_interval": 3.0, "causal_min_new": 20, "causal_confirm": 2}
+# Its analysis worker runs at normal priority: the workload keeps both cores of a small demo machine busy,
+# and at the daemon's default (SCHED_IDLE) the models would only be learnt after it ends.
+CAUSAL = {"causal_interval": 3.0, "causal_min_new": 20, "causal_confirm": 2, "analysis_nice": 0}
 HOG_CYCLES = 4              # causal model versions learnt while the hog runs
 HOG_UNTIL = 0.75            # ...or until this share of the workload's tasks is stored: the end stays calm
+PIN_AT = 0.35               # no stable baseline by this share of the tasks: pin the newest calm model
 SCOPE = "app:demo"
 WAIT = "cpu_wait_seconds"   # the contended resource's variable in each task record
 
@@ -122,7 +125,9 @@ class Hog:
     HOG_CYCLES model versions learnt under it or HOG_UNTIL of the tasks stored (and always, by `stop`,
     on the way out)."""
 
-    def __init__(self, origin: float):
+    def __init__(self, origin: float, url: str):
+        self.url = url                       # the daemon's HTTP API, where an operator pins a baseline
+        self.pinned: int | None = None       # the model the demo pinned, if no stable one came in time
         self.procs: list[subprocess.Popen] = []
         self.cpus = sorted(os.sched_getaffinity(0))
         self.origin = origin                 # wall-clock time the workload started
@@ -132,12 +137,22 @@ class Hog:
     def step(self, con, done: float) -> None:
         """Start or stop, `done` being the share of the workload's tasks stored so far."""
         from causewatch.daemon import tables
+        if self.started is None and done >= PIN_AT and tables.baseline(con, SCOPE) is None and tables.models(con, SCOPE):
+            self._pin(tables.models(con, SCOPE)[0]["model_id"])
         if self.started is None and done < HOG_UNTIL and tables.baseline(con, SCOPE) is not None:
             self.versions = len(tables.models(con, SCOPE))
             self.procs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in self.cpus]
             self.started = time.time() - self.origin
         elif self.running and (done >= HOG_UNTIL or len(tables.models(con, SCOPE)) - self.versions >= HOG_CYCLES):
             self.stop()
+
+    def _pin(self, model_id: int) -> None:
+        """POST /api/baseline, as an operator pins a model they trust (the calm start's newest)."""
+        import urllib.parse
+        import urllib.request
+        query = urllib.parse.urlencode({"scope": SCOPE, "model_id": model_id})
+        urllib.request.urlopen(urllib.request.Request(f"{self.url}/api/baseline?{query}", method="POST"), timeout=10)
+        self.pinned = model_id
 
     @property
     def running(self) -> bool:
@@ -172,7 +187,9 @@ def report(con, seconds: float, folder: Path, hog: Hog) -> dict:
     rep = tables.overview(con)
     rep["anomalies"] = [_anomaly(a, hog) for a in reversed(tables.anomalies(con))]
     waits = _waits(con, hog)
-    rep["contention_hog"] = [{"cpus": hog.cpus, "started_s": _round(hog.started), "stopped_s": _round(hog.stopped),
+    rep["contention_hog"] = [{"cpus": hog.cpus, "baseline": f"model {hog.pinned}, pinned by the demo at "
+                              f"{PIN_AT:.0%} of the tasks" if hog.pinned else "the first stable model",
+                              "started_s": _round(hog.started), "stopped_s": _round(hog.stopped),
                               "model_versions": HOG_CYCLES, **waits, "shown": _shown(rep["anomalies"], waits, hog)}]
     ranking = rank_nodes("demo", tables.latest_probes(con, "demo"), tables.registered_kits(con), time.time())
     rep["probe_ranking"] = [{
@@ -320,7 +337,7 @@ def run(args) -> int:
     t0 = time.monotonic()
     bar = None if quiet else tqdm(total=_tasks(args.seconds), desc="workload tasks stored", dynamic_ncols=True,
                                   bar_format="{desc} {bar:20} {n}/{total} {elapsed}{postfix}")
-    hog = Hog(time.time())
+    hog = Hog(time.time(), f"http://{daemon.http.address}")
     try:
         while watched.poll() is None and time.monotonic() - t0 < args.seconds + 120:
             time.sleep(1.0)

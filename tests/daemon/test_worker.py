@@ -25,6 +25,14 @@ def test_work_runs_in_a_child_at_the_lowest_priority(worker):
     assert worker(math.fsum, [0.1] * 10) == 1.0
 
 
+def test_a_chosen_niceness_keeps_the_normal_scheduler():
+    w = AnalysisWorker(niceness=5)
+    try:
+        assert w(os.getpriority, os.PRIO_PROCESS, 0) == 5 and w(os.sched_getscheduler, 0) == os.SCHED_OTHER
+    finally:
+        w.stop()
+
+
 def test_an_error_in_the_work_is_raised_in_the_daemon_with_the_childs_traceback(worker):
     with pytest.raises(ValueError, match="math domain error") as info:
         worker(math.sqrt, -1.0)
