@@ -49,7 +49,7 @@ def test_the_report_times_each_anomaly_against_the_hog(tmp_path):
         store.raise_anomaly(con, dict(row, kind="edge_appeared", src="cpu_seconds", dst=demo.WAIT,
                                       opened=origin + 50.0, evidence={"strength_bits": 0.2}))
     st.run(write)
-    hog = demo.Hog(origin)
+    hog = demo.Hog(origin, "http://127.0.0.1:9")   # no daemon: the test sets the stretch itself
     hog.started, hog.stopped = 35.0, 72.0
     try:
         rep = json.loads(json.dumps(demo.report(st.cursor(), 90.0, tmp_path, hog)))
