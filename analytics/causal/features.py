@@ -109,7 +109,8 @@ def model_variables(frame: pd.DataFrame, columns: list[str] | None = None,
 
 def _copies(data: pd.DataFrame) -> dict[str, str]:
     """Numeric columns that are linear copies of an earlier one, with the reason."""
-    numeric = [c for c in data.columns if pd.api.types.is_numeric_dtype(data[c]) and not pd.api.types.is_bool_dtype(data[c])]
+    numeric = [c for c in data.columns
+               if pd.api.types.is_numeric_dtype(data[c]) and not pd.api.types.is_bool_dtype(data[c])]
     if len(numeric) < 2:
         return {}
     r = np.corrcoef(data[numeric].to_numpy(float), rowvar=False)

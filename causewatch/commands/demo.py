@@ -137,8 +137,9 @@ class Hog:
     def step(self, con, done: float) -> None:
         """Start or stop, `done` being the share of the workload's tasks stored so far."""
         from causewatch.daemon import tables
-        if self.started is None and done >= PIN_AT and tables.baseline(con, SCOPE) is None and tables.models(con, SCOPE):
-            self._pin(tables.models(con, SCOPE)[0]["model_id"])
+        models = tables.models(con, SCOPE)
+        if self.started is None and done >= PIN_AT and models and tables.baseline(con, SCOPE) is None:
+            self._pin(models[0]["model_id"])
         if self.started is None and done < HOG_UNTIL and tables.baseline(con, SCOPE) is not None:
             self.versions = len(tables.models(con, SCOPE))
             self.procs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in self.cpus]
