@@ -141,10 +141,10 @@ class Hog:
         if self.started is None and done >= PIN_AT and models and tables.baseline(con, SCOPE) is None:
             self._pin(models[0]["model_id"])
         if self.started is None and done < HOG_UNTIL and tables.baseline(con, SCOPE) is not None:
-            self.versions = len(tables.models(con, SCOPE))
+            self.versions = len(models)
             self.procs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in self.cpus]
             self.started = time.time() - self.origin
-        elif self.running and (done >= HOG_UNTIL or len(tables.models(con, SCOPE)) - self.versions >= HOG_CYCLES):
+        elif self.running and (done >= HOG_UNTIL or len(models) - self.versions >= HOG_CYCLES):
             self.stop()
 
     def _pin(self, model_id: int) -> None:
