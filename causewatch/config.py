@@ -55,6 +55,9 @@ class DaemonConfig:
     # The analysis worker's niceness (daemon/worker.py); 19, the default, also means SCHED_IDLE: analyses
     # then take only CPU time nothing else wants, so on a machine whose cores are kept busy they wait.
     analysis_nice: int = _limit(19, 0, 19)
+    # Seconds the analysis worker may be paused at a stretch while frames wait for the writer (then it
+    # runs a quarter of that); 0 never pauses it. Even at SCHED_IDLE its cache and memory traffic slow ingest.
+    analysis_pause_max: float = _limit(2.0, 0.0, 3600.0)
     # Retention (daemon/job_retention.py), in days; 0 keeps a table forever.
     retain_samples_days: float = _limit(14.0, 0.0, 36500.0)          # raw samples
     retain_bbv_days: float = _limit(14.0, 0.0, 36500.0)              # phase vectors

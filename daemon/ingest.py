@@ -291,6 +291,10 @@ class Ingest:
             push.close(linger=1000)
         return True
 
+    def backlog_bytes(self) -> int:
+        """Bytes of received frames waiting for the writer."""
+        return self._work.bytes
+
     # ---- writer thread: the only user of the DuckDB connection for writes ----
     def call(self, fn, timeout: float | None = None):
         """Run fn(con) on the writer thread in one transaction; return its result (or raise its error)."""

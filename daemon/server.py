@@ -45,7 +45,10 @@ class Daemon:
         self.exporter = Exporter()
         self.store = Store(cfg.db, cfg.store_memory_bytes)
         self.ingest = Ingest(cfg, self.store, self.exporter)
-        self.worker = AnalysisWorker(cfg.analysis_nice)
+        # While frames wait for the writer the worker is paused (a re-learn's cache and memory traffic slows
+        # ingest even at SCHED_IDLE), for at most analysis_pause_max s at a stretch: it still finishes.
+        backlog = (lambda: self.ingest.backlog_bytes() > 0) if cfg.analysis_pause_max else None
+        self.worker = AnalysisWorker(cfg.analysis_nice, busy=backlog, max_pause=cfg.analysis_pause_max)
         ctx = JobContext(read=self.store.cursor, write=self.ingest.call, send=self.ingest.send,
                          exporter=self.exporter, compute=self.worker)
         self.scheduler = Scheduler(ctx, default_jobs(cfg) if jobs is None else jobs)

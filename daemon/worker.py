@@ -1,5 +1,5 @@
 """The analysis worker: a child process at the lowest CPU priority (SCHED_IDLE) that runs the jobs' heavy numeric work,
-so a re-learn never takes ingest's core or the daemon's GIL.
+so a re-learn never takes ingest's core or the daemon's GIL; it is paused while ingest has a backlog.
 
 Pattern: request-reply over a multiprocessing Pipe, one request at a time (`worker(fn, *args)` blocks
 its caller, the scheduler thread, and returns fn's result). The child is spawned, never forked from the
@@ -13,12 +13,15 @@ import logging
 import multiprocessing as mp
 import os
 import pickle
+import signal
 import threading
+import time
 import traceback
 
 log = logging.getLogger("causewatch.daemon.worker")
 
 LOWEST_PRIORITY = 19   # nice: the worker only takes CPU time that ingest and the agents leave over
+POLL_SECONDS = 0.02    # how often a waiting request checks the child and whether ingest is busy
 
 
 class WorkerError(RuntimeError):
@@ -54,10 +57,21 @@ def _serve(conn, niceness: int) -> None:
 
 
 class AnalysisWorker:
-    """`worker(fn, *args)` runs fn(*args) in the child and returns its result or raises its exception."""
+    """`worker(fn, *args)` runs fn(*args) in the child and returns its result or raises its exception.
 
-    def __init__(self, niceness: int = LOWEST_PRIORITY):
+    busy : a callable, true while the daemon's own work should go first (ingest's writer has a backlog);
+        the child is then stopped (SIGSTOP) for at most max_pause s at a stretch and afterwards runs at
+        least min_run s (default max_pause / 4), so under sustained load an analysis still finishes, at a
+        fifth of its pace or better. paused_seconds counts the pauses.
+    """
+
+    def __init__(self, niceness: int = LOWEST_PRIORITY, busy=None, max_pause: float = 2.0, min_run: float | None = None):
         self.niceness = niceness
+        self.busy, self.max_pause = busy, max_pause
+        self.min_run = max_pause / 4 if min_run is None else min_run
+        self.paused_seconds = 0.0
+        self._paused_at: float | None = None
+        self._ran_from = 0.0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._proc: mp.process.BaseProcess | None = None
@@ -70,11 +84,15 @@ class AnalysisWorker:
             self._start()
             try:
                 self._conn.send((fn, args))
-                while not self._conn.poll(0.2):
+                self._ran_from = time.monotonic()
+                while not self._conn.poll(POLL_SECONDS):
                     if self._stopping.is_set() or not self._proc.is_alive():
                         raise EOFError
+                    self._pace()
+                self._resume()
                 ok, value, trace = self._conn.recv()
             except (EOFError, OSError) as e:
+                self._resume()
                 code = self._discard()
                 raise WorkerError(f"the analysis worker ended (exit code {code}) during {fn.__qualname__}") from e
         if not ok:
@@ -82,6 +100,30 @@ class AnalysisWorker:
                 value.add_note(f"in the analysis worker:\n{trace}")
             raise value
         return value
+
+    def _pace(self) -> None:
+        """Stop the child while ingest is busy, for at most max_pause s at a stretch, then let it run at
+        least min_run s."""
+        if self.busy is None:
+            return
+        now = time.monotonic()
+        if self._paused_at is None:
+            if now - self._ran_from >= self.min_run and self.busy():
+                os.kill(self._proc.pid, signal.SIGSTOP)
+                self._paused_at = now
+        elif now - self._paused_at >= self.max_pause or not self.busy():
+            self._resume()
+
+    def _resume(self) -> None:
+        if self._paused_at is None:
+            return
+        try:
+            os.kill(self._proc.pid, signal.SIGCONT)
+        except ProcessLookupError:   # it died while paused: the caller finds out
+            pass
+        now = time.monotonic()
+        self.paused_seconds += now - self._paused_at
+        self._paused_at, self._ran_from = None, now
 
     def stop(self) -> None:
         """Ends the child now, even mid-request (a re-learn is repeated after a restart, nothing is lost)."""

@@ -1,13 +1,19 @@
 """Tests of the analysis worker (daemon/worker.py): a real spawned child at the lowest priority, its
-errors raised in the daemon, a death mid-request a clear WorkerError and a fresh child next time."""
+errors raised in the daemon, a death mid-request a clear WorkerError and a fresh child next time, and
+pauses while the daemon's writer has a backlog (a real daemon, a real agent's frames)."""
 
 import math
 import os
 import threading
 import time
 
+import psutil
 import pytest
+from causewatch.agent.sender import Sender
+from causewatch.config import DaemonConfig
+from causewatch.daemon.server import Daemon
 from causewatch.daemon.worker import LOWEST_PRIORITY, AnalysisWorker, WorkerError
+from support import agent_config, free_port, samples, wait_for
 
 
 @pytest.fixture
@@ -60,3 +66,80 @@ def test_stop_cuts_a_long_request_short_and_refuses_new_ones():
     assert w.pid is None
     with pytest.raises(WorkerError, match="stopping"):
         w(os.getpid)
+
+
+def spin(seconds: float) -> float:
+    """Burns `seconds` of this process's CPU time; returns the wall seconds that took."""
+    t0, c0 = time.monotonic(), time.process_time()
+    while time.process_time() - c0 < seconds:
+        pass
+    return time.monotonic() - t0
+
+
+def test_the_child_is_paused_while_busy_and_runs_its_share_between_pauses():
+    busy = threading.Event()
+    w = AnalysisWorker(busy=busy.is_set, max_pause=0.3, min_run=0.1, niceness=0)
+    try:
+        w(spin, 0.0)   # started, this module imported (a busy daemon would pause those as well)
+        busy.set()
+        seen = []
+        watch = threading.Thread(target=lambda: [seen.append(psutil.Process(w.pid).status()) or time.sleep(0.05)
+                                                 for _ in range(12)])
+        watch.start()
+        wall = w(spin, 0.25)
+        watch.join()
+    finally:
+        w.stop()
+    # 0.25 s of CPU at most 0.1 s running per 0.3 s paused: at least 0.6 s of pauses, seen from both sides
+    assert psutil.STATUS_STOPPED in seen
+    assert wall >= 0.8 and 0.6 <= w.paused_seconds <= wall + 0.1
+
+
+def test_an_idle_ingest_never_pauses_the_child():
+    w = AnalysisWorker(busy=lambda: False, max_pause=0.3, min_run=0.1, niceness=0)
+    try:
+        w(spin, 0.3)
+        assert w.paused_seconds == 0.0
+    finally:
+        w.stop()
+
+
+def test_stop_ends_a_paused_child():
+    busy = threading.Event()
+    w = AnalysisWorker(busy=busy.is_set, max_pause=60, min_run=0.05, niceness=0)
+    w(os.getpid)
+    busy.set()
+    threading.Timer(0.5, w.stop).start()
+    t0 = time.monotonic()
+    with pytest.raises(WorkerError):
+        w(spin, 5)
+    assert time.monotonic() - t0 < 10 and w.pid is None
+
+
+def test_the_daemon_pauses_its_worker_while_frames_wait_for_the_writer(tmp_path):
+    cfg = DaemonConfig(db=str(tmp_path / "d.duckdb"), bind=f"tcp://127.0.0.1:{free_port()}", http="",
+                       analysis_nice=0, analysis_pause_max=0.3)
+    daemon = Daemon(cfg, jobs=[]).start()
+    sender = Sender(agent_config(tmp_path, daemon.endpoint)).start()
+    holding, release = threading.Event(), threading.Event()
+    try:
+        sender.send("samples", samples(0))
+        assert sender.flush(10)
+        daemon.worker(spin, 0.05)
+        assert daemon.worker.paused_seconds == 0.0   # nothing waits for the writer
+        # a long transaction holds the writer: the agent's next frames queue up behind it
+        holder = threading.Thread(target=daemon.ingest.call, args=(lambda con: holding.set() or release.wait(20),))
+        holder.start()
+        assert holding.wait(10)
+        sender.send("samples", samples(1))
+        assert wait_for(lambda: daemon.ingest.backlog_bytes() > 0)
+        daemon.worker(spin, 0.2)
+        paused = daemon.worker.paused_seconds
+        release.set()
+        holder.join()
+        assert sender.flush(10)   # the frame is stored and acked once the writer is free
+        assert paused >= 0.3 and daemon.ingest.backlog_bytes() == 0
+    finally:
+        release.set()
+        sender.close()
+        daemon.stop()
