@@ -22,6 +22,9 @@ log = logging.getLogger("causewatch.daemon.worker")
 
 LOWEST_PRIORITY = 19   # nice: the worker only takes CPU time that ingest and the agents leave over
 POLL_SECONDS = 0.02    # how often a waiting request checks the child and whether ingest is busy
+# A paused child resumes once ingest has been quiet this long: under steady ingest the writer's queue
+# empties between batches, and resuming at each gap would let the child run most of the time.
+QUIET_SECONDS = 0.25
 
 
 class WorkerError(RuntimeError):
@@ -60,9 +63,10 @@ class AnalysisWorker:
     """`worker(fn, *args)` runs fn(*args) in the child and returns its result or raises its exception.
 
     busy : a callable, true while the daemon's own work should go first (ingest's writer has a backlog);
-        the child is then stopped (SIGSTOP) for at most max_pause s at a stretch and afterwards runs at
-        least min_run s (default max_pause / 4), so under sustained load an analysis still finishes, at a
-        fifth of its pace or better. paused_seconds counts the pauses.
+        the child is then stopped (SIGSTOP) until busy has been false for QUIET_SECONDS, for at most
+        max_pause s at a stretch, and afterwards runs at least min_run s (default max_pause / 4), so under
+        sustained load an analysis still finishes, at a fifth of its pace or better. paused_seconds
+        counts the pauses.
     """
 
     def __init__(self, niceness: int = LOWEST_PRIORITY, busy=None, max_pause: float = 2.0, min_run: float | None = None):
@@ -71,7 +75,7 @@ class AnalysisWorker:
         self.min_run = max_pause / 4 if min_run is None else min_run
         self.paused_seconds = 0.0
         self._paused_at: float | None = None
-        self._ran_from = 0.0
+        self._ran_from = self._busy_at = 0.0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._proc: mp.process.BaseProcess | None = None
@@ -107,11 +111,13 @@ class AnalysisWorker:
         if self.busy is None:
             return
         now = time.monotonic()
+        if self.busy():
+            self._busy_at = now
         if self._paused_at is None:
-            if now - self._ran_from >= self.min_run and self.busy():
+            if self._busy_at == now and now - self._ran_from >= self.min_run:
                 os.kill(self._proc.pid, signal.SIGSTOP)
                 self._paused_at = now
-        elif now - self._paused_at >= self.max_pause or not self.busy():
+        elif now - self._paused_at >= self.max_pause or now - self._busy_at >= QUIET_SECONDS:
             self._resume()
 
     def _resume(self) -> None:
