@@ -28,9 +28,11 @@ WAIT_THEN_EXEC = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): t
 HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
 # The causal job learns every few seconds here (a daemon's default is a minute): the baseline is set
 # in the calm start, and the hog's departure is confirmed, raised and resolved within the run.
-# Its analysis worker runs at normal priority: the workload keeps both cores of a small demo machine busy,
-# and at the daemon's default (SCHED_IDLE) the models would only be learnt after it ends.
-CAUSAL = {"causal_interval": 3.0, "causal_min_new": 20, "causal_confirm": 2, "analysis_nice": 0}
+# Its analysis worker runs at normal priority and is never paused for ingest: the workload keeps both
+# cores of a small demo machine busy, and at the daemon's defaults (SCHED_IDLE, paused while frames wait
+# for the writer) the models would only be learnt after it ends.
+CAUSAL = {"causal_interval": 3.0, "causal_min_new": 20, "causal_confirm": 2, "analysis_nice": 0,
+          "analysis_pause_max": 0.0}
 HOG_CYCLES = 4              # causal model versions learnt while the hog runs
 HOG_UNTIL = 0.75            # ...or until this share of the workload's tasks is stored: the end stays calm
 PIN_AT = 0.35               # no stable baseline by this share of the tasks: pin the newest calm model
