@@ -356,7 +356,8 @@ class RCoTTest(CITest):
         if self._rcot[0] != data.version:
             # Normal scores of continuous columns (CI is invariant under monotone maps): on skewed
             # columns (t_comp ~ n³ in the LU model) raw values leave one kernel width for all scales.
-            self._rcot = (data.version, RCoT(entropy.prepare(data.values, data.discrete), seed=self.seed))
+            self._rcot = (data.version, RCoT(entropy.prepare(data.values, data.discrete), data.discrete,
+                                                  seed=self.seed))
         _, p, r2 = self._rcot[1].pvalue(data.index(x), data.index(y), tuple(data.index(v) for v in z),
                                         near=(self.alpha / LPB_REACH, min(self.alpha * LPB_REACH, 1.0)))
         return CIResult(1 - p, 1 - self.alpha, p > self.alpha, -0.5 * math.log2(1 - r2), _z_margin(p, self.alpha))
