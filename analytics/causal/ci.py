@@ -364,10 +364,10 @@ class RCoTTest(CITest):
 
 
 class AutoTest(CITest):
-    """The default: per data set, the test that won bench/causal.py for its kind. Mixed discrete and
-    continuous columns: RCoT (LU model and mixed SEMs: adjacency F1 0.89 against the KDE test's
-    0.78-0.80, and no null to simulate per discrete shape); otherwise the KDE test (all-continuous:
-    F1 at or above RCoT's on every such family; all-discrete: its counting G²)."""
+    """The default: per data set, the test that won bench/causal.py for its kind. All-discrete: the
+    KDE test's counting G² (F1 at G²'s, faster than causal-learn's). Otherwise RCoT: at 1000-2000
+    rows it beat the KDE test on every continuous and mixed family (multiple-index SEM F1 0.92 against
+    0.82, LU 0.92 against 0.90, at a third of the time or less; docs/causal.md)."""
 
     name = "auto"
 
@@ -377,7 +377,7 @@ class AutoTest(CITest):
         self.kde, self.rcot = KDEMITest(alpha=alpha, seed=seed), RCoTTest(alpha=alpha, seed=seed)
 
     def chosen(self, data: Dataset) -> CITest:
-        return self.rcot if data.discrete.any() and not data.discrete.all() else self.kde
+        return self.kde if data.discrete.all() else self.rcot
 
     def _compute(self, data, x, y, z):
         return self.chosen(data).test(data, x, y, z)

@@ -11,13 +11,17 @@ def _arcs(model):
     return {(e.src, e.dst) for e in model.edges() if e.directed}
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_fig1_is_learnt_with_its_v_structure(seed):
+def test_fig1_is_learnt_with_its_v_structure():
     # Lemeire et al., Fig. 1: A -> B <- D, B -> C; A ⊥ D, A ⊥ C | B, D ⊥ C | B. The default learner
-    # on 1000 rows of the nonlinear version finds exactly this DAG (the v-structure orients all edges).
-    ex = papers.fig1(n=1000, seed=seed)
-    model = PCLearner().fit(ex.frame).model_
-    assert {(e.src, e.dst, e.directed) for e in model.edges()} == {(a, b, True) for a, b in ex.dag.edges}
+    # on 1000 rows of the nonlinear version finds exactly this DAG (the v-structure orients all
+    # edges) on at least 9 of 10 data sets: each of its 4 independences is tested at alpha = 0.01,
+    # so about one data set in 25 may show a false dependence (seed 0 does: D – C, p = 0.005).
+    exact = 0
+    for seed in range(10):
+        ex = papers.fig1(n=1000, seed=seed)
+        model = PCLearner().fit(ex.frame).model_
+        exact += {(e.src, e.dst, e.directed) for e in model.edges()} == {(a, b, True) for a, b in ex.dag.edges}
+    assert exact >= 9
 
 
 def test_lu_model_keeps_ops_for_t_comp_and_finds_the_cycle_relations():
