@@ -9,6 +9,7 @@ residuals‖², O(n·F²) per test.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import numpy as np
 from scipy import linalg, optimize, spatial, special
@@ -83,6 +84,9 @@ def _lpb(w: np.ndarray, x: float, p: int) -> float:
     return float(min(max(1 - weights @ cdf, 0.0), 1.0))
 
 
+# What an RCoT keeps, in bytes: z's features for the most recent conditioning sets (n x ~110 floats
+# each: 0.9 MB at 1000 rows, 14 MB at 16,384), and the residual features of recent (column, set) pairs.
+CACHE_BYTES = 256 * 2 ** 20
 # A discrete column of at most this many levels enters by indicators of its levels (exact), not by
 # Fourier features of its codes; so do the level combinations of a conditioning set's discrete part
 # up to this many cells (beyond, each column's levels on their own). Codes in one random-feature
@@ -105,7 +109,8 @@ class RCoT:
         self.discrete = np.zeros(values.shape[1], bool) if discrete is None else np.asarray(discrete, bool)
         self.z_features, self.seed = z_features, seed
         self._xy: dict = {}
-        self._z: dict = {}
+        self._z: OrderedDict = OrderedDict()
+        self._res: OrderedDict = OrderedDict()
 
     def _features(self, cols: tuple, count: int) -> np.ndarray:
         """Standardised random Fourier features sqrt(2)·cos(v·W/σ + b) of the columns, W ~ N(0, 1),
@@ -143,22 +148,31 @@ class RCoT:
         return np.hstack(parts)
 
     def _projection(self, z: tuple):
-        """z's features F_z and the Cholesky factor of C_zz (+1e-10·I): residuals f − F_z·C_zz⁻¹·C_zf."""
+        """z's features F_z and the Cholesky factor of C_zz (+1e-10·I), kept for recent sets."""
         if z not in self._z:
             fz = self._z_features(z)
             czz = fz.T @ fz / (len(fz) - 1) + 1e-10 * np.eye(fz.shape[1])
-            self._z[z] = (fz, linalg.cho_factor(czz))
+            _bounded_put(self._z, z, (fz, linalg.cho_factor(czz)))
+        self._z.move_to_end(z)
         return self._z[z]
+
+    def _residual(self, col: int, z: tuple) -> np.ndarray:
+        """The column's x/y features less their least-squares fit on z's: f − F_z·C_zz⁻¹·C_zf. Kept
+        for recent (column, set) pairs: PC tests one column against many given one set."""
+        key = (col, z)
+        if key not in self._res:
+            f = self._xy_features(col)
+            if z:
+                fz, chol = self._projection(z)
+                f = f - fz @ linalg.cho_solve(chol, fz.T @ f / (len(fz) - 1))
+            _bounded_put(self._res, key, f)
+        return self._res[key]
 
     def pvalue(self, x: int, y: int, z: tuple = (), near: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float, float]:
         """(statistic n·‖C_xy|z‖², its p-value, the largest squared canonical correlation of the
         residuals); the p-value is LPB's where the two-moment gamma's lies in `near`, else the gamma's."""
-        fx, fy = self._xy_features(x), self._xy_features(y)
-        if z:
-            fz, chol = self._projection(tuple(sorted(z)))
-            coef = linalg.cho_solve(chol, fz.T @ np.hstack([fx, fy]) / (len(fz) - 1))
-            res = np.hstack([fx, fy]) - fz @ coef
-            fx, fy = res[:, :fx.shape[1]], res[:, fx.shape[1]:]
+        z = tuple(sorted(z))
+        fx, fy = self._residual(x, z), self._residual(y, z)
         n = len(fx)
         cxy = fx.T @ fy / (n - 1)
         stat = n * float((cxy ** 2).sum())
@@ -167,6 +181,18 @@ class RCoT:
         pval = chi2_mixture_sf(np.linalg.eigvalsh(prods.T @ prods / n), stat, near=near)
         r2 = float(np.linalg.svd(cxy, compute_uv=False)[0]) ** 2
         return stat, pval, min(r2, 1 - 1e-12)
+
+
+def _bounded_put(cache: OrderedDict, key, value) -> None:
+    """Store, then drop the least recently used entries past CACHE_BYTES."""
+    cache[key] = value
+    size = _nbytes(value)
+    while len(cache) > 1 and size * len(cache) > CACHE_BYTES:
+        cache.popitem(last=False)
+
+
+def _nbytes(value) -> int:
+    return value[0].nbytes if isinstance(value, tuple) else value.nbytes
 
 
 def _width(v: np.ndarray) -> float:
