@@ -49,6 +49,11 @@ class Background:
         if not nx.is_directed_acyclic_graph(g):
             raise BackgroundError(f"required edges form a cycle: {nx.find_cycle(g)}")
 
+    def outputs(self) -> set[str]:
+        """The output tier. An output has no children, so it is a collider on every path through it:
+        conditioning on it can open paths and never blocks one, and no separating set needs it."""
+        return set(self.tiers.get("outputs", ()))
+
     def is_required(self, a: str, b: str) -> bool:
         return (a, b) in self.required or (b, a) in self.required
 

@@ -11,13 +11,17 @@ def _arcs(model):
     return {(e.src, e.dst) for e in model.edges() if e.directed}
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_fig1_is_learnt_with_its_v_structure(seed):
+def test_fig1_is_learnt_with_its_v_structure():
     # Lemeire et al., Fig. 1: A -> B <- D, B -> C; A ⊥ D, A ⊥ C | B, D ⊥ C | B. The default learner
-    # on 1000 rows of the nonlinear version finds exactly this DAG (the v-structure orients all edges).
-    ex = papers.fig1(n=1000, seed=seed)
-    model = PCLearner().fit(ex.frame).model_
-    assert {(e.src, e.dst, e.directed) for e in model.edges()} == {(a, b, True) for a, b in ex.dag.edges}
+    # on 1000 rows of the nonlinear version finds exactly this DAG (the v-structure orients all
+    # edges) on at least 9 of 10 data sets: each of its 4 independences is tested at alpha = 0.01,
+    # so about one data set in 25 may show a false dependence (seed 0 does: D – C, p = 0.005).
+    exact = 0
+    for seed in range(10):
+        ex = papers.fig1(n=1000, seed=seed)
+        model = PCLearner().fit(ex.frame).model_
+        exact += {(e.src, e.dst, e.directed) for e in model.edges()} == {(a, b, True) for a, b in ex.dag.edges}
+    assert exact >= 9
 
 
 def test_lu_model_keeps_ops_for_t_comp_and_finds_the_cycle_relations():
@@ -35,3 +39,20 @@ def test_lu_model_keeps_ops_for_t_comp_and_finds_the_cycle_relations():
     assert {("ops", "t_comp"), ("l2m_op", "c_op"), ("instr_op", "c_op"), ("n", "ops")} <= arcs
     assert ("c_op", "instr_op") not in arcs
     assert not any({e.src, e.dst} == {"n", "t_comp"} for e in model.edges())
+
+
+def test_lu_model_over_seeds_keeps_the_simpler_relation_and_finds_c_op_to_t_comp():
+    # The same model on six data sets (noise 0.05): the complexity criterion keeps ops for t_comp on
+    # every one, no n – t_comp edge and no c_op -> instr_op; c_op -> t_comp (hidden by the far stronger
+    # ops: t_comp spans six orders of magnitude, c_op a factor of four) is found on at least 4 of 6
+    # (measured: 26 of 36 over 12 seeds x noise 0.02/0.05/0.1; the KDE-test default found it on 4 of 12).
+    found = 0
+    for seed in range(6):
+        ex = papers.lu(n=1000, seed=seed, noise=0.05)
+        model = PCLearner(background=ex.background, discrete=ex.discrete).fit(ex.frame).model_
+        arcs = _arcs(model)
+        assert [q["kept"] for q in model.equivalences if q["target"] == "t_comp"] == ["ops"]
+        assert not any({e.src, e.dst} == {"n", "t_comp"} for e in model.edges())
+        assert ("c_op", "instr_op") not in arcs
+        found += ("c_op", "t_comp") in arcs
+    assert found >= 4
