@@ -9,6 +9,7 @@ job's next run gets a fresh child). Arguments and results travel pickled, so fn 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing as mp
 import os
@@ -42,7 +43,17 @@ def _lower_priority(niceness: int) -> None:
         log.warning("analysis worker: cannot lower its priority fully (%s)", e)
 
 
-def _serve(conn, niceness: int) -> None:
+def _die_with(parent: int) -> None:
+    """SIGKILL this child when the daemon dies (prctl PR_SET_PDEATHSIG). A child the daemon paused
+    (SIGSTOP) would otherwise outlive a killed daemon, stopped for good: SIGKILL is the one signal a
+    stopped process still acts on."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    if os.getppid() != parent:   # the daemon died before the prctl
+        os._exit(0)
+
+
+def _serve(conn, niceness: int, parent: int) -> None:
+    _die_with(parent)
     _lower_priority(niceness)
     while True:
         try:
@@ -149,7 +160,8 @@ class AnalysisWorker:
         self._discard()
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, self.niceness), name="causewatch-analysis", daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(child, self.niceness, os.getpid()),
+                                 name="causewatch-analysis", daemon=True)
         self._proc.start()
         child.close()
         log.info("analysis worker started (pid %d, nice %d)", self._proc.pid, self.niceness)

@@ -4,6 +4,8 @@ pauses while the daemon's writer has a backlog (a real daemon, a real agent's fr
 
 import math
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -116,6 +118,30 @@ def test_stop_ends_a_paused_child():
     with pytest.raises(WorkerError):
         w(sum, work(5))
     assert time.monotonic() - t0 < 10 and w.pid is None
+
+
+OWNER = """
+import os, sys
+from causewatch.daemon.worker import AnalysisWorker
+busy = []   # not busy while the child starts, busy for good after
+w = AnalysisWorker(busy=lambda: bool(busy), max_pause=600, min_run=0.05, niceness=0)
+print(w(os.getpid), flush=True)
+busy.append(True)
+w(sum, range(10**12))
+"""
+
+
+def test_a_paused_child_dies_with_a_killed_daemon():
+    # SIGKILL the worker's owner while the child is stopped: the child must not linger, stopped for good.
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    try:
+        child = psutil.Process(int(owner.stdout.readline()))
+        assert wait_for(lambda: child.status() == psutil.STATUS_STOPPED, timeout=30)
+        owner.kill()
+        owner.wait(10)
+        assert wait_for(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, timeout=10)
+    finally:
+        owner.kill()
 
 
 def test_the_daemon_pauses_its_worker_while_frames_wait_for_the_writer(tmp_path):
