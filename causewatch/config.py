@@ -42,6 +42,9 @@ class DaemonConfig:
     # bytes of received frames waiting for the writer; when full the daemon stops reading and the
     # agents' credit runs out, so they wait (nothing is dropped)
     max_queue_bytes: int = _limit(64 * 2**20, 2**20, 2**40)
+    # bytes the agents may have sent and not had acked, all together (daemon/credit.py): shared among the
+    # connected agents as credit grants, at least one frame each, so ZeroMQ's buffers are bounded
+    max_in_flight_bytes: int = _limit(64 * 2**20, 2**20, 2**40)
     # DuckDB's buffer pool (memory_limit): inserted rows stay cached up to it, so without a bound the
     # daemon's RSS grows with the table (~10 MB per million sample values); beyond it DuckDB evicts or spills
     store_memory_bytes: int = _limit(512 * 2**20, 64 * 2**20, 2**44)

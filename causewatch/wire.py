@@ -32,7 +32,9 @@ VERSION = 1
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 MAX_NAME = 256
 AGENT_TYPES = ("hello", "samples", "bbv", "task", "region", "probe_result", "heartbeat")
-DAEMON_TYPES = ("ack", "nack", "run_probe")
+DAEMON_TYPES = ("ack", "nack", "run_probe", "credit")
+# ZMTP handshake property by which an agent says it waits for the daemon's `credit` grants (see docs/architecture.md)
+CREDIT_PROPERTY = "X-Credit"
 _SEQ_MAX = 2**63 - 1
 METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]*")
 MAX_SHOWN = 200               # characters of a peer's value echoed back in an error (no amplification)
@@ -184,6 +186,7 @@ SCHEMAS: dict[str, dict[str, tuple]] = {
     "nack": {"seq": (_int, False), "boot": (_text, False), "field": (_text, True), "reason": (_text, True),
              "code": (_text, False)},
     "run_probe": {"app": (_name, True), "kit": (_name, True), "manifest": (_map_of(lambda f, v: v), False)},
+    "credit": {"bytes": (_int, True)},   # bytes the agent may have unacked from now on (to CREDIT_PROPERTY agents)
 }
 
 
