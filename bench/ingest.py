@@ -197,9 +197,12 @@ class Watch:
     def table(self) -> dict:
         t, rss, fds = np.array(self.samples).T
         peak = int(np.argmax(rss))
+        late = t >= t[-1] / 2   # the last half: a bounded daemon's RSS has stopped rising by then
+        slope = np.polyfit(t[late], rss[late], 1)[0] * 60 if late.sum() > 2 else float("nan")
         return {"start": {"s": t[0], "rss_mb": rss[0], "fds": int(fds[0])},
                 "peak": {"s": t[peak], "rss_mb": rss[peak], "fds": int(fds.max())},
-                "end": {"s": t[-1], "rss_mb": rss[-1], "fds": int(fds[-1])}}
+                "end": {"s": t[-1], "rss_mb": rss[-1], "fds": int(fds[-1])},
+                "last_half_mb_per_min": slope}
 
 
 def end_to_end(args, folder: Path) -> dict:
@@ -305,14 +308,16 @@ def soak(args, e2e: dict) -> dict:
         print(f"soak: {args.agents} agents x {args.frames} frames ({args.timestamps}x{args.metrics} values, one per "
               f"{args.interval:g} s) in {e2e['elapsed']:.0f} s: {e2e['frames']:,} frames, {e2e['values']:,} values, "
               f"0 lost, 0 doubled, {e2e['resent']} resent")
-        minutes: dict[int, tuple] = {}   # the first sample of each minute
+        tenths: dict[int, tuple] = {}   # the first sample of each tenth of the run
         for sample in e2e["samples"]:
-            minutes.setdefault(int(sample[0] // 60), sample)
+            tenths.setdefault(int(10 * sample[0] / e2e["elapsed"]), sample)
         print(f"{'daemon':<8}{'at s':>8}{'RSS MB':>10}{'open fds':>10}")
-        for name, row in e2e["watch"].items():
+        for name in ("start", "peak", "end"):
+            row = e2e["watch"][name]
             print(f"{name:<8}{row['s']:>8.0f}{row['rss_mb']:>10.0f}{row['fds']:>10}")
-        for t, rss, fds in minutes.values():
-            print(f"{'minute':<8}{t:>8.0f}{rss:>10.0f}{fds:>10.0f}")
+        for t, rss, fds in tenths.values():
+            print(f"{'at':<8}{t:>8.0f}{rss:>10.0f}{fds:>10.0f}")
+        print(f"RSS slope over the last half: {e2e['watch']['last_half_mb_per_min']:+.1f} MB/min")
         print(f"CPU seconds: daemon {result['daemon_cpu_s']:.1f}, senders {result['senders_cpu_s']:.1f}")
     return result
 
