@@ -208,7 +208,9 @@ class Sender:
     @property
     def resend_timeout(self) -> float:
         """Seconds an in-flight frame waits for its ack before it is sent again (RFC 6298's RTO)."""
-        rto = self.resend_after if self._latency is None else max(self.resend_after, self._latency[0] + 4 * self._latency[1])
+        rto = self.resend_after
+        if self._latency is not None:
+            rto = max(rto, self._latency[0] + 4 * self._latency[1])
         return min(rto * self._backoff, max(self.resend_after, MAX_RESEND_SECONDS))
 
     def _observe(self, key, now: float) -> None:

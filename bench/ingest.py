@@ -209,7 +209,8 @@ def end_to_end(args, folder: Path) -> dict:
     extra, settings = [], {"max_queue_bytes": args.queue_mb, "store_memory_bytes": args.store_mb,
                            "max_in_flight_bytes": args.in_flight_mb}
     if any(settings.values()):
-        (folder / "daemon.toml").write_text("[daemon]\n" + "".join(f"{k} = {v * 2**20}\n" for k, v in settings.items() if v))
+        lines = "".join(f"{k} = {v * 2**20}\n" for k, v in settings.items() if v)
+        (folder / "daemon.toml").write_text(f"[daemon]\n{lines}")
         extra = ["--config", str(folder / "daemon.toml")]
     daemon = DaemonProcess(folder / "e2e.duckdb", extra=extra).start()
     watch = Watch(daemon.proc.pid)

@@ -6,6 +6,9 @@ seq whenever those are readable, so a sender can settle it). Sample bodies are c
 float64): they are checked with byte-strided slices and integer masks, never a Python loop per value, and
 without numpy (the agent does not install it; only `samples_arrays`, a daemon-side reader, imports it).
 
+Flow control: an agent whose handshake carries CREDIT_PROPERTY gets `credit` frames, the bytes it may
+have unacked (docs/architecture.md); no other peer ever receives that type.
+
 Metric, counter and parameter names follow one rule, METRIC_NAME: a letter or '_' first, then
 letters, digits and '_', '.', ':', '-' (at most MAX_NAME characters). Readers may rely on it, but
 still pass names to SQL as parameters.
