@@ -35,6 +35,10 @@ class CreditGrants:
         self._granted.update(changes)
         return list(changes.items())
 
+    @property
+    def connections(self) -> int:
+        return len(self._seen)
+
     def forget_idle(self) -> None:
         """Drop the connections not heard from in `idle` seconds (gone, or idle: a returning agent's next
         frame gets it a grant again); the share grows back lazily, on the next grants."""

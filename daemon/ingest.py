@@ -229,6 +229,8 @@ class Ingest:
                 checked = time.monotonic()
                 self._check_keys()
                 self._credit.forget_idle()
+                self.metrics.agents_connected.set(self._credit.connections)
+                self.metrics.credit_share_bytes.set(self._credit.share)
         self._drain_outbox()
         self._router.close(linger=0)
         self._pull.close(linger=0)

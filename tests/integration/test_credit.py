@@ -6,7 +6,7 @@ import threading
 import time
 
 import numpy as np
-from support import agent_config, query
+from support import agent_config, query, wait_for
 
 from causewatch import wire
 from causewatch.agent.sender import Sender
@@ -49,6 +49,8 @@ def test_what_all_agents_have_in_flight_is_bounded_by_the_daemon(tmp_path):
     for s in senders:   # every agent known to the daemon before the load: each is granted 1 MiB / 8
         s.send("hello", {"hostname": "h", "agent_version": "0"})
     assert all(s.flush(10) for s in senders)
+    assert wait_for(lambda: b"causewatch_credit_share_bytes 131072.0" in d.exporter.exposition()
+                    and b"causewatch_agents_connected 8.0" in d.exporter.exposition())
     peak = 0
     gate = threading.Event()
     # the writer waits at the gate while the senders send what they may
