@@ -332,8 +332,8 @@ def main() -> None:
     p.add_argument("--window", type=int, default=8, help="frames in flight per agent")
     p.add_argument("--procs", type=int, default=4, help="sender processes the agents are spread over")
     p.add_argument("--resend-after", type=float, default=120.0,
-                   help="seconds before unacked frames are sent again (the agent's 10 s is shorter than the "
-                        "~agents x window / rate a frame waits behind the others here: 8,000 frames at 1,000 agents)")
+                   help="seconds before unacked frames are sent again (a fixed timer: the agent's own adapts to the "
+                        "acks' latency; a frame waits behind what the credit lets the others have in flight)")
     p.add_argument("--seconds", type=float, default=0, help="soak: send for this long, one frame per --interval")
     p.add_argument("--interval", type=float, default=1.0, help="soak: seconds between an agent's frames")
     p.add_argument("--queue-mb", type=int, default=0, help="daemon max_queue_bytes in MiB (default: its own)")
