@@ -8,8 +8,8 @@ control; the handshake property wire.CREDIT_PROPERTY asks for grants; until the 
 daemon that sends none, one frame at a time). Nothing is sent between a disconnect and the next
 handshake, and then every unacked frame is sent again, oldest first; also when the oldest frame has
 waited the resend timeout: `resend_after` at least, else the acks' observed latency (TCP's RTO, RFC
-6298: smoothed latency + 4 x its variation, doubled after each timeout), so a slow daemon is not sent
-frames it still has queued. A nack deletes a frame only when it says the frame itself is wrong;
+6298: smoothed latency + 4 x its variation, doubled after each timeout, learnt anew on each
+connection), so a slow daemon is not sent frames it still has queued. A nack deletes a frame only when it says the frame itself is wrong;
 a nack with a code in wire.RETRY_CODES (store error, identity) keeps it for the next resend. The
 frames an instrumented program spooled under SPOOL/instrument are adopted and delivered too.
 Reconnects back off up to 10 s (ZMQ reconnect_ivl_max) and ZMQ heartbeats detect a dead daemon.
@@ -239,6 +239,9 @@ class Sender:
 
     def _on_event(self, event: dict) -> None:
         if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            # a new connection (often a restarted daemon) starts from resend_after, as TCP starts each
+            # connection from its initial RTO: a latency learnt before, or a backoff, would stall it
+            self._latency, self._backoff = None, 1
             self._handshaken = True
             self._failed_handshakes = self._refused_keys = 0
             self.connected.set()
