@@ -3,9 +3,13 @@
 Delivery promise: at-least-once send, exactly-once store. Every frame is spooled on disk before
 `send` returns and stays there until the daemon acks it — which the daemon does only after the
 commit (ack-after-commit) — and the daemon drops resends by (node, boot, seq). At most `window`
-frames are in flight (credit-based flow control); nothing is sent between a disconnect and the next
-handshake, and then every unacked frame is sent again, oldest first (also when the oldest frame has
-waited `resend_after` seconds). A nack deletes a frame only when it says the frame itself is wrong;
+frames are in flight, and no more bytes than the daemon's last `credit` grant (credit-based flow
+control; the handshake property wire.CREDIT_PROPERTY asks for grants; until the first one, and from a
+daemon that sends none, one frame at a time). Nothing is sent between a disconnect and the next
+handshake, and then every unacked frame is sent again, oldest first; also when the oldest frame has
+waited the resend timeout: `resend_after` at least, else the acks' observed latency (TCP's RTO, RFC
+6298: smoothed latency + 4 x its variation, doubled after each timeout, learnt anew on each
+connection), so a slow daemon is not sent frames it still has queued. A nack deletes a frame only when it says the frame itself is wrong;
 a nack with a code in wire.RETRY_CODES (store error, identity) keeps it for the next resend. The
 frames an instrumented program spooled under SPOOL/instrument are adopted and delivered too.
 Reconnects back off up to 10 s (ZMQ reconnect_ivl_max) and ZMQ heartbeats detect a dead daemon.
@@ -35,6 +39,7 @@ log = logging.getLogger("causewatch.agent.sender")
 _FAILED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 _EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | _FAILED
 INSTRUMENT_SPOOL = "instrument"   # SPOOL/instrument: where instrumented programs spool when no agent listens
+MAX_RESEND_SECONDS = 300.0        # the resend timeout's ceiling, however slow the acks
 
 
 class Sender:
@@ -57,7 +62,12 @@ class Sender:
         self._pending: collections.OrderedDict = collections.OrderedDict(
             ((b, s), d) for b, s, d in self.spool.pending())
         self._unsent = collections.deque(self._pending)
-        self._in_flight: dict[tuple[str, int], float] = {}
+        self._in_flight: dict[tuple[str, int], float] = {}   # key -> when sent
+        self._in_flight_bytes = 0
+        self._credit = 0               # bytes the daemon granted; 0: one frame at a time
+        self._sent_again: set = set()  # keys sent more than once: their acks say nothing of latency (Karn)
+        self._latency: tuple[float, float] | None = None   # smoothed ack latency and its variation, seconds
+        self._backoff = 1              # doubles at each timeout, back to 1 at a fresh latency sample
         self._acked = threading.Condition(self._lock)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -134,8 +144,11 @@ class Sender:
 
     def _forget(self, key) -> None:
         """Drop a frame from the queues; a key is either unsent or in flight, never both."""
-        self._pending.pop(key, None)
-        if self._in_flight.pop(key, None) is None:
+        data = self._pending.pop(key, None)
+        self._sent_again.discard(key)
+        if self._in_flight.pop(key, None) is not None:
+            self._in_flight_bytes -= len(data)
+        else:
             try:
                 self._unsent.remove(key)
             except ValueError:
@@ -151,6 +164,7 @@ class Sender:
         sock.setsockopt(zmq.HEARTBEAT_IVL, 2000)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 6000)
         sock.setsockopt(zmq.HEARTBEAT_TTL, 6000)
+        sock.setsockopt(zmq.METADATA, f"{wire.CREDIT_PROPERTY}:1".encode())   # this agent honours credit grants
         # no ZMQ_ROUTING_ID: the daemon refuses peer-chosen ids and addresses its replies by the one it assigns
         if self.cfg.server_key or self.cfg.client_key:
             if not (self.cfg.server_key and self.cfg.client_key):
@@ -191,11 +205,32 @@ class Sender:
             pass   # ZeroMQ may have dropped the endpoint already
         self._sock.connect(self.cfg.daemon)
 
+    @property
+    def resend_timeout(self) -> float:
+        """Seconds an in-flight frame waits for its ack before it is sent again (RFC 6298's RTO)."""
+        rto = self.resend_after
+        if self._latency is not None:
+            rto = max(rto, self._latency[0] + 4 * self._latency[1])
+        return min(rto * self._backoff, max(self.resend_after, MAX_RESEND_SECONDS))
+
+    def _observe(self, key, now: float) -> None:
+        """An ack of a frame sent once: fold its latency into the smoothed estimate (RFC 6298, 2.2-2.3)."""
+        sent = self._in_flight.get(key)
+        if sent is None or key in self._sent_again:
+            return
+        sample = now - sent
+        if self._latency is None:
+            self._latency = (sample, sample / 2)
+        else:
+            smooth, var = self._latency
+            self._latency = (0.875 * smooth + 0.125 * sample, 0.75 * var + 0.25 * abs(smooth - sample))
+        self._backoff = 1
+
     def _resend_due(self) -> float | None:
         """Monotonic time at which the oldest in-flight frame is due again; None when nothing is in flight."""
         with self._lock:
             oldest = min(self._in_flight.values(), default=None)
-        return None if oldest is None else oldest + self.resend_after
+        return None if oldest is None else oldest + self.resend_timeout
 
     def _poll_timeout(self) -> int | None:
         """Sleep until there is work (wake pipe, ack, monitor event) or the oldest frame is due again."""
@@ -204,6 +239,9 @@ class Sender:
 
     def _on_event(self, event: dict) -> None:
         if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            # a new connection (often a restarted daemon) starts from resend_after, as TCP starts each
+            # connection from its initial RTO: a latency learnt before, or a backoff, would stall it
+            self._latency, self._backoff = None, 1
             self._handshaken = True
             self._failed_handshakes = self._refused_keys = 0
             self.connected.set()
@@ -214,6 +252,7 @@ class Sender:
             # or reach the new daemon out of order.
             self._handshaken = False
             self.connected.clear()
+            self._credit = 0   # the next connection's daemon grants its own
             self._requeue("disconnected")
         elif event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             self.auth_failed.set()
@@ -242,13 +281,17 @@ class Sender:
             if self._in_flight:
                 self.counts["frames_resent"] += len(self._in_flight)
                 log.info("%s: resending %d unacked frames", why, len(self._in_flight))
+            self._sent_again.update(self._in_flight)
             self._in_flight.clear()
+            self._in_flight_bytes = 0
             self._unsent = collections.deque(self._pending)
 
     def _resend_if_stale(self) -> None:
         due = self._resend_due()
         if due is not None and time.monotonic() > due:
-            self._requeue(f"no ack for {self.resend_after:.0f} s")
+            timeout = self.resend_timeout
+            self._backoff *= 2
+            self._requeue(f"no ack for {timeout:.1f} s")
 
     def _send_window(self) -> None:
         while self._handshaken:
@@ -257,6 +300,8 @@ class Sender:
                     return
                 key = self._unsent[0]
                 data = self._pending[key]
+                if self._in_flight and self._in_flight_bytes + len(data) > self._credit:
+                    return   # beyond the daemon's grant: the next ack or grant sends it
             try:
                 self._sock.send(data, zmq.NOBLOCK)
             except zmq.Again:
@@ -265,6 +310,7 @@ class Sender:
                 if self._unsent and self._unsent[0] == key:
                     self._unsent.popleft()
                     self._in_flight[key] = time.monotonic()
+                    self._in_flight_bytes += len(data)
 
     def _receive(self) -> None:
         data = self._sock.recv()
@@ -274,8 +320,10 @@ class Sender:
             log.error("unreadable frame from daemon: %s", e)
             return
         if frame.type == "ack":
-            if self._settle((frame.body["boot"], frame.body["seq"])):
+            if self._settle((frame.body["boot"], frame.body["seq"]), observe=True):
                 self.counts["frames_acked"] += 1
+        elif frame.type == "credit":
+            self._credit = frame.body["bytes"]
         elif frame.type == "nack":
             self._on_nack(frame.body)
         else:
@@ -296,10 +344,12 @@ class Sender:
             self._settle(key)
         # else nothing is wrong with the frame itself: the resend timer sends it again
 
-    def _settle(self, key) -> bool:
+    def _settle(self, key, observe: bool = False) -> bool:
         with self._acked:
             if key not in self._pending:
                 return False
+            if observe:
+                self._observe(key, time.monotonic())
             self._forget(key)
             self.spool.remove(*key)
             self._acked.notify_all()

@@ -1,9 +1,10 @@
 """Ingest benchmark: K simulated agents -> real daemon (child process) -> DuckDB, and a soak mode.
 
 Senders: the agents are spread over --procs processes; each process drives its share from one thread,
-one DEALER socket per agent on a zmq.Poller, speaking the real protocol: ZMTP handshake, a hello frame
-acked before the clock starts, at most --window frames in flight (credit), each settled by its ack,
-and every unacked frame sent again when the oldest has waited --resend-after seconds. What they
+one DEALER socket per agent on a zmq.Poller, speaking the real protocol: ZMTP handshake asking for
+credit, a hello frame acked before the clock starts, at most --window frames and the daemon's credit
+grant in bytes in flight (one frame before the first grant), each settled by its ack, and every
+unacked frame sent again when the oldest has waited --resend-after seconds. What they
 do not do is the agent's own work: a frame's body is msgpack-packed once per process and only the
 small envelope (seq, ts) per frame (byte-identical to wire.encode, checked at start), and nothing
 is spooled to disk, so the two cores go to the daemon, which is what this measures.
@@ -67,30 +68,43 @@ class SimAgent:
         self.sock = ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.IMMEDIATE, 1)
+        self.sock.setsockopt(zmq.METADATA, f"{wire.CREDIT_PROPERTY}:1".encode())
         self.sock.connect(endpoint)
         self.in_flight: dict[int, tuple[float, bytes]] = {}
-        self.sent = self.due_at = 0
+        self.sent = self.due_at = self.credit = self.in_flight_bytes = 0
 
     def send(self, kind: str, packed_body: bytes) -> None:
         self.seq += 1
         data = packed_frame(kind, self.node, self.boot, self.seq, time.time(), packed_body)
         self.in_flight[self.seq] = (time.monotonic(), data)
+        self.in_flight_bytes += len(data)
         self.sock.send(data)
+
+    def settle(self, seq: int) -> bool:
+        sent = self.in_flight.pop(seq, None)
+        if sent:
+            self.in_flight_bytes -= len(sent[1])
+        return sent is not None
 
     def receive(self, counts: dict) -> None:
         while self.sock.poll(0):
             frame = wire.decode(self.sock.recv(), types=wire.DAEMON_TYPES)
             b = frame.body
-            if frame.type == "ack" and b["boot"] == self.boot and self.in_flight.pop(b["seq"], None):
+            if frame.type == "credit":
+                self.credit = b["bytes"]
+                counts["max_credit"] = max(counts["max_credit"], self.credit)
+            elif frame.type == "ack" and b["boot"] == self.boot and self.settle(b["seq"]):
                 counts["acked"] += 1
             elif (frame.type == "nack" and b.get("code") not in wire.RETRY_CODES and b.get("boot") == self.boot
-                  and self.in_flight.pop(b.get("seq"), None)):
+                  and self.settle(b.get("seq"))):
                 counts["refused"] += 1
                 counts["last_refusal"] = f"{b['field']}: {b['reason']}"
 
     def fill(self, payloads: list[bytes], frames: int, window: int, interval: float, now: float) -> None:
-        """Send the frames that are due while credit lasts."""
-        while self.sent < frames and self.due_at <= now and len(self.in_flight) < window:
+        """Send the frames that are due while credit lasts (frames of one size: a payload's bytes stand for all)."""
+        size = len(payloads[0]) + 100
+        while (self.sent < frames and self.due_at <= now and len(self.in_flight) < window
+               and (not self.in_flight or self.in_flight_bytes + size <= self.credit)):
             self.send("samples", payloads[self.sent % len(payloads)])
             self.sent += 1
             self.due_at += interval
@@ -120,7 +134,7 @@ def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
     poller = zmq.Poller()
     for a in sims:
         poller.register(a.sock, zmq.POLLIN)
-    counts = {"acked": 0, "refused": 0, "resent": 0, "last_refusal": ""}
+    counts = {"acked": 0, "refused": 0, "resent": 0, "last_refusal": "", "max_credit": 0}
     for a in sims:   # IMMEDIATE: a send before the handshake would block, so wait until each can send
         while not a.sock.poll(50, zmq.POLLOUT):
             pass
@@ -163,6 +177,7 @@ def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
         for sock, _ in poller.poll(timeout):
             by_sock[sock].receive(counts)
             step(index[sock], time.monotonic())
+    counts["final_credit"] = [min(a.credit for a in sims), max(a.credit for a in sims)]
     for a in sims:
         a.sock.close(linger=0)
     ctx.term()
@@ -182,15 +197,20 @@ class Watch:
     def table(self) -> dict:
         t, rss, fds = np.array(self.samples).T
         peak = int(np.argmax(rss))
+        late = t >= t[-1] / 2   # the last half: a bounded daemon's RSS has stopped rising by then
+        slope = np.polyfit(t[late], rss[late], 1)[0] * 60 if late.sum() > 2 else float("nan")
         return {"start": {"s": t[0], "rss_mb": rss[0], "fds": int(fds[0])},
                 "peak": {"s": t[peak], "rss_mb": rss[peak], "fds": int(fds.max())},
-                "end": {"s": t[-1], "rss_mb": rss[-1], "fds": int(fds[-1])}}
+                "end": {"s": t[-1], "rss_mb": rss[-1], "fds": int(fds[-1])},
+                "last_half_mb_per_min": slope}
 
 
 def end_to_end(args, folder: Path) -> dict:
-    extra = []
-    if args.queue_mb:
-        (folder / "daemon.toml").write_text(f"[daemon]\nmax_queue_bytes = {args.queue_mb * 2**20}\n")
+    extra, settings = [], {"max_queue_bytes": args.queue_mb, "store_memory_bytes": args.store_mb,
+                           "max_in_flight_bytes": args.in_flight_mb}
+    if any(settings.values()):
+        lines = "".join(f"{k} = {v * 2**20}\n" for k, v in settings.items() if v)
+        (folder / "daemon.toml").write_text(f"[daemon]\n{lines}")
         extra = ["--config", str(folder / "daemon.toml")]
     daemon = DaemonProcess(folder / "e2e.duckdb", extra=extra).start()
     watch = Watch(daemon.proc.pid)
@@ -233,7 +253,8 @@ def end_to_end(args, folder: Path) -> dict:
                          f"frames, stored {stored} of {expected} values, refused: "
                          f"{[r['last_refusal'] for r in results if r['refused']]}")
     return {"elapsed": elapsed, "values": stored, "frames": frames, "cpu": cpu, "watch": watch.table(),
-            "samples": watch.samples, "resent": sum(r["resent"] for r in results)}
+            "samples": watch.samples, "resent": sum(r["resent"] for r in results),
+            "credit": [min(r["final_credit"][0] for r in results), max(r["final_credit"][1] for r in results)]}
 
 
 def _cpu(times) -> float:
@@ -242,7 +263,8 @@ def _cpu(times) -> float:
 
 def raw(args, folder: Path) -> tuple[float, int]:
     """The same rows, one batch per round of one frame per agent, straight from Arrow into DuckDB: the ceiling."""
-    store = Store(str(folder / "raw.duckdb"), DaemonConfig().store_memory_bytes)   # the daemon's DuckDB settings
+    # the daemon's DuckDB settings
+    store = Store(str(folder / "raw.duckdb"), args.store_mb * 2**20 or DaemonConfig().store_memory_bytes)
     rng = np.random.default_rng(0)
     frames = [wire.decode(wire.encode("samples", f"agent-{k:04d}", "b", 1, body(args.timestamps, args.metrics, rng)))
               for k in range(args.agents)]
@@ -265,7 +287,7 @@ def throughput(args, e2e: dict, raw_s: float, raw_n: int) -> dict:
               "raw_duckdb_values_per_s": raw_rate, "ratio": rate / raw_rate,
               "daemon_cpu_s": e2e["cpu"]["daemon"], "senders_cpu_s": e2e["cpu"]["senders"],
               "daemon_peak_rss_mb": e2e["watch"]["peak"]["rss_mb"], "daemon_peak_open_fds": e2e["watch"]["peak"]["fds"],
-              "resent": e2e["resent"]}
+              "resent": e2e["resent"], "credit_bytes": e2e["credit"]}
     if not args.json:
         print(f"agents {args.agents}, {e2e['values']:,} values in frames of {args.timestamps}x{args.metrics}")
         print(f"end to end (sent, committed, acked): {rate:>14,.0f} values/s")
@@ -275,6 +297,7 @@ def throughput(args, e2e: dict, raw_s: float, raw_n: int) -> dict:
               f"(wall {e2e['elapsed']:.1f})")
         print(f"daemon peak RSS {result['daemon_peak_rss_mb']:.0f} MB, peak open descriptors "
               f"{result['daemon_peak_open_fds']}; frames resent {e2e['resent']}")
+        print(f"credit granted per agent at the end: {e2e['credit'][0] / 1024:,.0f}-{e2e['credit'][1] / 1024:,.0f} KiB")
     return result
 
 
@@ -286,14 +309,16 @@ def soak(args, e2e: dict) -> dict:
         print(f"soak: {args.agents} agents x {args.frames} frames ({args.timestamps}x{args.metrics} values, one per "
               f"{args.interval:g} s) in {e2e['elapsed']:.0f} s: {e2e['frames']:,} frames, {e2e['values']:,} values, "
               f"0 lost, 0 doubled, {e2e['resent']} resent")
-        minutes: dict[int, tuple] = {}   # the first sample of each minute
+        tenths: dict[int, tuple] = {}   # the first sample of each tenth of the run
         for sample in e2e["samples"]:
-            minutes.setdefault(int(sample[0] // 60), sample)
+            tenths.setdefault(int(10 * sample[0] / e2e["elapsed"]), sample)
         print(f"{'daemon':<8}{'at s':>8}{'RSS MB':>10}{'open fds':>10}")
-        for name, row in e2e["watch"].items():
+        for name in ("start", "peak", "end"):
+            row = e2e["watch"][name]
             print(f"{name:<8}{row['s']:>8.0f}{row['rss_mb']:>10.0f}{row['fds']:>10}")
-        for t, rss, fds in minutes.values():
-            print(f"{'minute':<8}{t:>8.0f}{rss:>10.0f}{fds:>10.0f}")
+        for t, rss, fds in tenths.values():
+            print(f"{'at':<8}{t:>8.0f}{rss:>10.0f}{fds:>10.0f}")
+        print(f"RSS slope over the last half: {e2e['watch']['last_half_mb_per_min']:+.1f} MB/min")
         print(f"CPU seconds: daemon {result['daemon_cpu_s']:.1f}, senders {result['senders_cpu_s']:.1f}")
     return result
 
@@ -307,11 +332,13 @@ def main() -> None:
     p.add_argument("--window", type=int, default=8, help="frames in flight per agent")
     p.add_argument("--procs", type=int, default=4, help="sender processes the agents are spread over")
     p.add_argument("--resend-after", type=float, default=120.0,
-                   help="seconds before unacked frames are sent again (the agent's 10 s is shorter than the "
-                        "~agents x window / rate a frame waits behind the others here: 8,000 frames at 1,000 agents)")
+                   help="seconds before unacked frames are sent again (a fixed timer: the agent's own adapts to the "
+                        "acks' latency; a frame waits behind what the credit lets the others have in flight)")
     p.add_argument("--seconds", type=float, default=0, help="soak: send for this long, one frame per --interval")
     p.add_argument("--interval", type=float, default=1.0, help="soak: seconds between an agent's frames")
     p.add_argument("--queue-mb", type=int, default=0, help="daemon max_queue_bytes in MiB (default: its own)")
+    p.add_argument("--store-mb", type=int, default=0, help="daemon store_memory_bytes in MiB (default: its own)")
+    p.add_argument("--in-flight-mb", type=int, default=0, help="daemon max_in_flight_bytes in MiB (default: its own)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     if args.seconds:

@@ -42,9 +42,12 @@ class DaemonConfig:
     # bytes of received frames waiting for the writer; when full the daemon stops reading and the
     # agents' credit runs out, so they wait (nothing is dropped)
     max_queue_bytes: int = _limit(64 * 2**20, 2**20, 2**40)
+    # bytes the agents may have sent and not had acked, all together (daemon/credit.py): shared among the
+    # connected agents as credit grants, at least one frame each, so ZeroMQ's buffers are bounded
+    max_in_flight_bytes: int = _limit(64 * 2**20, 2**20, 2**40)
     # DuckDB's buffer pool (memory_limit): inserted rows stay cached up to it, so without a bound the
     # daemon's RSS grows with the table (~10 MB per million sample values); beyond it DuckDB evicts or spills
-    store_memory_bytes: int = _limit(512 * 2**20, 64 * 2**20, 2**44)
+    store_memory_bytes: int = _limit(128 * 2**20, 64 * 2**20, 2**44)
     fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)
     reprobe_after: float = _limit(86400.0, 0.0, None)  # seconds before a node's probe result is re-taken; 0: never
     # The causal job (daemon/job_causal.py): how often it learns, from how many new task rows at least,
@@ -79,7 +82,7 @@ class AgentConfig:
     node: str = dataclasses.field(default_factory=socket.gethostname)
     spool: str = "~/.cache/causewatch/spool"
     spool_max_bytes: int = _limit(256 * 1024 * 1024, 1024 * 1024, None)
-    window: int = _limit(32, 1, 10_000)                # frames in flight without an ack (credit)
+    window: int = _limit(32, 1, 10_000)                # frames in flight without an ack, at most (credit: fewer)
     server_key: str | None = None     # daemon public key file (CURVE)
     client_key: str | None = None     # this agent's secret key file (CURVE)
     psutil_interval: float = _limit(1.0, 0.01, 3600.0)

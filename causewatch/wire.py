@@ -6,6 +6,9 @@ seq whenever those are readable, so a sender can settle it). Sample bodies are c
 float64): they are checked with byte-strided slices and integer masks, never a Python loop per value, and
 without numpy (the agent does not install it; only `samples_arrays`, a daemon-side reader, imports it).
 
+Flow control: an agent whose handshake carries CREDIT_PROPERTY gets `credit` frames, the bytes it may
+have unacked (docs/architecture.md); no other peer ever receives that type.
+
 Metric, counter and parameter names follow one rule, METRIC_NAME: a letter or '_' first, then
 letters, digits and '_', '.', ':', '-' (at most MAX_NAME characters). Readers may rely on it, but
 still pass names to SQL as parameters.
@@ -32,7 +35,9 @@ VERSION = 1
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 MAX_NAME = 256
 AGENT_TYPES = ("hello", "samples", "bbv", "task", "region", "probe_result", "heartbeat")
-DAEMON_TYPES = ("ack", "nack", "run_probe")
+DAEMON_TYPES = ("ack", "nack", "run_probe", "credit")
+# ZMTP handshake property by which an agent says it waits for the daemon's `credit` grants (see docs/architecture.md)
+CREDIT_PROPERTY = "X-Credit"
 _SEQ_MAX = 2**63 - 1
 METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]*")
 MAX_SHOWN = 200               # characters of a peer's value echoed back in an error (no amplification)
@@ -184,6 +189,7 @@ SCHEMAS: dict[str, dict[str, tuple]] = {
     "nack": {"seq": (_int, False), "boot": (_text, False), "field": (_text, True), "reason": (_text, True),
              "code": (_text, False)},
     "run_probe": {"app": (_name, True), "kit": (_name, True), "manifest": (_map_of(lambda f, v: v), False)},
+    "credit": {"bytes": (_int, True)},   # bytes the agent may have unacked from now on (to CREDIT_PROPERTY agents)
 }
 
 

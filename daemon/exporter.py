@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from causewatch import wire
@@ -155,6 +155,10 @@ class Exporter:
         self.job_errors = Counter("causewatch_job_errors", "Analysis job runs that raised, by analysis",
                                   ["analysis"], registry=r)
         self.commit_seconds = Counter("causewatch_commit_seconds", "Time spent committing batches", registry=r)
+        self.agents_connected = Gauge("causewatch_agents_connected", "Agent connections heard from in the last 30 s",
+                                      registry=r)
+        self.credit_share_bytes = Gauge("causewatch_credit_share_bytes", "Bytes each agent may have unacked now: "
+                                        "max_in_flight_bytes shared among the connections", registry=r)
         self.snapshots = Snapshots()   # not in the registry: served as the text rendered at publish
         self.nodes = NodeState()
         r.register(self.nodes)

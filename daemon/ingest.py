@@ -3,7 +3,9 @@
 Pattern: ack-after-commit. The IO thread decodes and validates each frame (nack at once when it
 is refused); the writer thread commits batches in one transaction each and only then queues the
 acks, which the IO thread sends. Between them a queue bounded in bytes (max_queue_bytes): when it
-is full the IO thread waits, acks stop and the agents' credit runs out, so they wait. Agents resend
+is full the IO thread waits, acks stop and the agents' credit runs out, so they wait. What the agents
+may send before an ack is granted by the daemon in bytes (daemon/credit.py: max_in_flight_bytes shared
+among the connected agents), so ZeroMQ's buffers stay bounded however many connect. Agents resend
 what was not acked and the store drops what it already has, so every acknowledged frame is in
 DuckDB exactly once.
 
@@ -31,6 +33,7 @@ from causewatch import wire
 from causewatch.config import DaemonConfig, is_loopback
 from causewatch.errors import ConfigError, WireError
 from causewatch.daemon.authorized import AuthorizedKeys
+from causewatch.daemon.credit import CreditGrants
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.store import Store
 
@@ -49,6 +52,13 @@ def raise_nofile_limit() -> int:
         except (ValueError, OSError) as e:
             log.warning("cannot raise the open-files limit from %d to %d: %s", soft, hard, e)
     return soft
+
+
+def _has_property(part: zmq.Frame, name: str) -> bool:
+    try:
+        return part.get(name) is not None
+    except zmq.ZMQError:   # ZeroMQ's answer for a property the peer did not send
+        return False
 
 
 class LogLimit:
@@ -125,6 +135,7 @@ class Ingest:
         self.keys: AuthorizedKeys | None = None
         self._reload = threading.Event()
         self._log_limit = LogLimit()
+        self._credit = CreditGrants(cfg.max_in_flight_bytes)
         self.endpoint: str | None = None
         self._threads: list[threading.Thread] = []
 
@@ -217,6 +228,9 @@ class Ingest:
             if time.monotonic() - checked > _KEYS_CHECK_SECONDS or self._reload.is_set():
                 checked = time.monotonic()
                 self._check_keys()
+                self._credit.forget_idle()
+                self.metrics.agents_connected.set(self._credit.connections)
+                self.metrics.credit_share_bytes.set(self._credit.share)
         self._drain_outbox()
         self._router.close(linger=0)
         self._pull.close(linger=0)
@@ -234,12 +248,12 @@ class Ingest:
             self._forward(self._pull.recv_multipart())
 
     def _receive(self) -> None:
-        parts = self._router.recv_multipart(zmq.NOBLOCK, copy=self.keys is None)
-        user = None
-        if self.keys is not None:   # zero-copy frames carry the ZAP User-Id: the authorized key's name
-            user = parts[-1].get("User-Id")
-            parts = [p.bytes for p in parts]
-        identity, data = parts[0], parts[-1]
+        # zero-copy frames carry the connection's properties: the ZAP User-Id (the authorized key's name)
+        # and whether the agent waits for credit
+        parts = self._router.recv_multipart(zmq.NOBLOCK, copy=False)
+        user = parts[-1].get("User-Id") if self.keys is not None else None
+        wants_credit = _has_property(parts[-1], wire.CREDIT_PROPERTY)
+        identity, data = parts[0].bytes, parts[-1].bytes
         try:
             if identity[:1] != b"\x00":   # ids ZeroMQ assigns start with a zero byte; peers cannot choose those
                 raise WireError("routing_id", "a routing id chosen by the peer is not accepted (do not set "
@@ -257,6 +271,11 @@ class Ingest:
             return
         self.metrics.frames_received.labels(frame.type).inc()
         self.routes[frame.node] = identity
+        for ident, granted in self._credit.note(identity, wants_credit):
+            try:
+                self._router.send_multipart([ident, self._daemon_frame("credit", {"bytes": granted})], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass   # the peer is gone: a new connection gets its own grant
         self._work.put((identity, frame), len(data))
 
     def _refuse(self, identity: bytes, e: WireError) -> None:

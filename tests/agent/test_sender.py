@@ -26,15 +26,43 @@ def test_no_more_than_window_frames_in_flight(tmp_path):
     for i in range(20):
         s.send("task", task(i))
     got = []
-    while router.poll(1000):
+    while router.poll(1000):   # no credit granted yet: one frame at a time
         ident, data = router.recv_multipart()
         got.append(wire.decode(data).seq)
+    assert got == [1]
+    router.send_multipart([ident, wire.encode("credit", "daemon", "d", 1, {"bytes": 2**20})])
+    while router.poll(1000):
+        got.append(wire.decode(router.recv_multipart()[-1]).seq)
     assert got == [1, 2, 3, 4]
     for seq in (1, 2):
         router.send_multipart([ident, wire.encode("ack", "daemon", "d", seq, {"seq": seq, "boot": s.boot})])
     while router.poll(1000):
         got.append(wire.decode(router.recv_multipart()[-1]).seq)
     assert got == [1, 2, 3, 4, 5, 6] and s.unacked == 18
+    s.close()
+    router.close(linger=0)
+
+
+def test_credit_in_bytes_bounds_what_is_in_flight(tmp_path):
+    """A grant of 2.5 frames' bytes lets 2 frames be unacked; a larger grant lets the window's worth go;
+    the handshake says the agent waits for grants."""
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    s = Sender(agent_config(tmp_path, f"tcp://127.0.0.1:{port}", window=8), resend_after=60).start()
+    sizes = [len(wire.encode("task", s.cfg.node, s.boot, i + 1, task(i))) for i in range(20)]
+    for i in range(20):
+        s.send("task", task(i))
+    ident, data = router.recv_multipart(copy=False)
+    assert data.get(wire.CREDIT_PROPERTY) == "1"
+    got = [wire.decode(data.bytes).seq]
+    router.send_multipart([ident, wire.encode("credit", "daemon", "d", 1, {"bytes": int(2.5 * sizes[0])})])
+    while router.poll(1000):
+        got.append(wire.decode(router.recv_multipart()[-1]).seq)
+    assert got == [1, 2]
+    router.send_multipart([ident, wire.encode("credit", "daemon", "d", 2, {"bytes": 2**20})])
+    while router.poll(1000):
+        got.append(wire.decode(router.recv_multipart()[-1]).seq)
+    assert got == list(range(1, 9))
     s.close()
     router.close(linger=0)
 
@@ -74,6 +102,14 @@ def test_run_probe_commands_reach_the_callback(tmp_path):
     router.close(linger=0)
 
 
+def grant(router, ident, s):
+    """Grant the sender (whose thread the test drives) a megabyte of credit, as a daemon would, and let it send."""
+    router.send_multipart([ident, wire.encode("credit", "daemon", "d", 1, {"bytes": 2**20})])
+    assert s._sock.poll(5000)
+    s._receive()
+    s._send_window()
+
+
 def _handshake(s):
     """Read the sender's monitor until its connection is ready (what its own thread would do)."""
     from zmq.utils.monitor import recv_monitor_message
@@ -96,13 +132,17 @@ def test_nothing_is_sent_between_disconnect_and_the_next_handshake(tmp_path):
     for i in range(3):
         s.send("task", task(i))
     s._send_window()
-    got = [wire.decode(router.recv_multipart()[-1]).seq for _ in range(3)]
+    ident, first = router.recv_multipart()
+    grant(router, ident, s)
+    got = [wire.decode(first).seq] + [wire.decode(router.recv_multipart()[-1]).seq for _ in range(2)]
     s._on_event({"event": zmq.EVENT_DISCONNECTED, "value": 0, "endpoint": b""})
     s.send("task", task(3))
     s._send_window()
     assert not router.poll(300), "a frame was sent after DISCONNECTED, before a new handshake"
     s._on_event({"event": zmq.EVENT_HANDSHAKE_SUCCEEDED, "value": 0, "endpoint": b""})
     s._send_window()
+    got.append(wire.decode(router.recv_multipart()[-1]).seq)   # the oldest alone, until the daemon grants
+    grant(router, ident, s)
     while router.poll(300):
         got.append(wire.decode(router.recv_multipart()[-1]).seq)
     assert got == [1, 2, 3, 1, 2, 3, 4]   # everything unacked again, oldest first
