@@ -136,7 +136,11 @@ def test_a_real_cpu_quota_stretches_the_prediction(kit):
         limited = run_kit(manifest, repeats=10)
     grown = limited["stretch"] / free["stretch"]
     assert 1.8 <= grown <= 2.3
-    assert limited["ratio"] / free["ratio"] >= 0.9 * grown
+    # The prediction is CPU time scaled by the stretch: it grows by the stretch, less any fall of the
+    # measured CPU time between the two runs (a CI run saw the prediction grow 1.73x with the stretch
+    # at 2.00); without the stretch it would grow by that CPU change alone (about 1).
+    cpu_change = limited["cpu_ratio"] / free["cpu_ratio"]
+    assert limited["ratio"] / free["ratio"] >= 0.9 * grown * min(cpu_change, 1.0)
     assert limited["lo"] <= limited["predicted_seconds"] <= limited["hi"]
 
 
