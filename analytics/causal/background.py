@@ -23,6 +23,7 @@ class Background:
         self.tiers = {name: list(vs) for name, vs in (tiers or {}).items()}
         self.forbidden = {frozenset(p) for p in forbidden}
         self.required = {tuple(p) for p in required}
+        self._outputs = frozenset(self.tiers.get("outputs", ()))
         self._rank: dict[str, float] = {}
         middle = [t for t in self.tiers if t not in ("inputs", "outputs")]
         ends = {"inputs": float("-inf"), "outputs": float("inf")}
@@ -49,10 +50,10 @@ class Background:
         if not nx.is_directed_acyclic_graph(g):
             raise BackgroundError(f"required edges form a cycle: {nx.find_cycle(g)}")
 
-    def outputs(self) -> set[str]:
+    def outputs(self) -> frozenset[str]:
         """The output tier. An output has no children, so it is a collider on every path through it:
         conditioning on it can open paths and never blocks one, and no separating set needs it."""
-        return set(self.tiers.get("outputs", ()))
+        return self._outputs
 
     def is_required(self, a: str, b: str) -> bool:
         return (a, b) in self.required or (b, a) in self.required

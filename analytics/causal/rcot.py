@@ -127,9 +127,9 @@ class RCoT:
         at the Gauss–Hermite nodes w (standardised)."""
         if col not in self._xy:
             v = self.values[:, col:col + 1]
-            levels = _indicators(v) if self.discrete[col] else None
-            if levels is not None and levels.shape[1] <= MAX_LEVELS:
-                self._xy[col] = levels
+            codes = _codes(v) if self.discrete[col] else None
+            if codes is not None and codes.max() <= MAX_LEVELS:
+                self._xy[col] = _indicators(codes)
             else:
                 arg = v * (np.array(XY_NODES) / _width(v))
                 self._xy[col] = _standardised(np.hstack([v, np.cos(arg), np.sin(arg)]))
@@ -145,8 +145,9 @@ class RCoT:
         disc = [c for c in z if self.discrete[c]]
         parts = [self._features(cont, self.z_features), *(self._xy_features(c) for c in cont)] if cont else []
         if disc:
-            cells = _indicators(self.values[:, disc])
-            parts += [cells] if cells.shape[1] <= MAX_CELLS else [_indicators(self.values[:, [c]]) for c in disc]
+            cells = _codes(self.values[:, disc])
+            parts += ([_indicators(cells)] if cells.max() <= MAX_CELLS
+                      else [_indicators(_codes(self.values[:, [c]])) for c in disc])
         return np.hstack(parts)
 
     def _projection(self, z: tuple):
@@ -204,10 +205,14 @@ def _width(v: np.ndarray) -> float:
     return float(np.median(dist[dist > 0])) if (dist > 0).any() else 1.0
 
 
-def _indicators(v: np.ndarray) -> np.ndarray:
-    """Standardised indicators of the rows' distinct value combinations, all but the first."""
-    _, codes = np.unique(v, axis=0, return_inverse=True)
-    codes = codes.ravel()
+def _codes(v: np.ndarray) -> np.ndarray:
+    """Each row's distinct value combination as a code 0, 1, ... (counted before any matrix is built:
+    many combinations are refused, not materialised)."""
+    return np.unique(v, axis=0, return_inverse=True)[1].ravel()
+
+
+def _indicators(codes: np.ndarray) -> np.ndarray:
+    """Standardised indicators of the codes, all but code 0."""
     return _standardised((codes[:, None] == np.arange(1, codes.max() + 1)).astype(np.float64))
 
 
