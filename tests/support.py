@@ -6,6 +6,7 @@ Import as `from support import ...` (tests/ is on pytest's pythonpath).
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -20,9 +21,17 @@ from causewatch import wire
 from causewatch.config import AgentConfig
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range (32768-60999 here): a port the kernel hands out
+    for bind(0) is also handed to outgoing connections, which took one between this call and a
+    daemon's bind in a CI run ("tcp://127.0.0.1:44623 is in use")."""
+    rng = random.Random()
+    while True:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", rng.randrange(20000, 32768)))
+            except OSError:
+                continue
+            return s.getsockname()[1]
 
 
 class DaemonProcess:
