@@ -252,8 +252,13 @@ def _width(v: np.ndarray) -> float:
 
 def _codes(v: np.ndarray) -> np.ndarray:
     """Each row's distinct value combination as a code 0, 1, ... (counted before any matrix is built:
-    many combinations are refused, not materialised)."""
-    return np.unique(v, axis=0, return_inverse=True)[1].ravel()
+    many combinations are refused, not materialised). Column by column, each code folded into the
+    next: np.unique over rows sorts them as records, 10x slower."""
+    codes = np.zeros(len(v), dtype=np.int64)
+    for col in v.T:
+        levels = np.unique(col, return_inverse=True)[1].ravel()
+        codes = np.unique(codes * (levels.max() + 1) + levels, return_inverse=True)[1].ravel()
+    return codes
 
 
 def _indicators(codes: np.ndarray) -> np.ndarray:
