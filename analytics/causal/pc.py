@@ -11,10 +11,12 @@ import functools
 from collections.abc import Iterable
 from itertools import combinations
 
+import numpy as np
 import pandas as pd
 from causewatch.analytics.causal import mdl
 from causewatch.analytics.causal.background import Background
 from causewatch.analytics.causal.ci import AutoTest, CIResult, CITest, Dataset
+from causewatch.analytics.causal.gsquare import combination_codes
 from causewatch.analytics.causal.model import CausalModel
 from threadpoolctl import ThreadpoolController
 
@@ -27,6 +29,9 @@ EQUIVALENCE_MARGIN = 3.0
 # conditional test short of power given a descendant (LU: n and t_comp for l2m_op given c_op)
 # made a non-deterministic pair look equivalent and kept the wrong edge.
 DETERMINED_R2 = 0.99
+# A discrete variable counts as a function of a set of discrete ones only with at least this many rows
+# per level combination of the set on average (with one row per combination any variable is one).
+MIN_ROWS_PER_CELL = 20
 # How many of an end's strongest neighbours are tried as the hidden strong cause (PCLearner.unmask).
 UNMASK = 2
 # Only an independence this close to the threshold (margin above -UNMASK_BAND null sd; at alpha 0.01
@@ -134,6 +139,7 @@ class PCLearner:
         self.n_reused_ = 0
         self.strengths_: dict = {}
         self.equivalences_: list[dict] = []
+        self._functions: dict = {}
         adj = self._adjacency_search()
         arcs, undirected = self._orient(adj)
         self.model_ = CausalModel.from_search(
@@ -180,12 +186,30 @@ class PCLearner:
             res = self._ci(x, y, s)
             if not res.independent:
                 continue
-            if self._excused.get(_pair(x, y), set()) & set(s):
+            if self._excused.get(_pair(x, y), set()) & set(s) or self._determined_by(x, s) or self._determined_by(y, s):
                 continue
             kept = self._equivalence(adj, x, y, s) if self.equivalences and depth else None
             if kept is None and not (self.unmask and res.margin > -UNMASK_BAND and self._masked(frozen, x, y, s)):
                 self._remove(adj, x, y, s)
                 return
+
+    def _determined_by(self, v: str, s: tuple) -> bool:
+        """Whether discrete v is a function of two or more discrete columns s (one value per level
+        combination of s, with at least MIN_ROWS_PER_CELL rows per combination on average). Then
+        v ⊥ anything | s holds by construction and says nothing about v's edges (Lemeire et al. §6,
+        deterministic relations): asia's either = tub OR lung lost either – xray and either – dysp
+        to that. One determining variable is the information equivalence handled in _equivalence."""
+        data = self.tested_
+        cols = [data.index(c) for c in (v, *s)]
+        if len(s) < 2 or not data.discrete[cols].all():
+            return False
+        key = (v, frozenset(s))
+        if key not in self._functions:
+            cells = combination_codes(data.values[:, cols[1:]])
+            n_cells = int(cells.max()) + 1
+            pairs = combination_codes(np.column_stack([cells, data.values[:, cols[0]]]))
+            self._functions[key] = int(pairs.max()) + 1 == n_cells and n_cells * MIN_ROWS_PER_CELL <= data.n
+        return self._functions[key]
 
     def _masked(self, frozen, x, y, s) -> bool:
         """Whether x ⊥ y | s is a lack of power: given s and the UNMASK other neighbours of y (or of x)

@@ -13,6 +13,7 @@ from collections import OrderedDict
 
 import numba
 import numpy as np
+from causewatch.analytics.causal.gsquare import combination_codes
 from scipy import linalg, spatial, special
 
 # Features of z: the paper's default (100); more only slowly shrink the leak of z's nonlinear effect
@@ -171,7 +172,7 @@ class RCoT:
         at the Gauss–Hermite nodes w (standardised)."""
         if col not in self._xy:
             v = self.values[:, col:col + 1]
-            codes = _codes(v) if self.discrete[col] else None
+            codes = combination_codes(v) if self.discrete[col] else None
             if codes is not None and codes.max() <= MAX_LEVELS:
                 self._xy[col] = _indicators(codes)
             else:
@@ -190,9 +191,9 @@ class RCoT:
         count = min(self.z_features, Z_FEATURES_PER_COLUMN * len(cont))
         parts = [self._features(cont, count), *(self._xy_features(c) for c in cont)] if cont else []
         if disc:
-            cells = _codes(self.values[:, disc])
+            cells = combination_codes(self.values[:, disc])
             parts += ([_indicators(cells)] if cells.max() <= MAX_CELLS
-                      else [_indicators(_codes(self.values[:, [c]])) for c in disc])
+                      else [_indicators(combination_codes(self.values[:, [c]])) for c in disc])
         return np.hstack(parts)
 
     def _projection(self, z: tuple):
@@ -248,17 +249,6 @@ def _width(v: np.ndarray) -> float:
     """The kernel width σ: the median distance between the first WIDTH_ROWS rows (1 if all equal)."""
     dist = spatial.distance.pdist(v[:WIDTH_ROWS])
     return float(np.median(dist[dist > 0])) if (dist > 0).any() else 1.0
-
-
-def _codes(v: np.ndarray) -> np.ndarray:
-    """Each row's distinct value combination as a code 0, 1, ... (counted before any matrix is built:
-    many combinations are refused, not materialised). Column by column, each code folded into the
-    next: np.unique over rows sorts them as records, 10x slower."""
-    codes = np.zeros(len(v), dtype=np.int64)
-    for col in v.T:
-        levels = np.unique(col, return_inverse=True)[1].ravel()
-        codes = np.unique(codes * (levels.max() + 1) + levels, return_inverse=True)[1].ravel()
-    return codes
 
 
 def _indicators(codes: np.ndarray) -> np.ndarray:
