@@ -366,10 +366,10 @@ class RCoTTest(CITest):
 class AutoTest(CITest):
     """The default: per data set, the test that won bench/causal.py for its kind. All-discrete: the
     KDE test's counting G² (F1 at G²'s, faster than causal-learn's). All-continuous data that pass as
-    jointly Gaussian (gaussian.looks_gaussian): Fisher-z, exact there, at a hundredth of RCoT's
-    time. Otherwise RCoT: at 1000-2000 rows it beat the KDE test on every
-    continuous and mixed family (multiple-index SEM F1 0.92 against 0.82, LU 0.92 against 0.90, at a
-    third of the time or less; docs/causal.md)."""
+    jointly Gaussian (gaussian.looks_gaussian): Fisher-z, exact there, at a hundredth of RCoT's time.
+    Otherwise RCoT: at 1000-2000 rows it beat the KDE test on every continuous and mixed family
+    (multiple-index SEM F1 0.92 against 0.82, LU 0.92 against 0.90, at a third of the time or less;
+    docs/causal.md)."""
 
     name = "auto"
 
