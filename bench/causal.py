@@ -30,7 +30,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pandas as pd
-from causewatch.analytics.causal import papers
+from causewatch.analytics.causal import papers, rcot
 from causewatch.analytics.causal.background import Background
 from causewatch.analytics.causal.ci import (
     AutoTest,
@@ -438,6 +438,7 @@ def warm_up(args) -> None:
     for test in ("fisherz", "kci", "rcit"):
         run_causallearn(case, test, args.alpha, 1)
     run_causallearn(codes, "gsq", args.alpha, 1)
+    rcot.chi2_mixture_sf(np.arange(1.0, 9.0), 40.0)   # loads LPB's numba code, which the 60 rows may not reach
     print(f"warm-up of all methods on a 60-row frame: {time.process_time() - c0:.2f} CPU-s, not counted below")
 
 

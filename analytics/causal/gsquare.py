@@ -50,6 +50,16 @@ def _g2_table(cx, cy, cz, kx, ky, kz):
     return 2.0 * g2, df
 
 
+def combination_codes(values: np.ndarray) -> np.ndarray:
+    """Each row's combination of values as a code 0, 1, ... in the rows' lexicographic order. Column by
+    column, each code folded into the next: np.unique over rows sorts them as records, 3x slower."""
+    codes = np.zeros(len(values), dtype=np.int64)
+    for col in np.asarray(values).T:
+        levels = np.unique(col, return_inverse=True)[1].ravel()
+        codes = np.unique(codes * (levels.max() + 1) + levels, return_inverse=True)[1].ravel()
+    return codes
+
+
 class Counter:
     """Integer codes of a table's discrete columns and the z-cell codes of conditioning sets seen
     (PC asks for the same z with many pairs, so a z set is encoded once)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import optimize
+from scipy import linalg, optimize
 
 CLASSES = ("polynomial", "inverse", "power", "sqrt", "log", "step")
 # Residual variance floor relative to var(y): an exact relation has finite, very short code length.
@@ -74,15 +74,20 @@ def _affine(feature: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return a, b
 
 
-def _fit_polynomial(x, y, degree, var):
-    # Fit on a standardised x for conditioning, then report coefficients of the raw x.
+def _polynomials(x, y, max_degree, var):
+    """Least-squares polynomials of degree 0, 1, ... max_degree, a generator (the caller stops early),
+    all from one QR of the Vandermonde matrix of standardised x: a fit per degree cost 0.6-2 ms."""
     mu, sd = float(np.mean(x)), float(np.std(x)) or 1.0
-    poly = np.polynomial.Polynomial.fit(x, y, degree, domain=[mu - sd, mu + sd], window=[-1, 1])
-    coef = poly.convert().coef
-    coef = np.pad(coef, (0, degree + 1 - len(coef)))
-    terms = [_g(coef[0])] + [f"{_g(c)}*{var}" + (f"^{k}" if k > 1 else "") for k, c in enumerate(coef[1:], 1)]
-    n_ops = 3 * degree - 1 if degree else 0
-    return _make(f"poly{degree}", coef, degree + 1, n_ops, x, y, poly, " + ".join(terms))
+    q, r = np.linalg.qr(np.vander((x - mu) / sd, max_degree + 1, increasing=True))
+    qy = q.T @ y
+    for degree in range(max_degree + 1):
+        coef = linalg.solve_triangular(r[:degree + 1, :degree + 1], qy[:degree + 1])
+        # Coefficients of the standardised x, then of the raw x for the formula.
+        poly = np.polynomial.Polynomial(coef, domain=[mu - sd, mu + sd], window=[-1, 1])
+        coef = np.pad(poly.convert().coef, (0, degree + 1))[:degree + 1]
+        terms = [_g(coef[0])] + [f"{_g(c)}*{var}" + (f"^{k}" if k > 1 else "") for k, c in enumerate(coef[1:], 1)]
+        n_ops = 3 * degree - 1 if degree else 0
+        yield _make(f"poly{degree}", coef, degree + 1, n_ops, x, y, poly, " + ".join(terms))
 
 
 def _fit_transform(x, y, kind, var):
@@ -93,17 +98,23 @@ def _fit_transform(x, y, kind, var):
     return _make(kind, (a, b), 2, n_ops, x, y, lambda v: a + b * f(v), f"{_g(a)} + {_g(b)}{text}")
 
 
+def _affine_rss(features: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """RSS of the least-squares y = a + b·f for each row f of `features`, in closed form (inf where a
+    row overflowed)."""
+    fc = features - features.mean(axis=-1, keepdims=True)
+    yc = y - y.mean()
+    sxx, sxy = (fc * fc).sum(axis=-1), fc @ yc
+    rss = yc @ yc - np.where(sxx > 0, sxy * sxy / np.where(sxx > 0, sxx, 1.0), 0.0)
+    return np.where(np.isfinite(rss), rss, np.inf)
+
+
 def _fit_power(x, y, var):
     logx = np.log(x)
-
-    def rss(c):
-        a, b = _affine(np.exp(c * logx), y)
-        r = y - a - b * np.exp(c * logx)
-        return float(r @ r)
-
     grid = np.linspace(-3, 3, 61)
-    c0 = grid[int(np.argmin([rss(c) for c in grid]))]
-    c = optimize.minimize_scalar(rss, bounds=(c0 - 0.1, c0 + 0.1), method="bounded").x
+    with np.errstate(over="ignore", invalid="ignore"):
+        c0 = grid[int(np.argmin(_affine_rss(np.exp(np.outer(grid, logx)), y)))]
+        c = optimize.minimize_scalar(lambda c: float(_affine_rss(np.exp(c * logx)[None], y)[0]),
+                                     bounds=(c0 - 0.1, c0 + 0.1), method="bounded").x
     a, b = _affine(x ** c, y)
     return _make("power", (a, b, c), 3, 3, x, y, lambda v: a + b * v ** c, f"{_g(a)} + {_g(b)}*{var}^{_g(c)}")
 
@@ -140,8 +151,7 @@ def candidates(x, y, classes: Iterable[str] = CLASSES, max_degree: int = 8, var:
     distinct = len(np.unique(x))
     if "polynomial" in classes:
         best, worse = None, 0
-        for degree in range(min(max_degree, distinct - 1) + 1):
-            fit = _fit_polynomial(x, y, degree, var)
+        for fit in _polynomials(x, y, min(max_degree, distinct - 1), var):
             out.append(fit)
             worse = worse + 1 if best is not None and fit.bits > best.bits else 0
             if worse == 2:  # one degree of look-ahead: odd/even-only polynomials skip a degree

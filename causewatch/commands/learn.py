@@ -59,8 +59,8 @@ def add_learning_arguments(parser) -> None:
     parser.add_argument("--require", action="append", default=[], metavar="a->b", help="edge a -> b always present")
     parser.add_argument("--max-depth", type=int, default=3, help="largest conditioning set (default 3)")
     parser.add_argument("--estimator", default="auto", choices=("auto", "kde", "rcot", "lemeire", "fisher-z", "g2"),
-                        help="CI test: auto (default: RCoT on mixed discrete/continuous data, else calibrated KDE "
-                             "MI, counting G² when all discrete), kde, rcot, the papers' KDE MI, Fisher-z, G²")
+                        help="CI test: auto (default: Fisher-z on jointly Gaussian data, counting G² when all "
+                             "discrete, else RCoT), kde (calibrated KDE MI), rcot, the papers' KDE MI, Fisher-z, G²")
     parser.add_argument("--alpha", type=float, default=0.01, help="significance level (not for lemeire)")
     parser.add_argument("--no-equivalences", action="store_true", help="plain PC: no information-equivalence rule")
     parser.add_argument("--submodels", action="store_true", help="also fit each node on its parents (MDL)")

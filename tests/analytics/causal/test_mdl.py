@@ -102,3 +102,15 @@ def test_exact_relation_has_a_finite_description():
 def test_bad_input_is_named():
     with pytest.raises(mdl.MDLError, match="unknown function classes"):
         mdl.fit_curve([1, 2, 3], [1, 2, 3], classes=["spline"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_polynomials_from_one_qr_equal_numpys_fits(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.5, 20, 400)
+    y = 5 - x + 0.3 * x ** 2 - 0.01 * x ** 3 + rng.normal(size=400)
+    fits = {f.kind: f for f in mdl.candidates(x, y, classes=("polynomial",))}
+    for degree in range(4):
+        reference = np.polynomial.Polynomial.fit(x, y, degree)
+        assert fits[f"poly{degree}"].rss == pytest.approx(float(((y - reference(x)) ** 2).sum()), rel=1e-9)
+        assert fits[f"poly{degree}"].predict(x) == pytest.approx(reference(x), rel=1e-7, abs=1e-9)
