@@ -31,12 +31,14 @@ HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: 
 # Its analysis worker runs at normal priority and is never paused for ingest: the workload keeps both
 # cores of a small demo machine busy, and at the daemon's defaults (SCHED_IDLE, paused while frames wait
 # for the writer) the models would only be learnt after it ends.
-CAUSAL = {"causal_interval": 3.0, "causal_min_new": 20, "causal_confirm": 2, "analysis_nice": 0,
+# Each check of new dependencies judges at least 40 new tasks: fewer are a run or two of one task type.
+CAUSAL = {"causal_interval": 3.0, "causal_min_new": 40, "causal_confirm": 2, "analysis_nice": 0,
           "analysis_pause_max": 0.0}
 HOG_CYCLES = 4              # causal model versions learnt while the hog runs
 HOG_UNTIL = 0.75            # ...or until this share of the workload's tasks is stored: the end stays calm
 PIN_AT = 0.35               # no stable baseline by this share of the tasks: pin the newest calm model
 SCOPE = "app:demo"
+STABLE = 0.8                # an edge held by this share of the run's model versions (and not weak) is stable
 WAIT = "cpu_wait_seconds"   # the contended resource's variable in each task record
 
 EPILOG = """examples:
@@ -183,11 +185,14 @@ def report(con, seconds: float, folder: Path, hog: Hog) -> dict:
     """What is in the store, from the store: ingest figures, then each analysis' latest output, the
     hog's stretch and each anomaly timed against it, and each scope's newest model drawn as SVG in the
     demo folder (open anomalies in red)."""
+    from causewatch.analytics.causal.anomalies import MIN_BITS
     from causewatch.analytics.causal.drawing import model_svg
     from causewatch.analytics.causal.model import CausalModel
     from causewatch.daemon import tables
     from causewatch.probe.rank import rank_nodes
     rep = tables.overview(con)
+    rep["causal_edges"] = [dict(e, stable=e["held_by"] >= STABLE * e["versions"] and e["strength_bits"] >= MIN_BITS)
+                           for e in rep["causal_edges"]]
     rep["anomalies"] = [_anomaly(a, hog) for a in reversed(tables.anomalies(con))]
     waits = _waits(con, hog)
     rep["contention_hog"] = [{"cpus": hog.cpus, "baseline": f"model {hog.pinned}, pinned by the demo at "
@@ -277,7 +282,9 @@ MEANING = {
                      "frame (python), per interval: the raw material of phases",
     "top_functions": "the functions those samples landed in most",
     "tasks": "master-worker task records sent by the instrumented workload (instrument.task)",
-    "causal_edges": "the newest causal model of the tasks: which variable depends on which, strength in bits",
+    "causal_edges": "the newest causal model of the tasks: which variable depends on which, strength in bits; "
+                    "held_by of versions: how many of the run's model versions had the edge; stable: held by 80 % "
+                    "and at least 0.1 bits (weaker edges sit near the test's threshold and may differ run to run)",
     "causal_submodels": "each variable with parents as the function of them that describes it shortest (MDL)",
     "contention_hog": "mid-run, one busy process per CPU (pinned) competed with the workload for its cores, "
                       "from started_s to stopped_s (seconds after the workload started) while the causal job "
