@@ -79,7 +79,8 @@ class Reference:
     """A variable's least-squares function of its baseline parents on the baseline's rows (discrete
     parents as one indicator per value seen), with the residuals it left there."""
     target: str
-    parents: tuple[str, ...]
+    parents: tuple[str, ...]   # the baseline's, then the given columns
+    given: tuple[str, ...]
     categories: dict
     coef: np.ndarray
     residuals: np.ndarray
@@ -107,12 +108,13 @@ def references(baseline: CausalModel, rows: pd.DataFrame, variables: list[str], 
     for v in variables:
         if v in baseline.discrete or v not in rows:
             continue
-        parents = tuple(sorted(set(dag.predecessors(v)) | set(given) - {v}))
-        cats = {p: sorted(rows[p].dropna().unique().tolist())[1:] for p in parents if p in baseline.discrete}
-        ref = Reference(v, parents, cats, np.zeros(0), np.zeros(0))
+        parents = sorted(dag.predecessors(v))
+        held = tuple(sorted(set(given) - set(parents) - {v}))
+        cats = {p: sorted(rows[p].dropna().unique().tolist())[1:] for p in [*parents, *held] if p in baseline.discrete}
+        ref = Reference(v, (*parents, *held), held, cats, np.zeros(0), np.zeros(0))
         x, y = ref.design(rows), rows[v].to_numpy(float)
         coef = np.linalg.lstsq(x, y, rcond=None)[0]
-        refs[v] = Reference(v, parents, cats, coef, y - x @ coef)
+        refs[v] = Reference(v, ref.parents, held, cats, coef, y - x @ coef)
     return refs
 
 
@@ -121,7 +123,8 @@ def level_shifts(refs: dict[str, Reference], newest: pd.DataFrame, alpha: float 
     median by more than SHIFT_BAND robust sds of the baseline's residuals (the score, in those sds),
     and a Mann-Whitney test of new against baseline residuals rejecting at alpha over the number of
     variables judged (Bonferroni, as for new dependencies). `src` is the parent whose values explain
-    the shift best (the strongest correlation with the new residuals), or the variable itself."""
+    the shift best (the strongest correlation with the new residuals; not a given column), or the
+    variable itself."""
     found = []
     for v, ref in refs.items():
         new = ref.residuals_of(newest)
@@ -132,10 +135,10 @@ def level_shifts(refs: dict[str, Reference], newest: pd.DataFrame, alpha: float 
         p = float(stats.mannwhitneyu(new, ref.residuals).pvalue)
         if p >= alpha / len(refs):
             continue
-        numeric = [q for q in ref.parents if q not in ref.categories and newest[q].std() > 0]
+        numeric = [q for q in ref.parents if q not in ref.categories and q not in ref.given and newest[q].std() > 0]
         src = max(numeric, key=lambda q: abs(np.corrcoef(newest[q], new)[0, 1]), default=v)
         found.append(Finding("level_shift", src, v, score, SHIFT_BAND, {
-            "rows": len(newest), "baseline_rows": len(ref.residuals), "parents": list(ref.parents),
+            "rows": len(newest), "baseline_rows": len(ref.residuals), "parents": [q for q in ref.parents if q not in ref.given], "given": list(ref.given),
             "median_residual": float(np.median(new)), "baseline_median_residual": float(np.median(ref.residuals)),
             "baseline_robust_sd": sd, "p_value": p, "alpha_per_test": alpha / len(refs)}))
     return found
