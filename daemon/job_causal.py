@@ -3,8 +3,7 @@ re-learnt incrementally (PCLearner.partial_fit), and dependency anomalies agains
 
 Stores a `models` row with its `edges` per version; the baseline of a scope is the first stable
 version (its edges equal the version before) unless an operator pins one. An anomaly (a new
-dependency on the newest tasks, a variable its baseline function of its parents no longer predicts,
-an edge that appeared or disappeared, a strength out of its band) is
+dependency on the newest tasks, an edge that appeared or disappeared, a strength out of its band) is
 raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength,
 causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind} (1 while open).
 """
@@ -37,7 +36,7 @@ MARKOV_HELP = ("Information between a variable and its non-descendants given its
                "tasks, bits (above the test threshold = the model's independence no longer holds)")
 ANOMALY_GAUGE = "causewatch_dependency_anomaly"
 ANOMALY_HELP = ("1 while a dependency anomaly is open: the newest tasks or model depart from the scope's "
-                "baseline model (kind: markov_violation, level_shift, edge_appeared, edge_disappeared, strength_changed)")
+                "baseline model (kind: markov_violation, edge_appeared, edge_disappeared, strength_changed)")
 
 
 def submodels(model) -> dict:
@@ -86,8 +85,6 @@ class _Scope:
         self.tracked_until = 0.0   # rows received up to here have taught the tracker already
         self.baseline: CausalModel | None = None
         self.baseline_id: int | None = None
-        self.references: dict = {}   # the baseline's functions of parents and residuals (level shifts)
-        self.versions: dict[int, int] = {}   # model_id -> rows, for the versions of the current window
         self.previous_edges: set | None = None   # the version before's edges, for the first stable one
         self.open: dict[tuple[str, str, str], int] | None = None   # (kind, src, dst) -> anomaly_id
         self.seen: dict[tuple[str, str, str], int] = {}   # not yet raised: evaluations in a row it was found
@@ -163,7 +160,6 @@ class CausalJob:
         if violations is not None:
             st.violations = violations
         model_id = self._store(ctx, scope, st, float(frame["t_start"].max()), fitted)
-        st.versions = {**(st.versions if grown else {}), model_id: st.n_rows}
         self._track(ctx, scope, st, model_id, data if grown or violations is not None else None)
 
     def _store(self, ctx: JobContext, scope: str, st: _Scope, window_end: float, fitted: dict) -> int:
@@ -187,38 +183,24 @@ class CausalJob:
             if chosen is not None and chosen["model_id"] != st.baseline_id:
                 st.baseline_id = chosen["model_id"]
                 st.baseline = CausalModel.from_json(tables.model_graph(cur, scope, st.baseline_id)[1])
-                self._reference(ctx, st)
         pairs = {(e.src, e.dst) for e in model.edges()}
         if st.baseline is None and pairs == st.previous_edges:
             st.baseline, st.baseline_id = CausalModel.from_json(model.to_dict()), model_id   # a copy: the learner goes on
             ctx.write(lambda con: store.set_baseline(con, scope, model_id, "first stable", now))
-            self._reference(ctx, st)
         st.previous_edges = pairs
         if st.baseline is None:
             return
         found = anomalies.edge_changes(st.baseline, model)
         judged = newest is not None and set(st.baseline.nodes) <= set(newest.columns)
         if judged:
-            measured = [v for v in st.baseline.nodes if v not in st.inputs]
-            found += ctx.compute(anomalies.new_dependencies, st.baseline, newest, st.learner.ci_test, measured)
-            found += anomalies.level_shifts(st.references, newest, st.learner.ci_test.alpha)
+            found += ctx.compute(anomalies.new_dependencies, st.baseline, newest, st.learner.ci_test,
+                                 [v for v in st.baseline.nodes if v not in st.inputs])
         # without fresh rows to judge them, open new dependencies stay as they are
         keep = set() if judged else {k for k in st.open if k[0] == "markov_violation"}
         found = {f.key: f for f in found}
         st.seen = {k: st.seen.get(k, 0) + 1 for k in found if k not in st.open}
         confirmed = {k: f for k, f in found.items() if k in st.open or st.seen[k] >= self.confirm}
         self._lifecycle(ctx, scope, st, model_id, confirmed, keep, now)
-
-    @staticmethod
-    def _reference(ctx: JobContext, st: _Scope) -> None:
-        """The baseline's functions of parents for level shifts, fitted on the baseline's own rows: the
-        head of the current window when the baseline is one of its versions; otherwise (a baseline from
-        before a restart or an older window) none, and no level shifts are judged."""
-        rows = st.versions.get(st.baseline_id)
-        st.references = {} if rows is None else ctx.compute(
-            anomalies.references, st.baseline, st.learner.model_.data.head(rows),
-            [v for v in st.baseline.nodes if v not in st.inputs], [v for v in st.inputs if v in st.baseline.nodes])
-        log.info("causal model: baseline %s, level shifts judged for %s", st.baseline_id, sorted(st.references))
 
     def _lifecycle(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, found: dict, keep: set,
                    now: float) -> None:

@@ -1,9 +1,7 @@
 """Dependency anomalies: where newest data or a newer model departs from a baseline causal model.
 
 A `markov_violation` is a variable (`dst`) whose Markov condition fails on the newest rows: it depends
-on a non-descendant (`src`) beyond its parents, so the baseline's independence no longer holds; a
-`level_shift` is a variable the baseline's function of its parents no longer predicts on the newest
-rows (a dependency the baseline holds, deepened: tasks wait three times as long per CPU second);
+on a non-descendant (`src`) beyond its parents, so the baseline's independence no longer holds;
 `edge_appeared`, `edge_disappeared` and `strength_changed` compare the baseline's edges with a newer one's.
 """
 
@@ -13,16 +11,13 @@ import math
 from dataclasses import dataclass, field
 
 import networkx as nx
-import numpy as np
 import pandas as pd
-from scipy import stats
 
 from causewatch.analytics.causal.ci import AutoTest, CITest, Dataset, KDEMITest
 from causewatch.analytics.causal.model import CausalModel
 
-KINDS = ("markov_violation", "level_shift", "edge_appeared", "edge_disappeared", "strength_changed")
+KINDS = ("markov_violation", "edge_appeared", "edge_disappeared", "strength_changed")
 MIN_BITS = 0.1   # an edge weaker than this appearing or disappearing is noise near the test's threshold
-SHIFT_BAND = 1.0   # a level shift moves the residuals' median by more than this many of the baseline's robust sds
 
 
 @dataclass(frozen=True)
@@ -71,76 +66,6 @@ def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITes
         found.append(Finding("markov_violation", src, v, float(row.bits), float(row.threshold), {
             "rows": len(newest), "parents": parents, "tests": len(tested), "alpha_per_test": getattr(test, "alpha", None),
             "bits_by_non_descendant": {o: round(b, 4) for o, b in bits.items()}}))
-    return found
-
-
-@dataclass(frozen=True)
-class Reference:
-    """A variable's least-squares function of its baseline parents on the baseline's rows (discrete
-    parents as one indicator per value seen), with the residuals it left there."""
-    target: str
-    parents: tuple[str, ...]   # the baseline's, then the given columns
-    given: tuple[str, ...]
-    categories: dict
-    coef: np.ndarray
-    residuals: np.ndarray
-
-    def design(self, frame: pd.DataFrame) -> np.ndarray:
-        cols = [np.ones(len(frame))]
-        for p in self.parents:
-            if p in self.categories:   # a value the baseline never saw gets no indicator
-                cols += [(frame[p] == c).to_numpy(float) for c in self.categories[p]]
-            else:
-                cols.append(frame[p].to_numpy(float))
-        return np.column_stack(cols)
-
-    def residuals_of(self, frame: pd.DataFrame) -> np.ndarray:
-        return frame[self.target].to_numpy(float) - self.design(frame) @ self.coef
-
-
-def references(baseline: CausalModel, rows: pd.DataFrame, variables: list[str], given: list[str] = ()
-               ) -> dict[str, Reference]:
-    """Each continuous variable of `variables` fitted on its baseline parents and the `given` columns
-    (the task's parameters: a batch of one task type is the workload's mix, not a shift) over the
-    baseline's `rows`."""
-    dag = baseline.dag_extension()
-    refs = {}
-    for v in variables:
-        if v in baseline.discrete or v not in rows:
-            continue
-        parents = sorted(dag.predecessors(v))
-        held = tuple(sorted(set(given) - set(parents) - {v}))
-        cats = {p: sorted(rows[p].dropna().unique().tolist())[1:] for p in [*parents, *held] if p in baseline.discrete}
-        ref = Reference(v, (*parents, *held), held, cats, np.zeros(0), np.zeros(0))
-        x, y = ref.design(rows), rows[v].to_numpy(float)
-        coef = np.linalg.lstsq(x, y, rcond=None)[0]
-        refs[v] = Reference(v, ref.parents, held, cats, coef, y - x @ coef)
-    return refs
-
-
-def level_shifts(refs: dict[str, Reference], newest: pd.DataFrame, alpha: float = 0.01) -> list[Finding]:
-    """Variables whose residuals under the baseline's function of their parents moved on `newest`: the
-    median by more than SHIFT_BAND robust sds of the baseline's residuals (the score, in those sds),
-    and a Mann-Whitney test of new against baseline residuals rejecting at alpha over the number of
-    variables judged (Bonferroni, as for new dependencies). `src` is the parent whose values explain
-    the shift best (the strongest correlation with the new residuals; not a given column), or the
-    variable itself."""
-    found = []
-    for v, ref in refs.items():
-        new = ref.residuals_of(newest)
-        sd = 1.4826 * float(np.median(np.abs(ref.residuals - np.median(ref.residuals)))) or 1e-12
-        score = abs(float(np.median(new) - np.median(ref.residuals))) / sd
-        if score <= SHIFT_BAND or len(new) < 3:
-            continue
-        p = float(stats.mannwhitneyu(new, ref.residuals).pvalue)
-        if p >= alpha / len(refs):
-            continue
-        numeric = [q for q in ref.parents if q not in ref.categories and q not in ref.given and newest[q].std() > 0]
-        src = max(numeric, key=lambda q: abs(np.corrcoef(newest[q], new)[0, 1]), default=v)
-        found.append(Finding("level_shift", src, v, score, SHIFT_BAND, {
-            "rows": len(newest), "baseline_rows": len(ref.residuals), "parents": [q for q in ref.parents if q not in ref.given], "given": list(ref.given),
-            "median_residual": float(np.median(new)), "baseline_median_residual": float(np.median(ref.residuals)),
-            "baseline_robust_sd": sd, "p_value": p, "alpha_per_test": alpha / len(refs)}))
     return found
 
 

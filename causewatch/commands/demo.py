@@ -243,8 +243,9 @@ def _shown(anomalies: list[dict], waits: dict, hog: Hog) -> str:
         how = "resolved before it stopped" if all(a["resolved_s"] is not None for a in ours) else "is still open"
         return f"in part: a {ours[0]['kind']} on {WAIT} was raised while the hog ran, but {how}"
     return (f"no anomaly on {WAIT} while the hog ran: tasks waited {waits.get('wait_per_cpu_s_before')} s for a "
-            f"CPU per CPU second before it and {waits.get('wait_per_cpu_s_during')} s during it (a shift the "
-            "checks of the newest tasks did not tell from the baseline's own spread)")
+            f"CPU per CPU second before it and {waits.get('wait_per_cpu_s_during')} s during it; where other work "
+            f"already makes tasks wait before the hog, the baseline holds task time's dependency on {WAIT} and "
+            "the hog deepens it without making it new")
 
 
 def _anomaly(a: dict, hog: Hog) -> dict:
@@ -291,9 +292,8 @@ MEANING = {
                       "learnt model_versions versions; wait_per_cpu_s: seconds a task waited for a CPU per "
                       "second it ran, before, during and after (other work on the machine contends too)",
     "anomalies": "departures from the baseline model (the first stable one): a Markov violation is a new "
-                 "dependency the baseline says should not be there, a level shift a variable its baseline function "
-                 "of its parents no longer predicts (score: how far its residuals moved, in the baseline's robust "
-                 "sds); both are judged on each cycle's newest tasks, so they resolve once those are calm again (edges that appeared or changed are the model's, whose "
+                 "dependency the baseline says should not be there, judged on each cycle's newest tasks, so it "
+                 "resolves once they are calm again (edges that appeared or changed are the model's, whose "
                  "window keeps the hog's tasks: they stay open until it moves); times are seconds from the "
                  "hog's start and stop",
     "model_pictures": "the newest model of each scope drawn as SVG (edge width = strength, anomalies in red)",
