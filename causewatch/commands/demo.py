@@ -34,7 +34,8 @@ HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: 
 # Each check of new dependencies judges at least 40 new tasks: fewer are a run or two of one task type.
 CAUSAL = {"causal_interval": 3.0, "causal_min_new": 40, "causal_confirm": 2, "analysis_nice": 0,
           "analysis_pause_max": 0.0}
-HOG_CYCLES = 4              # causal model versions learnt while the hog runs
+HOG_CYCLES = 6              # model versions learnt while the hog runs: its first batch is part calm, and a
+                            # finding is raised on the 2nd check in a row that sees it (4 stopped it first)
 HOG_UNTIL = 0.75            # ...or until this share of the workload's tasks is stored: the end stays calm
 PIN_AT = 0.35               # no stable baseline by this share of the tasks: pin the newest calm model
 SCOPE = "app:demo"
