@@ -76,6 +76,7 @@ class _Scope:
     def __init__(self):
         self.learner: PCLearner | None = None
         self.columns: list[str] = []
+        self.inputs: list[str] = []   # the task parameters: the workload's mix, never judged for new dependencies
         self.received = 0.0
         self.n_rows = 0
         self.window_start = 0.0
@@ -146,6 +147,7 @@ class CausalJob:
         if not grown and st.learner is not None and list(data.columns) != st.columns:
             log.info("causal model %s: columns changed, learning a new model", scope)
         tiers = {"inputs": [c for c in inputs if c in data.columns]}
+        st.inputs = tiers["inputs"]
         learner, violations, fitted = ctx.compute(learn, st.learner, data, check, grown, tiers, self.max_depth,
                                                   self.max_rows)
         st.learner = learner
@@ -191,7 +193,8 @@ class CausalJob:
         found = anomalies.edge_changes(st.baseline, model)
         judged = newest is not None and set(st.baseline.nodes) <= set(newest.columns)
         if judged:
-            found += ctx.compute(anomalies.new_dependencies, st.baseline, newest, st.learner.ci_test)
+            found += ctx.compute(anomalies.new_dependencies, st.baseline, newest, st.learner.ci_test,
+                                 [v for v in st.baseline.nodes if v not in st.inputs])
         # without fresh rows to judge them, open new dependencies stay as they are
         keep = set() if judged else {k for k in st.open if k[0] == "markov_violation"}
         found = {f.key: f for f in found}

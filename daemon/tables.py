@@ -367,6 +367,19 @@ def live_counts(con) -> dict[str, int]:
     return {name: con.execute(sql).fetchone()[0] for name, sql in LIVE_COUNTS.items()}
 
 
+# The newest model's edges, each with how many of its scope's versions hold the pair (either way round):
+# an edge most versions hold is stable; one that comes and goes is near the test's threshold.
+NEWEST_EDGES = """
+    WITH newest AS (SELECT model_id, scope FROM models ORDER BY model_id DESC LIMIT 1),
+         versions AS (SELECT m.model_id FROM models m JOIN newest n USING (scope)),
+         held AS (SELECT least(src, dst) a, greatest(src, dst) b, count(DISTINCT model_id) n FROM edges
+                  WHERE model_id IN (SELECT model_id FROM versions) GROUP BY ALL)
+    SELECT e.src, e.dst, round(e.strength, 3) strength_bits, e.directed, h.n held_by,
+           (SELECT count(*) FROM versions) versions
+    FROM edges e JOIN held h ON h.a = least(e.src, e.dst) AND h.b = greatest(e.src, e.dst)
+    WHERE e.model_id = (SELECT model_id FROM newest) ORDER BY e.strength DESC, e.src, e.dst"""
+
+
 def overview(con) -> dict:
     """Everything the demo's report shows: ingest figures, then each analysis' latest output."""
     rows = lambda sql: _records(con.execute(sql))   # noqa: E731
@@ -381,8 +394,7 @@ def overview(con) -> dict:
                               "FROM bbv GROUP BY kind"),
         "top_functions": rows("SELECT key, sum(count) samples FROM bbv GROUP BY key ORDER BY samples DESC LIMIT 5"),
         "tasks": rows("SELECT app, count(*) tasks, round(avg(duration), 4) mean_seconds FROM tasks GROUP BY app"),
-        "causal_edges": rows("SELECT src, dst, round(strength, 3) strength_bits, directed FROM edges "
-                             "WHERE model_id = (SELECT max(model_id) FROM models) ORDER BY strength DESC"),
+        "causal_edges": rows(NEWEST_EDGES),
         "causal_submodels": [{"variable": v, **sub} for v, sub in latest_submodels(con).items()],
         "anomalies": rows("SELECT scope, kind, src, dst, round(score, 3) score, round(threshold, 3) threshold, "
                           "CASE WHEN resolved IS NULL THEN 'open' ELSE 'resolved' END state "

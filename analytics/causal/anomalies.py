@@ -17,6 +17,7 @@ from causewatch.analytics.causal.ci import AutoTest, CITest, Dataset, KDEMITest
 from causewatch.analytics.causal.model import CausalModel
 
 KINDS = ("markov_violation", "edge_appeared", "edge_disappeared", "strength_changed")
+MIN_BITS = 0.1   # an edge weaker than this appearing or disappearing is noise near the test's threshold
 
 
 @dataclass(frozen=True)
@@ -34,29 +35,47 @@ class Finding:
         return self.kind, self.src, self.dst
 
 
-def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITest | None = None) -> list[Finding]:
-    """Variables of `baseline` whose Markov condition fails on `newest`, each with the non-descendant
-    it now depends on most (given its baseline parents) as `src`."""
+def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITest | None = None,
+                     variables: list[str] | None = None) -> list[Finding]:
+    """Variables of `baseline` (or those of them in `variables`) whose Markov condition fails on
+    `newest`, each with the non-descendant it now depends on most (given its baseline parents) as `src`.
+
+    One check makes a test per judged variable, each at the test's alpha divided by their number
+    (Bonferroni, for the KDE test): a check on calm rows raises a false alarm with probability about
+    alpha however many variables it judges (at alpha per variable, a check every few seconds would
+    page someone every 100/(number of variables) checks)."""
     test = ci_test or KDEMITest()
     test = test.kde if isinstance(test, AutoTest) else test   # evidence in bits, as markov_violations judges
-    violations = baseline.markov_violations(newest, ci_test=test)
-    found = []
-    if not violations.violated.any():
-        return found
     dag = baseline.dag_extension()
+    sets = {v: _markov_sets(dag, v) for v in baseline.nodes if variables is None or v in variables}
+    tested = [v for v, (_, others) in sets.items() if others]
+    if isinstance(test, KDEMITest) and test.threshold is None and len(tested) > 1:
+        test = KDEMITest(estimator=test.estimator, alpha=test.alpha / len(tested), n_null=test.n_null,
+                         seed=test.seed, local_null=test.local_null, points=test.points)
+    violations = baseline.markov_violations(newest, ci_test=test)
+    violations = violations[violations.violated & violations.variable.isin(tested)]
+    found = []
+    if violations.empty:
+        return found
     ds = Dataset(newest[baseline.nodes].reset_index(drop=True), [v for v in baseline.nodes if v in baseline.discrete])
-    for row in violations[violations.violated].itertuples():
+    for row in violations.itertuples():
         v = row.variable
-        parents = sorted(dag.predecessors(v))
-        others = sorted(set(baseline.nodes) - nx.descendants(dag, v) - set(parents) - {v})
+        parents, others = sets[v]
         bits = {o: test.test(ds, v, o, parents).bits for o in others}
         src = max(bits, key=bits.get)
         found.append(Finding("markov_violation", src, v, float(row.bits), float(row.threshold), {
-            "rows": len(newest), "parents": parents, "bits_by_non_descendant": {o: round(b, 4) for o, b in bits.items()}}))
+            "rows": len(newest), "parents": parents, "tests": len(tested), "alpha_per_test": getattr(test, "alpha", None),
+            "bits_by_non_descendant": {o: round(b, 4) for o, b in bits.items()}}))
     return found
 
 
-def edge_changes(baseline: CausalModel, newer: CausalModel, min_bits: float = 0.1, band_bits: float = 0.05,
+def _markov_sets(dag: nx.DiGraph, v: str) -> tuple[list[str], list[str]]:
+    """`v`'s parents, and the non-descendants the Markov condition says it is independent of given them."""
+    parents = set(dag.predecessors(v))
+    return sorted(parents), sorted(set(dag.nodes) - nx.descendants(dag, v) - parents - {v})
+
+
+def edge_changes(baseline: CausalModel, newer: CausalModel, min_bits: float = MIN_BITS, band_bits: float = 0.05,
                  band_ratio: float = 1.0) -> list[Finding]:
     """Edges of at least `min_bits` that appeared or disappeared between `baseline` and `newer`, and
     strengths that moved by more than `band_bits` and by more than a factor 2**band_ratio (both, so

@@ -2,6 +2,7 @@
 
 import json
 
+import pandas as pd
 from support import run_cli
 
 from causewatch.commands import demo
@@ -21,6 +22,8 @@ def test_demo_reports_every_part(tmp_path):
     assert {p["kind"] for p in rep["phase_vectors"]} >= {"native", "python"}
     assert rep["tasks"][0]["app"] == "demo" and rep["tasks"][0]["tasks"] == frames["task"]
     assert rep["causal_edges"], "the causal job learned no model from the task records"
+    assert all(1 <= e["held_by"] <= e["versions"] and e["stable"] == (e["held_by"] >= demo.STABLE * e["versions"]
+               and e["strength_bits"] >= 0.1) for e in rep["causal_edges"])
     assert rep["causal_submodels"] and all(s["formula"] for s in rep["causal_submodels"])
     assert rep["bottlenecks"], "the fuzzy job scored no region"
     pictures = rep["model_pictures"]
@@ -49,6 +52,13 @@ def test_the_report_times_each_anomaly_against_the_hog(tmp_path):
         store.raise_anomaly(con, dict(row, kind="edge_appeared", src="cpu_seconds", dst=demo.WAIT,
                                       opened=origin + 50.0, evidence={"strength_bits": 0.2}))
     st.run(write)
+    graph = lambda *edges: {"nodes": ["a", "b", "c", "d"], "edges": [   # noqa: E731
+        {"src": s, "dst": d, "directed": True, "strength": v} for s, d, v in edges]}
+    for scope, edges in (("app:demo", [("a", "b", 0.9), ("b", "c", 0.3)]), ("app:other", [("a", "b", 1.0)]),
+                         ("app:demo", [("b", "a", 0.8), ("c", "d", 0.05)])):
+        st.run(lambda con: store.insert_model(con, scope, (origin, origin + 9), 100, origin + 9, graph(*edges),
+                                              pd.DataFrame([dict(src=s, dst=d, strength=v, directed=True)
+                                                            for s, d, v in edges])))
     hog = demo.Hog(origin, "http://127.0.0.1:9")   # no daemon: the test sets the stretch itself
     hog.started, hog.stopped = 35.0, 72.0
     try:
@@ -60,5 +70,9 @@ def test_the_report_times_each_anomaly_against_the_hog(tmp_path):
                      "state": "resolved", "opened_s": 41.0, "resolved_s": 82.5, "score": 1.43, "threshold": 1.06,
                      "rows": 44, "when": "raised +6.0 s from the hog's start, resolved +10.5 s from its stop"}
     assert second["state"] == "open" and second["resolved_s"] is None and second["when"].endswith("still open")
+    # the newest model's edges, counted over its scope's versions either way round; weak ones are not stable
+    assert rep["causal_edges"] == [
+        {"src": "b", "dst": "a", "strength_bits": 0.8, "directed": True, "held_by": 2, "versions": 2, "stable": True},
+        {"src": "c", "dst": "d", "strength_bits": 0.05, "directed": True, "held_by": 1, "versions": 2, "stable": False}]
     (shown,) = rep["contention_hog"]
     assert (shown["started_s"], shown["stopped_s"]) == (35.0, 72.0) and shown["shown"].startswith("yes:")

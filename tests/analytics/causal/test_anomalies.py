@@ -29,6 +29,9 @@ def test_a_markov_violation_is_found_and_named_by_its_source():
     f = found[0]
     assert f.score > f.threshold > 0 and f.evidence["rows"] == 600 and f.evidence["parents"] == ["b"]
     assert f.evidence["bits_by_non_descendant"]["a"] > f.evidence["bits_by_non_descendant"]["d"]
+    # one check, Bonferroni over its tests: b, c and d have non-descendants beyond their parents, a has d
+    assert f.evidence["tests"] == 4 and f.evidence["alpha_per_test"] == 0.01 / 4
+    assert new_dependencies(baseline, rows(1, 600, 1.5), variables=["a", "b", "d"]) == []   # c not judged
 
 
 def test_edges_that_appear_disappear_or_move_beyond_the_band():
