@@ -217,6 +217,8 @@ def report(learner: PCLearner, args) -> int:
     """Print the learnt model (text or --json) and write the --dot / --tetrad files."""
     model = learner.model_
     subs = model.fit_submodels() if args.submodels else {}
+    test = learner.ci_test
+    test_name = test.chosen(learner.tested_).name if hasattr(test, "chosen") else test.name
     if args.dot:
         Path(args.dot).write_text(model.to_dot())
     if args.tetrad:
@@ -224,12 +226,13 @@ def report(learner: PCLearner, args) -> int:
     if args.json:
         out = {k: v for k, v in model.to_dict().items() if k in ("nodes", "edges", "equivalences")}
         out["ci_tests"] = learner.n_tests_
+        out["ci_test"] = test_name
         if subs:
             out["submodels"] = {v: {"parents": list(s.parents), "kind": s.kind, "formula": s.formula,
                                     "bits": round(s.bits, 3)} for v, s in subs.items()}
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{len(model.nodes)} variables, {len(model.edges())} edges, {learner.n_tests_} CI tests")
+    print(f"{len(model.nodes)} variables, {len(model.edges())} edges, {learner.n_tests_} CI tests ({test_name})")
     for e in model.edges():
         print(f"  {e.src} {'-->' if e.directed else '---'} {e.dst}   ({e.strength:.3f} bits)")
     for q in model.equivalences:

@@ -34,6 +34,18 @@ def test_learn_json_prints_nodes_edges_equivalences(fig1_csv, capsys):
     assert out["equivalences"] == []
 
 
+def test_learn_says_which_test_auto_chose(fig1_csv, tmp_path, capsys):
+    assert main(["learn", str(fig1_csv), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ci_test"] == "rcot"   # nonlinear
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=1500)
+    b = a + rng.normal(size=1500)
+    path = tmp_path / "linear.csv"
+    pd.DataFrame({"a": a, "b": b, "c": b - a + rng.normal(size=1500)}).to_csv(path, index=False)
+    assert main(["learn", str(path)]) == 0
+    assert "CI tests (fisher-z)" in capsys.readouterr().out   # jointly Gaussian
+
+
 def test_learn_background_flags_and_files(fig1_csv, tmp_path, capsys):
     dot, tetrad = tmp_path / "g.dot", tmp_path / "g.txt"
     assert main(["learn", str(fig1_csv), "--estimator", "fisher-z", "--tier", "inputs:A,D", "--tier", "outputs:C",
