@@ -24,7 +24,7 @@ from causewatch.systemd import sd_notify
 
 log = logging.getLogger("causewatch.daemon")
 ROUTES = "causewatch.daemon.routes:answer"
-API_NICE = 10   # the API worker: below ingest, above the analyses (SCHED_IDLE would starve it under load)
+API_NICE = 0   # the API worker: the priority routes had in the daemon (SCHED_IDLE would starve it under load)
 
 
 class Daemon:
@@ -67,6 +67,7 @@ class Daemon:
         self.endpoint = self.ingest.start()
         self.scheduler.start()
         if self.http:
+            self._api_thread.submit(self.api_worker.start)   # its imports now, not in the first request
             self.http.start()
         log.info("serving %s (db %s, http %s)", self.endpoint, self.cfg.db, self.http and self.http.address)
         return self

@@ -1,13 +1,15 @@
 """The live daemon's HTTP side: /api/stats, PERFQL and bottlenecks over what agents sent, /metrics."""
 
 import json
+import os
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
 import pytest
-from support import agent_config
+from support import agent_config, wait_for
 
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
@@ -72,3 +74,17 @@ def test_stats_and_unknown_route(live):
     assert stats["tables"]["regions"] == 3 and stats["tables"]["nodes"] == 0
     code, body = get(live, "/api/nope")
     assert code == 404 and "/api/query" in body
+
+
+def test_routes_answer_while_the_analysis_worker_is_busy(live):
+    """The API has its own worker: a route answers while a long request runs in the analysis worker,
+    from a third process (neither the daemon nor the analysis worker)."""
+    busy = threading.Thread(target=live.worker, args=(time.sleep, 20), daemon=True)
+    busy.start()
+    assert wait_for(lambda: live.worker.pid is not None)
+    code, body = get(live, "/api/stats")
+    assert busy.is_alive()   # the analysis worker is still in its request
+    assert code == 200 and json.loads(body)["tables"]["regions"] == 3
+    assert live.api_worker.pid not in (None, live.worker.pid, os.getpid())
+    live.worker.stop()
+    busy.join(10)
