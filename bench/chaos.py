@@ -97,8 +97,9 @@ def full_daemon_rss(folder: Path) -> dict:
         time.sleep(2)
         parent = psutil.Process(d.proc.pid)
         rss = {"daemon": parent.memory_info().rss / 2**20}
-        for i, child in enumerate(parent.children(), 1):
-            rss[f"worker {i}"] = child.memory_info().rss / 2**20
+        for child in parent.children():   # the two workers, and multiprocessing's resource tracker
+            kind = "resource tracker" if "resource_tracker" in " ".join(child.cmdline()) else "worker"
+            rss[f"{kind} {child.pid}"] = child.memory_info().rss / 2**20
         return rss
     finally:
         d.stop()
