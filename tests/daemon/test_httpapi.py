@@ -15,6 +15,7 @@ from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
 from causewatch.daemon.job_fuzzy import FuzzyJob
 from causewatch.daemon.server import Daemon
+from causewatch.daemon.worker import WorkerError
 
 # Truong & Fahringer, soft-computing-performance-analysis: L2 miss ratios of Fig. 5's regions.
 REGIONS = {"PARTICLE_LOAD": 0.9497242344418835, "MPI_SEND": 0.6550124668722567, "FIELD_SOLVE": 0.2}
@@ -79,7 +80,11 @@ def test_stats_and_unknown_route(live):
 def test_routes_answer_while_the_analysis_worker_is_busy(live):
     """The API has its own worker: a route answers while a long request runs in the analysis worker,
     from a third process (neither the daemon nor the analysis worker)."""
-    busy = threading.Thread(target=live.worker, args=(time.sleep, 20), daemon=True)
+    def sleep_in_the_worker():
+        with pytest.raises(WorkerError):   # cut short by the stop below
+            live.worker(time.sleep, 20)
+
+    busy = threading.Thread(target=sleep_in_the_worker, daemon=True)
     busy.start()
     assert wait_for(lambda: live.worker.pid is not None)
     code, body = get(live, "/api/stats")
