@@ -12,6 +12,7 @@ import json
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
-from support import agent_config, free_port, samples  # noqa: E402
+from support import DaemonProcess, agent_config, free_port, samples  # noqa: E402
 from test_chaos import QuickDaemon, run_chaos  # noqa: E402
 from test_hostile import CORPUS  # noqa: E402
 
@@ -41,6 +42,8 @@ def flood(folder: Path, n: int, sockets: int = 4) -> dict:
     """n malformed frames (the hostile corpus, cycled) from raw DEALERs, a good sender alongside."""
     d = QuickDaemon(folder / "flood.duckdb", port=free_port()).start()
     watched = psutil.Process(d.proc.pid)
+    time.sleep(2)
+    idle_rss = watched.memory_info().rss / 2**20
     corpus = [c for c in CORPUS if len(c) < 1024 * 1024 and not _legal(c)]
     raws = [zmq.Context.instance().socket(zmq.DEALER) for _ in range(sockets)]
     for r in raws:
@@ -78,9 +81,28 @@ def flood(folder: Path, n: int, sockets: int = 4) -> dict:
     log_bytes = sum(p.stat().st_size for p in folder.glob("flood.*.log"))
     nacked = sum(v for k, v in reasons.items() if k != "ack")
     return {"frames": n, "nacked": nacked, "acked": reasons["ack"], "unanswered": n - replies,
-            "nacks_by_reason": dict(reasons), "frames_per_s": n / elapsed, "daemon_peak_rss_mb": peak_rss,
+            "nacks_by_reason": dict(reasons), "frames_per_s": n / elapsed, "daemon_idle_rss_mb": idle_rss,
+            "daemon_peak_rss_mb": peak_rss,
             "log_bytes_per_refused_frame": log_bytes / max(nacked, 1), "good_all_acked": good_ok,
             "good_refused": good_refused}
+
+
+def full_daemon_rss(folder: Path) -> dict:
+    """RSS (MB) of `causewatch daemon` with its default jobs, idle, after one /api call: the ingesting
+    process and its two workers (the analysis stack lives only in those)."""
+    d = DaemonProcess(folder / "full.duckdb").start()
+    try:
+        with urllib.request.urlopen(f"http://{d.http}/api/stats", timeout=60) as reply:
+            reply.read()
+        time.sleep(2)
+        parent = psutil.Process(d.proc.pid)
+        rss = {"daemon": parent.memory_info().rss / 2**20}
+        for child in parent.children():   # the two workers, and multiprocessing's resource tracker
+            kind = "resource tracker" if "resource_tracker" in " ".join(child.cmdline()) else "worker"
+            rss[f"{kind} {child.pid}"] = child.memory_info().rss / 2**20
+        return rss
+    finally:
+        d.stop()
 
 
 def main() -> None:
@@ -103,16 +125,20 @@ def main() -> None:
                   f"left in spools {audit['spooled_left']} ({rounds[-1]['seconds']:.0f} s)", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         hostile = flood(Path(tmp), args.flood) if args.flood else {}
+        full = full_daemon_rss(Path(tmp))
     if args.json:
-        print(json.dumps({"rounds": rounds, "flood": hostile}))
+        print(json.dumps({"rounds": rounds, "flood": hostile, "full_daemon_idle_rss_mb": full}))
     elif hostile:
         print(f"flood: {hostile['frames']:,} malformed frames, {hostile['nacked']:,} nacked "
               f"({hostile['nacked'] / hostile['frames']:.1%}), {hostile['acked']} acked, "
               f"{hostile['unanswered']} unanswered, {hostile['frames_per_s']:,.0f} frames/s")
         print(f"  nacks by reason: {hostile['nacks_by_reason']}")
-        print(f"  daemon peak RSS {hostile['daemon_peak_rss_mb']:.0f} MB, "
+        print(f"  daemon RSS idle {hostile['daemon_idle_rss_mb']:.0f} MB, peak {hostile['daemon_peak_rss_mb']:.0f} MB, "
               f"{hostile['log_bytes_per_refused_frame']:.2f} log bytes per refused frame")
         print(f"  good sender: all acked {hostile['good_all_acked']}, refused {hostile['good_refused']}")
+    if not args.json:
+        print("causewatch daemon with its jobs, idle after one /api call, RSS: "
+              + ", ".join(f"{name} {mb:.0f} MB" for name, mb in full.items()))
 
 
 if __name__ == "__main__":

@@ -208,8 +208,9 @@ class Watch:
 def end_to_end(args, folder: Path) -> dict:
     extra, settings = [], {"max_queue_bytes": args.queue_mb, "store_memory_bytes": args.store_mb,
                            "max_in_flight_bytes": args.in_flight_mb}
-    if any(settings.values()):
+    if any(settings.values()) or args.batch_frames:
         lines = "".join(f"{k} = {v * 2**20}\n" for k, v in settings.items() if v)
+        lines += f"batch_max_frames = {args.batch_frames}\n" if args.batch_frames else ""
         (folder / "daemon.toml").write_text(f"[daemon]\n{lines}")
         extra = ["--config", str(folder / "daemon.toml")]
     daemon = DaemonProcess(folder / "e2e.duckdb", extra=extra).start()
@@ -336,6 +337,8 @@ def main() -> None:
                         "acks' latency; a frame waits behind what the credit lets the others have in flight)")
     p.add_argument("--seconds", type=float, default=0, help="soak: send for this long, one frame per --interval")
     p.add_argument("--interval", type=float, default=1.0, help="soak: seconds between an agent's frames")
+    p.add_argument("--batch-frames", type=int, default=0,
+                   help="daemon batch_max_frames, frames per commit at most (default: its own)")
     p.add_argument("--queue-mb", type=int, default=0, help="daemon max_queue_bytes in MiB (default: its own)")
     p.add_argument("--store-mb", type=int, default=0, help="daemon store_memory_bytes in MiB (default: its own)")
     p.add_argument("--in-flight-mb", type=int, default=0, help="daemon max_in_flight_bytes in MiB (default: its own)")

@@ -10,10 +10,12 @@ causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
 import pandas as pd
+import pyarrow as pa
 
 from causewatch.analytics.causal import anomalies, features
 from causewatch.analytics.causal.background import Background
@@ -164,11 +166,11 @@ class CausalJob:
 
     def _store(self, ctx: JobContext, scope: str, st: _Scope, window_end: float, fitted: dict) -> int:
         model = st.learner.model_
-        edges = pd.DataFrame([{"src": e.src, "dst": e.dst, "strength": e.strength, "directed": e.directed}
-                              for e in model.edges()])
+        edges = pa.Table.from_pylist([{"src": e.src, "dst": e.dst, "strength": e.strength, "directed": e.directed}
+                                      for e in model.edges()])
         graph = {**model.to_dict(), "submodels": fitted}
-        return ctx.write(lambda con: store.insert_model(con, scope, (st.window_start, window_end), st.n_rows,
-                                                        self.clock(), graph, edges))
+        return ctx.write(functools.partial(store.insert_model, scope=scope, window=(st.window_start, window_end),
+                                           n_rows=st.n_rows, learned_at=self.clock(), graph=graph, edges=edges))
 
     # ---- anomalies against the baseline ----
     def _track(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, newest: pd.DataFrame | None) -> None:
@@ -186,7 +188,8 @@ class CausalJob:
         pairs = {(e.src, e.dst) for e in model.edges()}
         if st.baseline is None and pairs == st.previous_edges:
             st.baseline, st.baseline_id = CausalModel.from_json(model.to_dict()), model_id   # a copy: the learner goes on
-            ctx.write(lambda con: store.set_baseline(con, scope, model_id, "first stable", now))
+            ctx.write(functools.partial(store.set_baseline, scope=scope, model_id=model_id, how="first stable",
+                                        now=now))
         st.previous_edges = pairs
         if st.baseline is None:
             return
@@ -205,20 +208,21 @@ class CausalJob:
     def _lifecycle(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, found: dict, keep: set,
                    now: float) -> None:
         window = [st.window_start, now]
-
-        def write(con):
-            for key, f in found.items():
-                evidence = {**f.evidence, "window": window, "threshold": f.threshold, "score": f.score}
-                if key in st.open:
-                    store.update_anomaly(con, st.open[key], now, model_id, f.score, f.threshold, evidence)
-                    continue
-                st.open[key] = store.raise_anomaly(con, {
-                    "scope": scope, "kind": f.kind, "src": f.src, "dst": f.dst, "opened": now,
-                    "baseline_id": st.baseline_id, "model_id": model_id, "score": f.score,
-                    "threshold": f.threshold, "evidence": evidence})
-                log.warning("anomaly %s %s: %s -> %s (%.3f bits, threshold %.3f)", scope, f.kind, f.src, f.dst,
-                            f.score, f.threshold)
-            for key in set(st.open) - set(found) - keep:
-                store.resolve_anomaly(con, st.open.pop(key), now)
-                log.info("anomaly %s %s: %s -> %s resolved", scope, *key)
-        ctx.write(write)
+        evidence = {key: {**f.evidence, "window": window, "threshold": f.threshold, "score": f.score}
+                    for key, f in found.items()}
+        new = [key for key in found if key not in st.open]
+        gone = set(st.open) - set(found) - keep
+        raised = [{"scope": scope, "kind": found[k].kind, "src": found[k].src, "dst": found[k].dst, "opened": now,
+                   "baseline_id": st.baseline_id, "model_id": model_id, "score": found[k].score,
+                   "threshold": found[k].threshold, "evidence": evidence[k]} for k in new]
+        updated = [(st.open[k], model_id, f.score, f.threshold, evidence[k]) for k, f in found.items() if k in st.open]
+        ids = ctx.write(functools.partial(store.record_anomalies, raised=raised, updated=updated,
+                                          resolved=[st.open[k] for k in gone], now=now))
+        for key, anomaly_id in zip(new, ids):
+            st.open[key] = anomaly_id
+            f = found[key]
+            log.warning("anomaly %s %s: %s -> %s (%.3f bits, threshold %.3f)", scope, f.kind, f.src, f.dst,
+                        f.score, f.threshold)
+        for key in gone:
+            del st.open[key]
+            log.info("anomaly %s %s: %s -> %s resolved", scope, *key)

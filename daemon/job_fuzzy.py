@@ -4,7 +4,10 @@ regions and sampled BBV functions), stored in `scores` and exported as a gauge p
 
 from __future__ import annotations
 
+import functools
 import time
+
+import pyarrow as pa
 
 from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks
 from causewatch.analytics.fuzzy.terms import TermSet
@@ -35,7 +38,8 @@ class FuzzyJob:
             frame = tables.region_summaries(cur, since=now - self.window)
         found = find_bottlenecks(frame, self.termsets, mode=self.mode).assign(ts=now)[COLUMNS]
         if len(found):
-            ctx.write(lambda con: store.insert_frame(con, "scores", found))
+            ctx.write(functools.partial(store.insert_frame, table="scores",
+                                        rows=pa.Table.from_pandas(found, preserve_index=False)))
         worst = found.groupby(["node", "region", "metric"], sort=False)["severity"].max()
         series = [({"node": n, "region": r, "metric": m}, s) for (n, r, m), s in worst.items()]
         ctx.exporter.publish(self.name, [gauge_family(GAUGE, HELP, ["node", "region", "metric"], series)])

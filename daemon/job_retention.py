@@ -8,6 +8,7 @@ rows gave. Rows that arrive after their minute's raw rows went are folded into i
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -71,23 +72,11 @@ class RetentionJob:
         lo = None if resume is None else max(resume - LATE, cut.get("samples", -math.inf))
         export = self.export or None
 
-        def write(con) -> dict[str, int]:
-            if lo is not None and lo < current:
-                store.rollup_minutes(con, lo, current)
-            raw_cut = cut.get("samples")
-            if raw_cut is not None and first is not None and first < raw_cut:
-                # The minutes about to lose their raw rows get their final aggregate first.
-                merged_to = min(self.finalised_, raw_cut)
-                if first < merged_to:
-                    store.rollup_minutes(con, first, merged_to, merge=True)
-                store.rollup_minutes(con, max(first, merged_to), raw_cut)
-            deleted = {t: store.delete_before(con, t, c, export) for t, c in cut.items()}
-            if self.samples_days and self.bbv_days:
-                # The log outlives the longest raw window: a frame resent within it is acked as a duplicate.
-                deleted["ingest_log"] = store.trim_ingest_log(con, now - max(self.samples_days, self.bbv_days) * DAY)
-            return deleted
-
-        self.deleted_ = ctx.write(write)
+        # The log outlives the longest raw window: a frame resent within it is acked as a duplicate.
+        log_cut = now - max(self.samples_days, self.bbv_days) * DAY if self.samples_days and self.bbv_days else None
+        self.deleted_ = ctx.write(functools.partial(store.retain, lo=lo, current=current, first=first,
+                                                    finalised=self.finalised_, cut=cut, export=export,
+                                                    log_cut=log_cut))
         self.rolled_to_ = current
         if "samples" in cut:
             self.finalised_ = max(self.finalised_, cut["samples"])

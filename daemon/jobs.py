@@ -22,8 +22,9 @@ class JobContext:
     write(fn)   runs fn(con) on the writer thread in one transaction and returns its result;
     send(node, type, body)  a command to a node's agent; False when the node is not connected;
     exporter    where the job publishes its gauges (one snapshot per run);
-    compute(fn, *args)  fn(*args) where heavy numeric work belongs: in the daemon, the analysis worker
-                process at the lowest priority (daemon.worker); elsewhere (tests, benches) in-process.
+    compute(fn, *args)  fn(*args) where heavy numeric work belongs: in-process, since in the daemon the job
+                itself runs in the analysis worker (daemon.analysis); a test or bench may hand it an
+                AnalysisWorker to run that work in a child.
     """
     read: Callable[[], duckdb.DuckDBPyConnection]
     write: Callable[[Callable[[duckdb.DuckDBPyConnection], Any]], Any]

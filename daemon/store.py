@@ -16,7 +16,11 @@ import numpy as np
 import pyarrow as pa
 
 from causewatch import wire
-from causewatch.daemon import tables
+
+# The facts of a node that a probe result depends on, as one JSON object from a `nodes` row aliased n:
+# the machine's boot (the agent's hello carries /proc/sys/kernel/random/boot_id) and its hardware.
+NODE_FACTS_SQL = ("json_object('boot_id', n.extra->>'$.boot_id', 'cpu_model', n.cpu_model, "
+                  "'cores', n.cores, 'memory_bytes', n.memory_bytes)")
 
 MIGRATIONS: list[tuple[int, str]] = [
     (1, """
@@ -269,22 +273,23 @@ class Store:
 # ---- analysis writes: jobs hand these to the writer thread (ctx.write), inside its transaction ----
 
 def insert_frame(con: duckdb.DuckDBPyConnection, table: str, rows) -> None:
-    """Append a DataFrame whose columns are a subset of `table`'s, named alike."""
+    """Append rows (an Arrow table, or a DataFrame) whose columns are a subset of `table`'s, named alike."""
     con.register("analysis_batch", rows)
     try:
-        con.execute(f"INSERT INTO {table} ({', '.join(rows.columns)}) SELECT * FROM analysis_batch")
+        columns = [d[0] for d in con.execute("SELECT * FROM analysis_batch LIMIT 0").description]
+        con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM analysis_batch")
     finally:
         con.unregister("analysis_batch")
 
 
 def insert_model(con: duckdb.DuckDBPyConnection, scope: str, window: tuple[float, float], n_rows: int,
-                 learned_at: float, graph: dict, edges) -> int:
-    """A new `models` version with its `edges` rows (a DataFrame without model_id); returns its id."""
+                 learned_at: float, graph: dict, edges: pa.Table) -> int:
+    """A new `models` version with its `edges` rows (without model_id); returns its id."""
     model_id = con.execute("SELECT coalesce(max(model_id), 0) + 1 FROM models").fetchone()[0]
     con.execute("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [model_id, scope, window[0], window[1], n_rows, learned_at, json.dumps(graph)])
     if len(edges):
-        insert_frame(con, "edges", edges.assign(model_id=model_id))
+        insert_frame(con, "edges", edges.append_column("model_id", pa.array([model_id] * len(edges), pa.int64())))
     return model_id
 
 
@@ -315,10 +320,21 @@ def resolve_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float)
     con.execute("UPDATE anomalies SET resolved = ?, updated = ? WHERE anomaly_id = ?", [now, now, anomaly_id])
 
 
+def record_anomalies(con: duckdb.DuckDBPyConnection, raised: list[dict], updated: list[tuple], resolved: list[int],
+                     now: float) -> list[int]:
+    """One evaluation's anomaly changes in one transaction: `raised` rows (raise_anomaly's), `updated`
+    as update_anomaly's arguments after `now`, `resolved` ids. Returns the raised ones' ids in order."""
+    for args in updated:
+        update_anomaly(con, args[0], now, *args[1:])
+    for anomaly_id in resolved:
+        resolve_anomaly(con, anomaly_id, now)
+    return [raise_anomaly(con, row) for row in raised]
+
+
 def record_probe_facts(con: duckdb.DuckDBPyConnection) -> None:
     """Give each new probe result the facts of the hello its agent run sent (same node and boot):
     after that hello is stored, so a hello and a result in one batch work too."""
-    con.execute(f"""UPDATE probe_results p SET facts = {tables.NODE_FACTS_SQL} FROM nodes n
+    con.execute(f"""UPDATE probe_results p SET facts = {NODE_FACTS_SQL} FROM nodes n
                     WHERE p.facts IS NULL AND p.node = n.node AND p.boot = n.boot""")
 
 
@@ -394,3 +410,23 @@ def trim_ingest_log(con: duckdb.DuckDBPyConnection, cutoff: float) -> int:
     return con.execute(f"""DELETE FROM ingest_log WHERE type IN {RAW_TYPES} AND received < ?
         AND seq < (SELECT max(m.seq) FROM ingest_log m WHERE m.node = ingest_log.node AND m.boot = ingest_log.boot)
         """, [cutoff]).fetchone()[0]
+
+
+def retain(con: duckdb.DuckDBPyConnection, lo: float | None, current: float, first: float | None, finalised: float,
+           cut: dict[str, float], export: str | None, log_cut: float | None) -> dict[str, int]:
+    """A retention run's writes (daemon/job_retention.py): roll up the minutes from `lo` to `current`;
+    give the minutes about to lose their raw samples (from `first` to cut["samples"]) their final
+    aggregate, merged into it before `finalised`; delete each table's rows before its cut (copied to
+    Parquet in `export` first) and the ingest log before `log_cut`. Returns rows deleted per table."""
+    if lo is not None and lo < current:
+        rollup_minutes(con, lo, current)
+    raw_cut = cut.get("samples")
+    if raw_cut is not None and first is not None and first < raw_cut:
+        merged_to = min(finalised, raw_cut)
+        if first < merged_to:
+            rollup_minutes(con, first, merged_to, merge=True)
+        rollup_minutes(con, max(first, merged_to), raw_cut)
+    deleted = {t: delete_before(con, t, c, export) for t, c in cut.items()}
+    if log_cut is not None:
+        deleted["ingest_log"] = trim_ingest_log(con, log_cut)
+    return deleted

@@ -16,6 +16,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from causewatch.analytics.fuzzy.summaries import BASE_METRICS, KEYS, metric_name
+from causewatch.daemon import store
 from causewatch.errors import InputError
 
 TABLES = ("nodes", "samples", "samples_minute", "bbv", "tasks", "regions", "models", "edges", "anomalies", "scores",
@@ -316,15 +317,9 @@ def registered_kits(con) -> list[dict]:
     return [{"app": a, "kit": k, "path": p, "manifest": json.loads(m) if m else None} for a, k, p, m in rows]
 
 
-# The facts of a node that a probe result depends on, as one JSON object from a `nodes` row aliased n:
-# the machine's boot (the agent's hello carries /proc/sys/kernel/random/boot_id) and its hardware.
-NODE_FACTS_SQL = ("json_object('boot_id', n.extra->>'$.boot_id', 'cpu_model', n.cpu_model, "
-                  "'cores', n.cores, 'memory_bytes', n.memory_bytes)")
-
-
 def node_facts(con, node: str) -> dict | None:
-    """The facts of `node`'s latest hello (NODE_FACTS_SQL's keys), None for an unknown node."""
-    row = con.execute(f"SELECT {NODE_FACTS_SQL} FROM nodes n WHERE node = ?", [node]).fetchone()
+    """The facts of `node`'s latest hello (store.NODE_FACTS_SQL's keys), None for an unknown node."""
+    row = con.execute(f"SELECT {store.NODE_FACTS_SQL} FROM nodes n WHERE node = ?", [node]).fetchone()
     return json.loads(row[0]) if row else None
 
 

@@ -2,14 +2,17 @@
 so a re-learn never takes ingest's core or the daemon's GIL; it is paused while ingest has a backlog.
 
 Pattern: request-reply over a multiprocessing Pipe, one request at a time (`worker(fn, *args)` blocks
-its caller, the scheduler thread, and returns fn's result). The child is spawned, never forked from the
-threaded daemon; it starts on first use and again after it dies (that run fails with WorkerError, the
-job's next run gets a fresh child). Arguments and results travel pickled, so fn is a module-level function.
+its caller and returns fn's result); while it runs, the work may `ask` the daemon (its `host`) for what
+only the daemon has, the store above all. The child is spawned, never forked from the threaded daemon;
+it starts on first use and again after it dies (that run fails with WorkerError, the next request gets a
+fresh child, set up again). Arguments and results travel pickled, so fn is a module-level function or a
+"module:function" reference that only the child imports: the daemon never loads the analysis stack.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
 import logging
 import multiprocessing as mp
 import os
@@ -26,6 +29,7 @@ POLL_SECONDS = 0.02    # how often a waiting request checks the child and whethe
 # A paused child resumes once ingest has been quiet this long: under steady ingest the writer's queue
 # empties between batches, and resuming at each gap would let the child run most of the time.
 QUIET_SECONDS = 0.25
+UNPICKLABLE = (pickle.PicklingError, TypeError, AttributeError)
 
 
 class WorkerError(RuntimeError):
@@ -52,38 +56,74 @@ def _die_with(parent: int) -> None:
         os._exit(0)
 
 
+def resolve(fn):
+    """fn itself, or the function a "module:function" reference names (imported where it is called)."""
+    if not isinstance(fn, str):
+        return fn
+    module, _, name = fn.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _name(fn) -> str:
+    return fn if isinstance(fn, str) else fn.__qualname__
+
+
+_daemon = None   # in the child: its end of the pipe, for ask()
+
+
+def ask(kind: str, *args):
+    """From work running in the child: the daemon's host answers host(kind, *args) (its error is raised here)."""
+    if _daemon is None:
+        raise WorkerError(f"ask({kind!r}): not in an analysis worker")
+    _daemon.send(("ask", kind, args))
+    ok, value = _daemon.recv()
+    if not ok:
+        raise value
+    return value
+
+
 def _serve(conn, niceness: int, parent: int) -> None:
+    global _daemon
     _die_with(parent)
     _lower_priority(niceness)
+    _daemon = conn
     while True:
         try:
             fn, args = conn.recv()
         except EOFError:   # the daemon went away
             return
         try:
-            reply = (True, fn(*args), "")
+            reply = ("done", True, resolve(fn)(*args), "")
         except Exception as e:
-            reply = (False, e, traceback.format_exc())
+            reply = ("done", False, e, traceback.format_exc())
         try:
             conn.send(reply)
-        except (pickle.PicklingError, TypeError, AttributeError) as e:   # an unpicklable result or error
-            conn.send((False, WorkerError(f"{fn.__qualname__}: its reply cannot be sent back ({e})"), ""))
+        except UNPICKLABLE as e:
+            conn.send(("done", False, WorkerError(f"{_name(fn)}: its reply cannot be sent back ({e})"), ""))
 
 
 class AnalysisWorker:
     """`worker(fn, *args)` runs fn(*args) in the child and returns its result or raises its exception.
 
+    host : a callable, host(kind, *args), that answers the child's `ask`s in the daemon (on the caller's
+        thread, while the child waits); its exceptions are raised in the child.
+    setup : (fn, args) run first in each new child (e.g. to build the analysis jobs); its result is `setup_`.
     busy : a callable, true while the daemon's own work should go first (ingest's writer has a backlog);
         the child is then stopped (SIGSTOP) until busy has been false for QUIET_SECONDS, for at most
         max_pause s at a stretch, and afterwards runs at least min_run s (default max_pause / 4), so under
         sustained load an analysis still finishes, at a fifth of its pace or better. paused_seconds
         counts the pauses.
+    Call it from a thread that outlives the child (the scheduler's, the daemon's API thread): the child's
+    death signal follows the thread that spawned it.
     """
 
-    def __init__(self, niceness: int = LOWEST_PRIORITY, busy=None, max_pause: float = 2.0, min_run: float | None = None):
+    def __init__(self, niceness: int = LOWEST_PRIORITY, busy=None, max_pause: float = 2.0, min_run: float | None = None,
+                 host=None, setup: tuple | None = None, name: str = "causewatch-analysis"):
         self.niceness = niceness
         self.busy, self.max_pause = busy, max_pause
         self.min_run = max_pause / 4 if min_run is None else min_run
+        self.host, self.setup, self.name = host, setup, name
+        self.setup_ = None
         self.paused_seconds = 0.0
         self._paused_at: float | None = None
         self._ran_from = self._busy_at = 0.0
@@ -94,27 +134,54 @@ class AnalysisWorker:
 
     def __call__(self, fn, *args):
         with self._lock:
-            if self._stopping.is_set():
-                raise WorkerError("the daemon is stopping")
             self._start()
-            try:
-                self._conn.send((fn, args))
-                self._ran_from = time.monotonic()
+            return self._request(fn, args)
+
+    def start(self):
+        """Start the child now (and set it up); returns `setup_`."""
+        with self._lock:
+            self._start()
+            return self.setup_
+
+    def _request(self, fn, args):
+        if self._stopping.is_set():
+            raise WorkerError("the daemon is stopping")
+        try:
+            self._conn.send((fn, args))
+            self._ran_from = time.monotonic()
+            while True:
                 while not self._conn.poll(POLL_SECONDS):
                     if self._stopping.is_set() or not self._proc.is_alive():
                         raise EOFError
                     self._pace()
                 self._resume()
-                ok, value, trace = self._conn.recv()
-            except (EOFError, OSError) as e:
-                self._resume()
-                code = self._discard()
-                raise WorkerError(f"the analysis worker ended (exit code {code}) during {fn.__qualname__}") from e
+                message = self._conn.recv()
+                if message[0] == "done":
+                    break
+                self._answer(*message[1:])
+        except (EOFError, OSError) as e:
+            self._resume()
+            code = self._discard()
+            raise WorkerError(f"the analysis worker ended (exit code {code}) during {_name(fn)}") from e
+        _, ok, value, trace = message
         if not ok:
             if trace:
                 value.add_note(f"in the analysis worker:\n{trace}")
             raise value
         return value
+
+    def _answer(self, kind: str, args: tuple) -> None:
+        """The child asked host(kind, *args): send back (True, result) or (False, error)."""
+        try:
+            if self.host is None:
+                raise WorkerError(f"ask({kind!r}): this worker has no host")
+            answer = (True, self.host(kind, *args))
+        except Exception as e:
+            answer = (False, e)
+        try:
+            self._conn.send(answer)
+        except UNPICKLABLE as e:
+            self._conn.send((False, WorkerError(f"ask({kind!r}): its answer cannot be sent ({e})")))
 
     def _pace(self) -> None:
         """Stop the child while ingest is busy, for at most max_pause s at a stretch, then let it run at
@@ -157,14 +224,21 @@ class AnalysisWorker:
     def _start(self) -> None:
         if self._proc is not None and self._proc.is_alive():
             return
+        if self._stopping.is_set():
+            raise WorkerError("the daemon is stopping")
         self._discard()
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, self.niceness, os.getpid()),
-                                 name="causewatch-analysis", daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(child, self.niceness, os.getpid()), name=self.name, daemon=True)
         self._proc.start()
         child.close()
-        log.info("analysis worker started (pid %d, nice %d)", self._proc.pid, self.niceness)
+        log.info("%s started (pid %d, nice %d)", self.name, self._proc.pid, self.niceness)
+        if self.setup is not None:
+            try:
+                self.setup_ = self._request(*self.setup)
+            except Exception:   # e.g. a config the jobs refuse: the next request tries a new child
+                self._discard()
+                raise
 
     def _discard(self) -> int | None:
         if self._proc is None:

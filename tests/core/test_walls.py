@@ -4,6 +4,8 @@ commands (a function-local import hides a passage between parts)."""
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,3 +60,18 @@ def test_the_walls_test_sees_what_it_forbids():
     assert SQL.search("SELECT count(*) FROM ingest_log") and SQL.search("INSERT INTO scores (ts) VALUES (1)")
     assert not SQL.search("the samples from the agents")
     assert {rel for rel, _ in product_files()} >= {"daemon/tables.py", "agent/runner.py", "causewatch/cli.py"}
+
+
+HEAVY = ("numba", "llvmlite", "scipy", "pandas", "networkx", "sklearn", "causewatch.analytics", "causewatch.daemon.tables")
+
+
+def test_the_ingesting_daemon_loads_no_analysis_stack():
+    """The daemon process imports what ingest needs; the analyses and the /api routes run in its spawned
+    workers (import-linter checks the project modules; this, in a fresh interpreter, the libraries)."""
+    code = f"import sys, causewatch.daemon.server; print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", f"the daemon process loads {out.stdout.strip()}"
+    out = subprocess.run([sys.executable, "-c", code.replace("causewatch.daemon.server", "causewatch.daemon.analysis")],
+                         capture_output=True, text=True, timeout=120)
+    assert "pandas" in out.stdout   # the check sees a module that does load them

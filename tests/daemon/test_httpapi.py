@@ -1,18 +1,21 @@
 """The live daemon's HTTP side: /api/stats, PERFQL and bottlenecks over what agents sent, /metrics."""
 
 import json
+import os
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
 import pytest
-from support import agent_config
+from support import agent_config, wait_for
 
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
 from causewatch.daemon.job_fuzzy import FuzzyJob
 from causewatch.daemon.server import Daemon
+from causewatch.daemon.worker import WorkerError
 
 # Truong & Fahringer, soft-computing-performance-analysis: L2 miss ratios of Fig. 5's regions.
 REGIONS = {"PARTICLE_LOAD": 0.9497242344418835, "MPI_SEND": 0.6550124668722567, "FIELD_SOLVE": 0.2}
@@ -72,3 +75,21 @@ def test_stats_and_unknown_route(live):
     assert stats["tables"]["regions"] == 3 and stats["tables"]["nodes"] == 0
     code, body = get(live, "/api/nope")
     assert code == 404 and "/api/query" in body
+
+
+def test_routes_answer_while_the_analysis_worker_is_busy(live):
+    """The API has its own worker: a route answers while a long request runs in the analysis worker,
+    from a third process (neither the daemon nor the analysis worker)."""
+    def sleep_in_the_worker():
+        with pytest.raises(WorkerError):   # cut short by the stop below
+            live.worker(time.sleep, 20)
+
+    busy = threading.Thread(target=sleep_in_the_worker, daemon=True)
+    busy.start()
+    assert wait_for(lambda: live.worker.pid is not None)
+    code, body = get(live, "/api/stats")
+    assert busy.is_alive()   # the analysis worker is still in its request
+    assert code == 200 and json.loads(body)["tables"]["regions"] == 3
+    assert live.api_worker.pid not in (None, live.worker.pid, os.getpid())
+    live.worker.stop()
+    busy.join(10)

@@ -8,7 +8,7 @@ from causewatch.config import DaemonConfig
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.jobs import Job, JobContext
 from causewatch.daemon.scheduler import Scheduler
-from causewatch.daemon.server import default_jobs
+from causewatch.daemon.analysis import default_jobs
 from causewatch.errors import ConfigError
 
 

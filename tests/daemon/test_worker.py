@@ -173,3 +173,27 @@ def test_the_daemon_pauses_its_worker_while_frames_wait_for_the_writer(tmp_path)
         release.set()
         sender.close()
         daemon.stop()
+
+
+def test_the_child_asks_the_daemon_through_its_host_and_each_new_child_is_set_up():
+    """A "module:function" reference is imported in the child; ask() reaches the host on the caller's
+    thread, and the host's error is raised in the child (then here, with the child's traceback)."""
+    asked = []
+
+    def host(kind, *args):
+        asked.append((kind, args))
+        return sum(args) if kind == "add" else 1 / 0
+
+    w = AnalysisWorker(niceness=0, host=host, setup=("os:getpid", ()))
+    try:
+        first = w.start()
+        assert first == w.pid != os.getpid()
+        assert w("causewatch.daemon.worker:ask", "add", 2, 3) == 5 and asked == [("add", (2, 3))]
+        with pytest.raises(ZeroDivisionError) as info:
+            w("causewatch.daemon.worker:ask", "divide")
+        assert any("in the analysis worker" in note for note in info.value.__notes__)
+        os.kill(first, 9)
+        assert wait_for(lambda: w.pid is None)
+        assert w(os.getpid) == w.setup_ != first   # the new child was set up before the request
+    finally:
+        w.stop()

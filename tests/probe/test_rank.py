@@ -6,7 +6,7 @@ import duckdb
 import pytest
 from support import run_cli
 
-from causewatch.daemon.httpapi import rank
+from causewatch.daemon.routes import rank
 from causewatch.daemon.store import migrate, register_kit, register_kit_file
 from causewatch.daemon.tables import latest_probes, predicted_times, registered_kits
 from causewatch.errors import InputError
