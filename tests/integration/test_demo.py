@@ -2,7 +2,7 @@
 
 import json
 
-import pandas as pd
+import pyarrow as pa
 from support import run_cli
 
 from causewatch.commands import demo
@@ -57,8 +57,8 @@ def test_the_report_times_each_anomaly_against_the_hog(tmp_path):
     for scope, edges in (("app:demo", [("a", "b", 0.9), ("b", "c", 0.3)]), ("app:other", [("a", "b", 1.0)]),
                          ("app:demo", [("b", "a", 0.8), ("c", "d", 0.05)])):
         st.run(lambda con: store.insert_model(con, scope, (origin, origin + 9), 100, origin + 9, graph(*edges),
-                                              pd.DataFrame([dict(src=s, dst=d, strength=v, directed=True)
-                                                            for s, d, v in edges])))
+                                              pa.Table.from_pylist([dict(src=s, dst=d, strength=v, directed=True)
+                                                                    for s, d, v in edges])))
     hog = demo.Hog(origin, "http://127.0.0.1:9")   # no daemon: the test sets the stretch itself
     hog.started, hog.stopped = 35.0, 72.0
     try:
