@@ -33,6 +33,7 @@ import pandas as pd
 from causewatch.analytics.causal import papers, rcot
 from causewatch.analytics.causal.background import Background
 from causewatch.analytics.causal.ci import (
+    DEFAULT_ALPHA,
     AutoTest,
     Dataset,
     DSeparationOracle,
@@ -312,8 +313,8 @@ def methods(case: Case, args, kci: bool):
     if args.lemeire:
         ours.append(("ours-lemeire", run_ours, (case, KDEMITest("lemeire"), d)))
     if args.variants and case.kind != "discrete":
-        ours += [("ours-kde", run_ours, (case, KDEMITest(alpha=args.alpha), d)),
-                 ("ours-rcot", run_ours, (case, RCoTTest(alpha=args.alpha), d))]
+        ours += [("ours-kde", run_ours, (case, KDEMITest(alpha=_level(args)), d)),
+                 ("ours-rcot", run_ours, (case, RCoTTest(alpha=_level(args)), d))]
     if case.kind == "discrete":
         base = [("cl-gsq", run_causallearn, (case, "gsq", args.cl_alpha, d)),
                 ("cl-fisherz", run_causallearn, (case, "fisherz", args.cl_alpha, d))]
@@ -332,7 +333,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=None, help="seeds per family (default 10, --quick 3)")
     ap.add_argument("--kci-seeds", type=int, default=None,
                     help="seeds per family on which KCI also runs (default 3, --quick 1: ~1 min per 10-variable fit)")
-    ap.add_argument("--alpha", type=float, default=0.01, help="our level (causewatch learn's default)")
+    ap.add_argument("--alpha", type=float, default=None,
+                    help="our level (default: causewatch learn's, per data kind for ours-auto, 0.01 for the rest)")
     ap.add_argument("--cl-alpha", type=float, default=0.05, help="causal-learn's level (its default)")
     ap.add_argument("--max-depth", type=int, default=3)
     ap.add_argument("--only", default="", help="run only families whose name matches this regular expression")
@@ -423,6 +425,11 @@ def limit_blas(threads: int):
     return threadpool_limits(threads, user_api="blas")
 
 
+def _level(args) -> float:
+    """Our level for the tests that take one level on every kind of data."""
+    return DEFAULT_ALPHA if args.alpha is None else args.alpha
+
+
 def warm_up(args) -> None:
     """Run every method once on a 60-row frame so that the timings below are of the fits, not of
     each library's one-time start-up in the process (imports, numba loading its compiled cache)."""
@@ -431,13 +438,13 @@ def warm_up(args) -> None:
     case = Case("warm-up", "nonlinear", 0, dag, frame, [])
     codes = Case("warm-up", "discrete", 0, dag, (frame > 0).astype(float), list(frame.columns))
     c0 = time.process_time()
-    for test in (AutoTest(alpha=args.alpha), KDEMITest(alpha=args.alpha), RCoTTest(alpha=args.alpha),
-                 FisherZTest(alpha=args.alpha)):
+    for test in (AutoTest(alpha=args.alpha), KDEMITest(alpha=_level(args)), RCoTTest(alpha=_level(args)),
+                 FisherZTest(alpha=_level(args))):
         run_ours(case, test, 1)
-    run_ours(codes, KDEMITest(alpha=args.alpha), 1)
+    run_ours(codes, KDEMITest(alpha=_level(args)), 1)
     for test in ("fisherz", "kci", "rcit"):
-        run_causallearn(case, test, args.alpha, 1)
-    run_causallearn(codes, "gsq", args.alpha, 1)
+        run_causallearn(case, test, _level(args), 1)
+    run_causallearn(codes, "gsq", _level(args), 1)
     rcot.chi2_mixture_sf(np.arange(1.0, 9.0), 40.0)   # loads LPB's numba code, which the 60 rows may not reach
     print(f"warm-up of all methods on a 60-row frame: {time.process_time() - c0:.2f} CPU-s, not counted below")
 
@@ -445,7 +452,7 @@ def warm_up(args) -> None:
 def false_dependence_rates(args) -> None:
     """How often each test calls x and y dependent when x ⊥ y | z, x and y both depending on z
     (linearly: Gaussian; or y through tanh, the calibrated test's harder case)."""
-    print(f"\nfalse dependence at alpha={args.alpha} over {args.fpr} data sets (x ⊥ y | z):")
+    print(f"\nfalse dependence at alpha={_level(args)} over {args.fpr} data sets (x ⊥ y | z):")
     for kind in ("gaussian", "nonlinear"):
         for n, dz in [(500, 0), (500, 2), (1000, 1), (2000, 3)]:
             wrong = {"kde": 0, "fisher-z": 0}
@@ -458,7 +465,7 @@ def false_dependence_rates(args) -> None:
                                       **{f"z{i}": z[:, i] for i in range(dz)}})
                 data = Dataset(frame)
                 zs = [f"z{i}" for i in range(dz)]
-                for name, test in (("kde", KDEMITest(alpha=args.alpha)), ("fisher-z", FisherZTest(alpha=args.alpha))):
+                for name, test in (("kde", KDEMITest(alpha=_level(args))), ("fisher-z", FisherZTest(alpha=_level(args)))):
                     wrong[name] += not test.test(data, "x", "y", zs).independent
             print(f"  {kind:<10} n={n:<5} |z|={dz}: " +
                   ", ".join(f"{k} {v / args.fpr:.3f}" for k, v in wrong.items()), flush=True)
@@ -470,10 +477,10 @@ def partial_fit_cost(args) -> None:
         dag = random_dag(nv, seed=nv)
         frame, disc = sample_sem(dag, n, seed=nv + n, kind=kind)
         cut = int(n / 1.1)
-        learner = PCLearner(ci_test=KDEMITest(alpha=args.alpha), max_depth=args.max_depth, discrete=disc)
+        learner = PCLearner(ci_test=KDEMITest(alpha=_level(args)), max_depth=args.max_depth, discrete=disc)
         learner.fit(frame.iloc[:cut])
         learner.partial_fit(frame.iloc[cut:])
-        scratch = PCLearner(ci_test=KDEMITest(alpha=args.alpha), max_depth=args.max_depth, discrete=disc).fit(frame)
+        scratch = PCLearner(ci_test=KDEMITest(alpha=_level(args)), max_depth=args.max_depth, discrete=disc).fit(frame)
         same = {(e.src, e.dst, e.directed) for e in learner.model_.edges()} == \
                {(e.src, e.dst, e.directed) for e in scratch.model_.edges()}
         print(f"partial_fit {kind}-{nv}v +10% rows: {learner.n_tests_} CI tests recomputed, {learner.n_reused_} reused;"

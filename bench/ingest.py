@@ -13,7 +13,9 @@ Throughput (default): every agent sends --frames frames of --timestamps x --metr
 window allows; prints values/s committed and acked end to end, the raw rate of inserting the same
 rows into DuckDB from Arrow in this process (the daemon's table builder and DuckDB settings, one
 commit per round of one frame per agent), their ratio (goal >= 85 % at 100 and at 1,000 agents),
-CPU seconds of the daemon and of the senders, and the daemon's peak RSS and open descriptors.
+CPU seconds of the daemon and of the senders, and the daemon's peak RSS and open descriptors. The
+raw and end-to-end runs alternate, --rounds end-to-end runs each between two raw ones, and the
+median of the rounds' ratios is the figure.
 Soak (--seconds S): every agent sends one frame per --interval seconds for S seconds (default
 1 Hz x 1 x 50 metrics); prints the daemon's RSS and descriptors sampled over time (start/peak/end).
 Both end with an audit: every frame acked, each (node, boot, seq) in ingest_log once, every value
@@ -286,24 +288,50 @@ def raw(args, folder: Path) -> tuple[float, int]:
     return elapsed, n
 
 
-def throughput(args, e2e: dict, raw_s: float, raw_n: int) -> dict:
-    rate, raw_rate = e2e["values"] / e2e["elapsed"], raw_n / raw_s
-    result = {"agents": args.agents, "values": e2e["values"], "end_to_end_values_per_s": rate,
-              "raw_duckdb_values_per_s": raw_rate, "ratio": rate / raw_rate,
-              "daemon_cpu_s": e2e["cpu"]["daemon"], "senders_cpu_s": e2e["cpu"]["senders"],
-              "daemon_peak_rss_mb": e2e["watch"]["peak"]["rss_mb"], "daemon_peak_open_fds": e2e["watch"]["peak"]["fds"],
-              "resent": e2e["resent"], "credit_bytes": e2e["credit"]}
+def throughput(args, folder: Path) -> dict:
+    """Raw and end-to-end runs alternate (raw, e2e, raw, ... raw): each end-to-end rate is compared with
+    the mean of the raw rates just before and after it, so a drift in what the shared cores give the
+    bench (the raw rate alone has swung 1.5-6.5 M values/s between runs) falls on both sides of a ratio."""
+    rounds, raws = [], [_raw_rate(args, folder / "raw-0")]
+    for r in range(args.rounds):
+        (folder / f"e2e-{r}").mkdir()
+        e2e = end_to_end(args, folder / f"e2e-{r}")
+        raws.append(_raw_rate(args, folder / f"raw-{r + 1}"))
+        rate, raw_rate = e2e["values"] / e2e["elapsed"], (raws[-2] + raws[-1]) / 2
+        rounds.append({"end_to_end_values_per_s": rate, "raw_duckdb_values_per_s": raw_rate,
+                       "ratio": rate / raw_rate, "daemon_cpu_s": e2e["cpu"]["daemon"],
+                       "senders_cpu_s": e2e["cpu"]["senders"], "wall_s": e2e["elapsed"],
+                       "daemon_peak_rss_mb": e2e["watch"]["peak"]["rss_mb"],
+                       "daemon_peak_open_fds": e2e["watch"]["peak"]["fds"], "resent": e2e["resent"],
+                       "credit_bytes": e2e["credit"]})
+        if not args.json:
+            _print_round(args, r, e2e, rounds[-1], raws[-2:])
+    result = {"agents": args.agents, "values": e2e["values"], "rounds": rounds,
+              "ratio_median": float(np.median([x["ratio"] for x in rounds])),
+              "daemon_peak_rss_mb": max(x["daemon_peak_rss_mb"] for x in rounds)}
     if not args.json:
-        print(f"agents {args.agents}, {e2e['values']:,} values in frames of {args.timestamps}x{args.metrics}")
-        print(f"end to end (sent, committed, acked): {rate:>14,.0f} values/s")
-        print(f"raw Arrow -> DuckDB, same rows:      {raw_rate:>14,.0f} values/s")
-        print(f"ratio end-to-end / raw:              {result['ratio']:>14.1%}")
-        print(f"CPU seconds while timed: daemon {result['daemon_cpu_s']:.1f}, senders {result['senders_cpu_s']:.1f} "
-              f"(wall {e2e['elapsed']:.1f})")
-        print(f"daemon peak RSS {result['daemon_peak_rss_mb']:.0f} MB, peak open descriptors "
-              f"{result['daemon_peak_open_fds']}; frames resent {e2e['resent']}")
-        print(f"credit granted per agent at the end: {e2e['credit'][0] / 1024:,.0f}-{e2e['credit'][1] / 1024:,.0f} KiB")
+        print(f"ratio end-to-end / raw, median of {args.rounds}: {result['ratio_median']:.1%} "
+              f"(each: {', '.join(format(x['ratio'], '.1%') for x in rounds)}); daemon peak RSS "
+              f"{result['daemon_peak_rss_mb']:.0f} MB")
     return result
+
+
+def _raw_rate(args, folder: Path) -> float:
+    folder.mkdir()
+    elapsed, n = raw(args, folder)
+    return n / elapsed
+
+
+def _print_round(args, r: int, e2e: dict, row: dict, raws: list[float]) -> None:
+    if r == 0:
+        print(f"agents {args.agents}, {e2e['values']:,} values per round in frames of {args.timestamps}x{args.metrics}")
+    print(f"round {r + 1}: end to end (sent, committed, acked) {row['end_to_end_values_per_s']:,.0f} values/s; "
+          f"raw Arrow -> DuckDB, same rows, before/after {raws[0]:,.0f}/{raws[1]:,.0f}; "
+          f"ratio {row['ratio']:.1%}")
+    print(f"  CPU seconds while timed: daemon {row['daemon_cpu_s']:.1f}, senders {row['senders_cpu_s']:.1f} "
+          f"(wall {row['wall_s']:.1f}); daemon peak RSS {row['daemon_peak_rss_mb']:.0f} MB, peak open "
+          f"descriptors {row['daemon_peak_open_fds']}; frames resent {row['resent']}; credit granted per agent "
+          f"at the end {e2e['credit'][0] / 1024:,.0f}-{e2e['credit'][1] / 1024:,.0f} KiB")
 
 
 def soak(args, e2e: dict) -> dict:
@@ -346,6 +374,8 @@ def main() -> None:
     p.add_argument("--queue-mb", type=int, default=0, help="daemon max_queue_bytes in MiB (default: its own)")
     p.add_argument("--store-mb", type=int, default=0, help="daemon store_memory_bytes in MiB (default: its own)")
     p.add_argument("--in-flight-mb", type=int, default=0, help="daemon max_in_flight_bytes in MiB (default: its own)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="throughput: end-to-end runs, each between two raw runs (the ratio's median is reported)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     if args.seconds:
@@ -355,11 +385,10 @@ def main() -> None:
         args.interval = 0.0
         args.timestamps, args.metrics = args.timestamps or 100, args.metrics or 100
     with tempfile.TemporaryDirectory() as tmp:
-        e2e = end_to_end(args, Path(tmp))
         if args.seconds:
-            result = soak(args, e2e)
+            result = soak(args, end_to_end(args, Path(tmp)))
         else:
-            result = throughput(args, e2e, *raw(args, Path(tmp)))
+            result = throughput(args, Path(tmp))
     if args.json:
         print(json.dumps(result))
 

@@ -61,7 +61,9 @@ def add_learning_arguments(parser) -> None:
     parser.add_argument("--estimator", default="auto", choices=("auto", "kde", "rcot", "lemeire", "fisher-z", "g2"),
                         help="CI test: auto (default: Fisher-z on jointly Gaussian data, counting G² when all "
                              "discrete, else RCoT), kde (calibrated KDE MI), rcot, the papers' KDE MI, Fisher-z, G²")
-    parser.add_argument("--alpha", type=float, default=0.01, help="significance level (not for lemeire)")
+    parser.add_argument("--alpha", type=float, default=None,
+                        help="significance level (not for lemeire; default 0.01, and 0.05 when auto picks G² "
+                             "for all-discrete data)")
     parser.add_argument("--no-equivalences", action="store_true", help="plain PC: no information-equivalence rule")
     parser.add_argument("--submodels", action="store_true", help="also fit each node on its parents (MDL)")
     parser.add_argument("--dot", metavar="FILE", help="write the graph as Graphviz DOT")
@@ -192,7 +194,7 @@ def learn(frame: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
     from causewatch.analytics.causal.pc import PCLearner
     discrete = _names(args.discrete)
     bg = background_from_args(args, [c for c in inputs if c in frame.columns])
-    params = {} if args.estimator == "lemeire" else {"alpha": args.alpha}
+    params = {} if args.estimator == "lemeire" or args.alpha is None else {"alpha": args.alpha}
     try:
         test = make_ci_test(args.estimator, **params)
         learner = PCLearner(ci_test=test, max_depth=args.max_depth, background=bg,
@@ -217,8 +219,8 @@ def report(learner: PCLearner, args) -> int:
     """Print the learnt model (text or --json) and write the --dot / --tetrad files."""
     model = learner.model_
     subs = model.fit_submodels() if args.submodels else {}
-    test = learner.ci_test
-    test_name = test.chosen(learner.tested_).name if hasattr(test, "chosen") else test.name
+    test = learner.ci_test.chosen(learner.tested_) if hasattr(learner.ci_test, "chosen") else learner.ci_test
+    test_name, alpha = test.name, getattr(test, "alpha", None)
     if args.dot:
         Path(args.dot).write_text(model.to_dot())
     if args.tetrad:
@@ -227,12 +229,14 @@ def report(learner: PCLearner, args) -> int:
         out = {k: v for k, v in model.to_dict().items() if k in ("nodes", "edges", "equivalences")}
         out["ci_tests"] = learner.n_tests_
         out["ci_test"] = test_name
+        out["alpha"] = alpha
         if subs:
             out["submodels"] = {v: {"parents": list(s.parents), "kind": s.kind, "formula": s.formula,
                                     "bits": round(s.bits, 3)} for v, s in subs.items()}
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{len(model.nodes)} variables, {len(model.edges())} edges, {learner.n_tests_} CI tests ({test_name})")
+    level = "" if alpha is None else f", alpha {alpha:g}"
+    print(f"{len(model.nodes)} variables, {len(model.edges())} edges, {learner.n_tests_} CI tests ({test_name}{level})")
     for e in model.edges():
         print(f"  {e.src} {'-->' if e.directed else '---'} {e.dst}   ({e.strength:.3f} bits)")
     for q in model.equivalences:

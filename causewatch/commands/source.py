@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from causewatch.config import DaemonConfig
@@ -133,15 +131,20 @@ class DaemonSource(_Source):
 
     def _get(self, path: str, params: dict):
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None}, doseq=True)
-        return self._call(urllib.request.Request(f"{self.url}{path}?{query}"))
+        return self._call(f"{self.url}{path}?{query}")
 
     def _post(self, path: str, params: dict, body=None):
         query = urllib.parse.urlencode(params)
         data = json.dumps(body).encode() if body is not None else b""
-        return self._call(urllib.request.Request(f"{self.url}{path}?{query}", data=data, method="POST",
-                                                 headers={"Content-Type": "application/json"}))
+        return self._call(f"{self.url}{path}?{query}", data=data, method="POST",
+                          headers={"Content-Type": "application/json"})
 
-    def _call(self, request):
+    def _call(self, url: str, **request):
+        # imported here: urllib.request (http.client, email) is a third of every data verb's start-up,
+        # `--help` included, and only talking to a daemon needs it
+        import urllib.error
+        import urllib.request
+        request = urllib.request.Request(url, **request)
         try:
             with urllib.request.urlopen(request, timeout=60) as reply:
                 data, ctype = reply.read(), reply.headers.get("Content-Type", "")

@@ -34,16 +34,24 @@ def test_learn_json_prints_nodes_edges_equivalences(fig1_csv, capsys):
     assert out["equivalences"] == []
 
 
-def test_learn_says_which_test_auto_chose(fig1_csv, tmp_path, capsys):
+def test_learn_says_which_test_and_level_auto_chose(fig1_csv, tmp_path, capsys):
     assert main(["learn", str(fig1_csv), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["ci_test"] == "rcot"   # nonlinear
+    out = json.loads(capsys.readouterr().out)
+    assert (out["ci_test"], out["alpha"]) == ("rcot", 0.01)   # nonlinear
     rng = np.random.default_rng(1)
     a = rng.normal(size=1500)
     b = a + rng.normal(size=1500)
     path = tmp_path / "linear.csv"
     pd.DataFrame({"a": a, "b": b, "c": b - a + rng.normal(size=1500)}).to_csv(path, index=False)
     assert main(["learn", str(path)]) == 0
-    assert "CI tests (fisher-z)" in capsys.readouterr().out   # jointly Gaussian
+    assert "CI tests (fisher-z, alpha 0.01)" in capsys.readouterr().out   # jointly Gaussian
+    codes = tmp_path / "discrete.csv"
+    pd.DataFrame({"a": a > 0, "b": b > 0, "c": b - a > 1}).astype(int).to_csv(codes, index=False)
+    assert main(["learn", str(codes), "--discrete", "a,b,c", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["ci_test"], out["alpha"]) == ("kde-mi", 0.05)   # counting G² at the all-discrete level
+    assert main(["learn", str(codes), "--discrete", "a,b,c", "--alpha", "0.001", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["alpha"] == 0.001   # a given level is kept on every kind
 
 
 def test_learn_background_flags_and_files(fig1_csv, tmp_path, capsys):
