@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-from causewatch.daemon import tables
+from causewatch.daemon import store, tables
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import JobContext
 
@@ -53,11 +53,13 @@ class ProbeJob:
 
     def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
         """A new node gets every kit; a known one those whose newest result was taken under other facts
-        (the hello is stored before this runs, so the node's facts are this hello's) or is stale."""
+        than this hello's, or is stale. The facts are the hello's own, not the node's row: hellos of one
+        batch are all stored before the first is handled, and an unchanged one judged by a later one's
+        facts sent a second run_probe."""
         now = time.time()
+        facts = store.hello_facts(body)
         with ctx.read() as cur:
-            facts, newest, kits = tables.node_facts(cur, node), tables.newest_probes(cur, node), \
-                tables.registered_kits(cur)
+            newest, kits = tables.newest_probes(cur, node), tables.registered_kits(cur)
         for kit in kits:
             result = newest.get((node, kit["app"], kit["kit"]))
             if result is None:

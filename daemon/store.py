@@ -22,6 +22,14 @@ from causewatch import wire
 NODE_FACTS_SQL = ("json_object('boot_id', n.extra->>'$.boot_id', 'cpu_model', n.cpu_model, "
                   "'cores', n.cores, 'memory_bytes', n.memory_bytes)")
 
+
+def hello_facts(body: dict) -> dict:
+    """NODE_FACTS_SQL's facts from a hello's body, as its nodes row gives them once stored: what a job
+    judges one hello by when later hellos of the node may already have replaced the row."""
+    boot_id = (body.get("extra") or {}).get("boot_id")
+    return {"boot_id": None if boot_id is None else str(boot_id), "cpu_model": body.get("cpu_model"),
+            "cores": body.get("cores"), "memory_bytes": body.get("memory_bytes")}
+
 MIGRATIONS: list[tuple[int, str]] = [
     (1, """
     CREATE TABLE nodes (node VARCHAR PRIMARY KEY, hostname VARCHAR, cpu_model VARCHAR, cores INTEGER,

@@ -16,7 +16,6 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from causewatch.analytics.fuzzy.summaries import BASE_METRICS, KEYS, metric_name
-from causewatch.daemon import store
 from causewatch.errors import InputError
 
 TABLES = ("nodes", "samples", "samples_minute", "bbv", "tasks", "regions", "models", "edges", "anomalies", "scores",
@@ -315,12 +314,6 @@ def registered_kits(con) -> list[dict]:
     """Every registered kit as {app, kit, path, manifest}."""
     rows = con.execute("SELECT app, kit, path, manifest FROM probe_kits ORDER BY app, kit").fetchall()
     return [{"app": a, "kit": k, "path": p, "manifest": json.loads(m) if m else None} for a, k, p, m in rows]
-
-
-def node_facts(con, node: str) -> dict | None:
-    """The facts of `node`'s latest hello (store.NODE_FACTS_SQL's keys), None for an unknown node."""
-    row = con.execute(f"SELECT {store.NODE_FACTS_SQL} FROM nodes n WHERE node = ?", [node]).fetchone()
-    return json.loads(row[0]) if row else None
 
 
 def newest_probes(con, node: str | None = None) -> dict[tuple[str, str, str], dict]:

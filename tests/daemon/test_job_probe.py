@@ -19,7 +19,8 @@ from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_probe import ProbeJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.server import Daemon
-from causewatch.daemon.store import migrate, register_kit
+from causewatch import wire
+from causewatch.daemon.store import NODE_FACTS_SQL, Store, hello_facts, migrate, register_kit
 from causewatch.probe.registry import kit_row
 from causewatch.probe.run import handle_run_probe
 
@@ -183,3 +184,24 @@ def test_the_schedule_reprobes_old_results_and_reaches_kits_registered_later(tmp
         for sender in senders:
             sender.close()
         daemon.stop()
+
+
+def test_each_hello_of_one_batch_is_judged_by_its_own_facts(tmp_path):
+    """An agent restarted on the same machine and one on a rebooted machine, their hellos stored in one
+    commit before either is handled: only the rebooted one is probed again (judged by the node's row,
+    both were, and the rebooted agent got two run_probes)."""
+    store = Store(str(tmp_path / "s.duckdb"))
+    register_kit(store.con, kit_row(manifest()))
+    frame = lambda kind, boot, seq, body: wire.decode(wire.encode(kind, "n1", boot, seq, body))  # noqa: E731
+    store.commit_frames([frame("hello", "a", 1, facts("boot-1"))])
+    store.commit_frames([frame("probe_result", "a", 2, RESULT)])
+    store.commit_frames([frame("hello", "b", 1, facts("boot-1")), frame("hello", "c", 1, facts("boot-2"))])
+    row = store.con.execute(f"SELECT {NODE_FACTS_SQL} FROM nodes n").fetchone()[0]
+    assert json.loads(row) == hello_facts(facts("boot-2"))   # the row's facts and the hello's agree
+    sent = []
+    ctx = context(store.con, sent)
+    ProbeJob().on_hello(ctx, "n1", facts("boot-1"))
+    assert sent == []
+    ProbeJob().on_hello(ctx, "n1", facts("boot-2"))
+    assert [(node, kind) for node, kind, _ in sent] == [("n1", "run_probe")]
+    store.close()
