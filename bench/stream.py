@@ -195,7 +195,13 @@ def serve(mode: str, db: str, endpoint: str) -> None:
     job, relearn = Relearn(), mode.startswith("relearn")
     cfg = DaemonConfig(db=db, bind=endpoint, http="", **({"analysis_pause_max": 0.0} if mode == "relearn-unpaused" else {}))
     daemon = Daemon(cfg, jobs=[job] if relearn else []).start()
+    started = time.monotonic()
     while relearn and worker_cpu(daemon) < 1.0:
+        if time.monotonic() - started > 120:   # SCHED_IDLE gets no CPU while anything else wants it
+            daemon.stop()
+            raise SystemExit("the analysis worker had less than 1 CPU-s in 120 s: it runs SCHED_IDLE "
+                             "(analysis_nice = 19), so on a machine whose cores other work keeps busy it waits; "
+                             "measure on a quieter machine")
         time.sleep(0.1)
     began, cpu, paused = time.monotonic(), worker_cpu(daemon), daemon.worker.paused_seconds
     print("ready", flush=True)
