@@ -77,6 +77,7 @@ def flood(folder: Path, n: int, sockets: int = 4) -> dict:
     good.close()
     for r in raws:
         r.close(linger=0)
+    exit_status = d.proc.poll()   # None: the daemon is still running, as it must be
     d.stop()
     log_bytes = sum(p.stat().st_size for p in folder.glob("flood.*.log"))
     nacked = sum(v for k, v in reasons.items() if k != "ack")
@@ -84,7 +85,7 @@ def flood(folder: Path, n: int, sockets: int = 4) -> dict:
             "nacks_by_reason": dict(reasons), "frames_per_s": n / elapsed, "daemon_idle_rss_mb": idle_rss,
             "daemon_peak_rss_mb": peak_rss,
             "log_bytes_per_refused_frame": log_bytes / max(nacked, 1), "good_all_acked": good_ok,
-            "good_refused": good_refused}
+            "good_refused": good_refused, "daemon_survived": exit_status is None, "daemon_exit_status": exit_status}
 
 
 def full_daemon_rss(folder: Path) -> dict:
@@ -136,9 +137,13 @@ def main() -> None:
         print(f"  daemon RSS idle {hostile['daemon_idle_rss_mb']:.0f} MB, peak {hostile['daemon_peak_rss_mb']:.0f} MB, "
               f"{hostile['log_bytes_per_refused_frame']:.2f} log bytes per refused frame")
         print(f"  good sender: all acked {hostile['good_all_acked']}, refused {hostile['good_refused']}")
+        print(f"  daemon survived the flood: {'yes' if hostile['daemon_survived'] else 'NO'}"
+              + ("" if hostile["daemon_survived"] else f" (exit status {hostile['daemon_exit_status']})"))
     if not args.json:
         print("causewatch daemon with its jobs, idle after one /api call, RSS: "
               + ", ".join(f"{name} {mb:.0f} MB" for name, mb in full.items()))
+    if hostile and not hostile["daemon_survived"]:
+        raise SystemExit(f"the daemon died during the flood (exit status {hostile['daemon_exit_status']})")
 
 
 if __name__ == "__main__":

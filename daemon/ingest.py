@@ -146,8 +146,16 @@ class Ingest:
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
         # No ROUTER_HANDOVER: a routing id is never taken over by a later connection.
-        self._router.setsockopt(zmq.HEARTBEAT_IVL, 2000)
-        self._router.setsockopt(zmq.HEARTBEAT_TIMEOUT, 6000)
+        # No ZMTP heartbeats from the daemon: libzmq 4.3.5 (and master) aborts the process when its
+        # heartbeat timer fires on a connection whose input was stopped (pipe full) and then reset by
+        # the peer (`!_io_error`, stream_engine_base.cpp:310, out_event from timer_event): a flood from a
+        # peer that exits with its replies unread did that (tests/integration/test_hostile.py). Dead
+        # peers are found by TCP keepalive instead; the agents still ping the daemon (a PONG is sent
+        # on input, which a reset connection has stopped).
+        self._router.setsockopt(zmq.TCP_KEEPALIVE, 1)
+        self._router.setsockopt(zmq.TCP_KEEPALIVE_IDLE, 10)
+        self._router.setsockopt(zmq.TCP_KEEPALIVE_INTVL, 5)
+        self._router.setsockopt(zmq.TCP_KEEPALIVE_CNT, 3)
         # Frames over the cap get a nack; only absurd ones (4x) make ZMQ drop the connection unread.
         self._router.setsockopt(zmq.MAXMSGSIZE, 4 * self.cfg.max_frame_bytes)
         self._secure()

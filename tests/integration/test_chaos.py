@@ -60,6 +60,7 @@ def run_chaos(folder: Path, seed: int, kills: int, senders: int = SENDERS, frame
     try:
         for k in range(kills):
             time.sleep(rng.uniform(0.2, 0.6))
+            assert d.proc.poll() is None, f"the daemon died on its own (exit {d.proc.returncode}) before kill {k + 1}"
             d.kill()
             if k == kills // 2:   # a sender dies too, mid-stream, and comes back on its spool
                 procs["n0"].kill()
