@@ -4,7 +4,8 @@ re-learnt incrementally (PCLearner.partial_fit), and dependency anomalies agains
 Stores a `models` row with its `edges` per version; the baseline of a scope is the first stable
 version (its edges equal the version before) unless an operator pins one. An anomaly (a new
 dependency on the newest tasks, an edge that appeared or disappeared, a strength out of its band) is
-raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength,
+raised once, updated while it lasts and resolved when gone; a mechanism change compares the newest
+tasks with (at most BEFORE_ROWS of) the baseline's own. Exports causewatch_edge_strength,
 causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind} (1 while open).
 """
 
@@ -30,6 +31,7 @@ from causewatch.daemon.jobs import JobContext
 log = logging.getLogger("causewatch.daemon.job_causal")
 
 SUBMODEL_ROWS = 4096
+BEFORE_ROWS = 200   # of the baseline's window, against each check's newest tasks (a seeded sample)
 EDGE_GAUGE = "causewatch_edge_strength"
 EDGE_HELP = ("Strength of a learned causal edge: the weakest conditional mutual information seen, in bits "
              "of information (not of data, so no _bytes unit)")
@@ -38,7 +40,7 @@ MARKOV_HELP = ("Information between a variable and its non-descendants given its
                "tasks, bits (above the test threshold = the model's independence no longer holds)")
 ANOMALY_GAUGE = "causewatch_dependency_anomaly"
 ANOMALY_HELP = ("1 while a dependency anomaly is open: the newest tasks or model depart from the scope's "
-                "baseline model (kind: markov_violation, edge_appeared, edge_disappeared, strength_changed)")
+                "baseline model (kind: " + ", ".join(anomalies.KINDS) + ")")
 
 
 def submodels(model) -> dict:
@@ -74,6 +76,10 @@ def learn(learner: PCLearner | None, data: pd.DataFrame, check: bool, grow: bool
     return learner, violations, submodels(learner.model_)
 
 
+def _sample(rows: pd.DataFrame | None) -> pd.DataFrame | None:
+    return rows if rows is None or len(rows) <= BEFORE_ROWS else rows.sample(BEFORE_ROWS, random_state=0)
+
+
 class _Scope:
     def __init__(self):
         self.learner: PCLearner | None = None
@@ -87,6 +93,7 @@ class _Scope:
         self.tracked_until = 0.0   # rows received up to here have taught the tracker already
         self.baseline: CausalModel | None = None
         self.baseline_id: int | None = None
+        self.before: pd.DataFrame | None = None   # the baseline's rows, for mechanism changes
         self.previous_edges: set | None = None   # the version before's edges, for the first stable one
         self.open: dict[tuple[str, str, str], int] | None = None   # (kind, src, dst) -> anomaly_id
         self.seen: dict[tuple[str, str, str], int] = {}   # not yet raised: evaluations in a row it was found
@@ -185,9 +192,11 @@ class CausalJob:
             if chosen is not None and chosen["model_id"] != st.baseline_id:
                 st.baseline_id = chosen["model_id"]
                 st.baseline = CausalModel.from_json(tables.model_graph(cur, scope, st.baseline_id)[1])
+                st.before = _sample(self._window_rows(cur, scope, st))
         pairs = {(e.src, e.dst) for e in model.edges()}
         if st.baseline is None and pairs == st.previous_edges:
             st.baseline, st.baseline_id = CausalModel.from_json(model.to_dict()), model_id   # a copy: the learner goes on
+            st.before = _sample(model.data)
             ctx.write(functools.partial(store.set_baseline, scope=scope, model_id=model_id, how="first stable",
                                         now=now))
         st.previous_edges = pairs
@@ -198,12 +207,25 @@ class CausalJob:
         if judged:
             found += ctx.compute(anomalies.new_dependencies, st.baseline, newest, st.learner.ci_test,
                                  [v for v in st.baseline.nodes if v not in st.inputs])
-        # without fresh rows to judge them, open new dependencies stay as they are
-        keep = set() if judged else {k for k in st.open if k[0] == "markov_violation"}
+        if judged and st.before is not None and len(st.before):
+            found += ctx.compute(anomalies.changed_mechanisms, st.baseline, st.before, newest, st.learner.ci_test,
+                                 st.inputs)
+        # without fresh rows to judge them, open findings on rows stay as they are
+        keep = set() if judged else {k for k in st.open if k[0] in anomalies.ROW_KINDS}
         found = {f.key: f for f in found}
         st.seen = {k: st.seen.get(k, 0) + 1 for k in found if k not in st.open}
         confirmed = {k: f for k, f in found.items() if k in st.open or st.seen[k] >= self.confirm}
         self._lifecycle(ctx, scope, st, model_id, confirmed, keep, now)
+
+    def _window_rows(self, cur, scope: str, st: _Scope) -> pd.DataFrame | None:
+        """The baseline's variables on the tasks of its window, read back from the store (a pinned
+        or reloaded baseline), code phases looked up in the tracker; None if some are missing."""
+        frame, params, counters = tables.task_frame(cur, scope.removeprefix("app:"),
+                                                    started=tables.model_window(cur, st.baseline_id))
+        frame, _ = features.name_task_columns(frame, params, counters)
+        frame = features.with_code_phase(frame, st.tracker, seen_until=float("inf"))
+        nodes = list(st.baseline.nodes)
+        return frame[nodes].dropna().reset_index(drop=True) if set(nodes) <= set(frame.columns) else None
 
     def _lifecycle(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, found: dict, keep: set,
                    now: float) -> None:

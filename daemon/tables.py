@@ -217,8 +217,10 @@ def task_apps(con) -> list[str]:
     return [r[0] for r in con.execute("SELECT DISTINCT app FROM tasks ORDER BY app").fetchall()]
 
 
-def task_frame(con, app: str | None = None, since: float | None = None) -> tuple[pd.DataFrame, dict, dict]:
-    """Tasks received after `since` with their params and counters JSON unpacked, one column per key.
+def task_frame(con, app: str | None = None, since: float | None = None,
+               started: tuple[float, float] | None = None) -> tuple[pd.DataFrame, dict, dict]:
+    """Tasks received after `since` (and started within `started`, both ends included) with their
+    params and counters JSON unpacked, one column per key.
 
     Returns (frame, params, counters): frame has received, t_start, bbv (the task's code vector as
     JSON), duration, cpu_seconds and columns p0.. / c0.. in the order of the two key lists, which map
@@ -229,6 +231,8 @@ def task_frame(con, app: str | None = None, since: float | None = None) -> tuple
         where, params = "t.app = ?", [app]
     if since is not None:
         where, params = f"{where} AND l.received > ?", params + [since]
+    if started is not None:
+        where, params = f"{where} AND t.t_start BETWEEN ? AND ?", params + list(started)
     joined = "tasks t JOIN ingest_log l USING (node, boot, seq)"
     pkeys, ckeys = (_json_keys(con, joined, f"t.{column}", where, params) for column in ("params", "counters"))
     cols = "".join(f", json_extract_string(t.params, ?) AS p{i}" for i in range(len(pkeys)))
@@ -274,6 +278,11 @@ def model_graph(con, scope: str, model_id: int | None = None) -> tuple[int, dict
     row = con.execute("SELECT model_id, graph FROM models WHERE scope = ? AND (? IS NULL OR model_id = ?) "
                       "ORDER BY model_id DESC LIMIT 1", [scope, model_id, model_id]).fetchone()
     return None if row is None else (row[0], json.loads(row[1]))
+
+
+def model_window(con, model_id: int) -> tuple[float, float]:
+    """(window_start, window_end): the first and last task start a model version was learnt from."""
+    return con.execute("SELECT window_start, window_end FROM models WHERE model_id = ?", [model_id]).fetchone()
 
 
 def model_record(con, scope: str | None = None, model_id: int | None = None) -> dict:

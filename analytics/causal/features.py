@@ -18,6 +18,11 @@ BOOKKEEPING = ["received", "t_start", "bbv"]   # task columns that are not varia
 MIN_PRESENT = 0.8                              # a column missing from more rows than this is dropped
 TASK_MEASURES = ("duration", "cpu_seconds")
 COPY_R = 0.999    # a numeric column this correlated with an earlier one is the same quantity measured twice
+# Columns the agent records that measure a task measure again: perf's task-clock of the task's thread is
+# the CPU time the record carries as cpu_seconds (time.thread_time). Dropped by name, not left to COPY_R:
+# in demo runs they correlated at r = 0.9992-0.9999, either side of its cut, so the model's variables
+# changed run to run, and their difference (the instrument's own reading cost) drew false alarms.
+SAME_QUANTITY = {"task_clock_seconds": "cpu_seconds"}
 
 
 def name_task_columns(frame: pd.DataFrame, params: dict[str, str], counters: dict[str, str]
@@ -83,10 +88,13 @@ def model_variables(frame: pd.DataFrame, columns: list[str] | None = None,
                     drop: tuple[str, ...] = ()) -> Variables:
     """The variables a model is learnt over. Without `columns`: every column but `drop`, less those
     missing from more than 1 − MIN_PRESENT of the rows; then only complete rows; then no column that
-    never varies, and none that is a linear copy of an earlier column (|r| >= COPY_R: the same quantity
-    measured twice, e.g. perf's task-clock and the thread's CPU time; kept, the two would be joined in
-    an arbitrary direction run to run). With `columns`: those (all must exist), complete rows, none constant."""
+    never varies, and none that measures a quantity another column holds (SAME_QUANTITY by name, else
+    a linear copy of an earlier column, |r| >= COPY_R; kept, the two would be joined in an arbitrary
+    direction run to run). With `columns`: those (all must exist), complete rows, none constant."""
     dropped = {c: "bookkeeping, not a variable" for c in drop if c in frame}
+    if columns is None:
+        dropped.update({c: f"the same quantity as {same}, measured again" for c, same in SAME_QUANTITY.items()
+                        if c in frame and same in frame})
     data = frame.drop(columns=list(dropped))
     if columns is not None:
         dropped.update({c: "not chosen" for c in data.columns if c not in columns})

@@ -13,7 +13,7 @@ from causewatch.analytics.causal.features import name_task_columns
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.jobs import JobContext
-from causewatch.daemon.store import Store
+from causewatch.daemon.store import Store, set_baseline
 from causewatch.daemon.worker import AnalysisWorker
 from causewatch.daemon.tables import task_frame
 
@@ -213,13 +213,55 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     assert b'causewatch_dependency_anomaly{dst="duration",kind="markov_violation",scope="app:lu",src="n"} 1.0' \
         in ctx.exporter.exposition()
     open_now = cur.execute("SELECT src, dst FROM anomalies WHERE resolved IS NULL").fetchall()
-    assert all({s, d} <= {"n", "duration", "instructions", "l2_misses", "cpu_seconds"} for s, d in open_now)
+    assert all({s, d} <= {"n", "duration", "instructions", "l2_misses", "cpu_seconds", "(time)"} for s, d in open_now)
     for i, seq in enumerate(range(580, 1220, 80)):      # back to the baseline's mechanism
         _ingest(store, _tasks(20 + i, seq, 80))
         job.run(ctx)
     assert cur.execute("SELECT count(*) FROM anomalies WHERE resolved IS NULL").fetchone() == (0,)
     assert cur.execute("SELECT resolved IS NOT NULL FROM anomalies WHERE kind = 'markov_violation'").fetchall() == [(True,)]
     assert b"causewatch_dependency_anomaly{" not in ctx.exporter.exposition()
+
+
+def _waiting_tasks(seed, start, count, wait_per_cpu=0.4):
+    """Tasks whose CPU time is set by their size and whose time is that plus time waited for a CPU."""
+    rng = np.random.default_rng(seed)
+    size = rng.choice([1, 3], count)
+    cpu = 0.05 * size * rng.uniform(0.8, 1.2, count)
+    wait = cpu * wait_per_cpu * rng.exponential(1.0, count)
+    return pd.DataFrame({
+        "node": "node-1", "boot": "b1", "seq": np.arange(start, start + count), "app": "mw",
+        "task_id": [f"t{i}" for i in range(start, start + count)], "t_start": 1000.0 + np.arange(start, start + count),
+        "duration": cpu + wait + rng.normal(0, 1e-3, count), "cpu_seconds": cpu,
+        "params": [json.dumps({"size": int(s)}) for s in size],
+        "counters": [json.dumps({"cpu_wait_seconds": w, "task_clock_seconds": c * 1.01}) for w, c in zip(wait, cpu)],
+    })
+
+
+def test_a_pinned_baseline_s_own_tasks_show_a_mechanism_change_and_its_end(store):
+    """An operator pins the first model; its window's tasks are read back from the store. CPU
+    contention then quadruples the wait per CPU-second: one mechanism_changed on cpu_wait_seconds is
+    raised (with the two windows' medians), and resolved once the tasks are calm again."""
+    ctx = _ctx(store)
+    job = CausalJob(min_rows=50, min_new=40, max_rows=1000)
+    cur = store.cursor()
+    _ingest(store, _waiting_tasks(0, 0, 300))
+    job.run(ctx)
+    first = cur.execute("SELECT model_id FROM models WHERE scope = 'app:mw'").fetchone()[0]
+    store.run(lambda con: set_baseline(con, "app:mw", first, how="pinned", now=time.time()))
+    seq = 300
+    for i, wait_per_cpu in enumerate([0.4] * 3 + [1.6] * 3 + [0.4] * 4):
+        _ingest(store, _waiting_tasks(10 + i, seq, 46, wait_per_cpu))
+        seq += 46
+        job.run(ctx)
+        if i == 5:   # the third contended batch
+            assert b'causewatch_dependency_anomaly{dst="cpu_wait_seconds",kind="mechanism_changed",scope="app:mw",' \
+                   b'src="(time)"} 1.0' in ctx.exporter.exposition()
+    rows = cur.execute("SELECT src, dst, resolved, evidence FROM anomalies WHERE kind = 'mechanism_changed'").fetchall()
+    assert [(s, d) for s, d, *_ in rows] == [("(time)", "cpu_wait_seconds")], rows   # raised once, nothing else
+    evidence = json.loads(rows[0][3])
+    assert rows[0][2] is not None and evidence["rows_before"] == 200 and evidence["given"] == ["size"]
+    assert evidence["newest"] > 2 * evidence["before"]
+    assert "task_clock_seconds" not in json.loads(cur.execute("SELECT graph FROM models").fetchone()[0])["nodes"]
 
 
 def test_submodels_of_a_long_window_come_from_a_sample_and_agree_with_all_rows():

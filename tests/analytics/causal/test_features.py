@@ -31,12 +31,26 @@ def test_sparse_column_is_dropped_before_rows_are_and_each_drop_has_its_reason()
 def test_a_quantity_measured_twice_is_kept_once_and_a_merely_strong_relation_is_kept():
     rng = np.random.default_rng(2)
     cpu = rng.uniform(0.05, 0.2, 500)
-    frame = pd.DataFrame({"cpu_seconds": cpu, "task_clock_seconds": 1.003 * cpu + rng.normal(0, 1e-5, 500),
+    frame = pd.DataFrame({"cpu_seconds": cpu, "cycles": 3e9 * cpu + rng.normal(0, 3e4, 500),
                           "duration": cpu + rng.uniform(0, 0.05, 500), "ops": cpu ** 3})
     chosen = features.model_variables(frame)
     assert list(chosen.data.columns) == ["cpu_seconds", "duration", "ops"]   # r(duration) ~0.96, r(ops) ~0.97
-    assert chosen.dropped["task_clock_seconds"].startswith("a linear copy of cpu_seconds (r = ")
+    assert chosen.dropped["cycles"].startswith("a linear copy of cpu_seconds (r = ")
     assert list(features.model_variables(frame, columns=list(frame.columns)).data.columns) == list(frame.columns)
+
+
+def test_the_task_clock_is_dropped_as_cpu_seconds_measured_again_at_any_correlation():
+    rng = np.random.default_rng(3)
+    cpu = rng.uniform(0.05, 0.2, 500)
+    # the instrument's own reading cost, varying with the code: r ~0.99, below COPY_R
+    clock = cpu + rng.exponential(0.01, 500)
+    frame = pd.DataFrame({"duration": cpu + rng.uniform(0, 0.05, 500), "cpu_seconds": cpu, "task_clock_seconds": clock})
+    assert abs(np.corrcoef(cpu, clock)[0, 1]) < features.COPY_R
+    chosen = features.model_variables(frame)
+    assert list(chosen.data.columns) == ["duration", "cpu_seconds"]
+    assert chosen.dropped["task_clock_seconds"] == "the same quantity as cpu_seconds, measured again"
+    alone = features.model_variables(frame.drop(columns=["cpu_seconds"]))   # the only CPU time: kept
+    assert "task_clock_seconds" in alone.data.columns
 
 
 def test_task_columns_named_by_key_and_a_counter_never_hides_a_parameter():
