@@ -78,38 +78,38 @@ def _tasks(seconds: float) -> int:
     return int(seconds * 20)
 
 
-def _agents(folder: Path, endpoint: str, seconds: float) -> dict[str, subprocess.Popen]:
-    """demo-node-1 watches the instrumented master-worker workload, which starts once `folder/go`
-    exists; demo-node-2 watches its node only."""
-    agents = {}
-    for node, watch in (("demo-node-1", True), ("demo-node-2", False)):
-        cfg = folder / f"{node}.toml"
-        cfg.write_text(f'[agent]\ndaemon = "{endpoint}"\nnode = "{node}"\nspool = "{folder / node}-spool"\n'
-                       f'ipc = "ipc://{folder / node}.sock"\n')
-        cmd = [sys.executable, "-m", "causewatch.cli", "agent", "--config", str(cfg)]
-        if watch:
-            cmd += ["--", sys.executable, "-c", WAIT_THEN_EXEC, str(folder / "go"),
-                    sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--app", "demo",
-                    "--tasks", str(_tasks(seconds)), "--seed", str(SEED), "--workers", "2"]
-        agents[node] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / f"{node}.log", "w"),
-                                        env=dict(os.environ, CAUSEWATCH_CONFIG=str(cfg)))
-    return agents
+NODES = (("demo-node-1", True), ("demo-node-2", False))   # (node, watches the workload)
 
 
-def _await_probes(con, agents: dict[str, subprocess.Popen], quiet: bool) -> None:
-    """Wait until every agent's probe result is stored (at most PROBE_WAIT s), before the workload starts."""
+def _agent(folder: Path, endpoint: str, seconds: float, node: str, watch: bool) -> subprocess.Popen:
+    """An agent for `node`; demo-node-1 watches the instrumented master-worker workload, which starts
+    once `folder/go` exists, demo-node-2 its node only."""
+    cfg = folder / f"{node}.toml"
+    cfg.write_text(f'[agent]\ndaemon = "{endpoint}"\nnode = "{node}"\nspool = "{folder / node}-spool"\n'
+                   f'ipc = "ipc://{folder / node}.sock"\n')
+    cmd = [sys.executable, "-m", "causewatch.cli", "agent", "--config", str(cfg)]
+    if watch:
+        cmd += ["--", sys.executable, "-c", WAIT_THEN_EXEC, str(folder / "go"),
+                sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--app", "demo",
+                "--tasks", str(_tasks(seconds)), "--seed", str(SEED), "--workers", "2"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / f"{node}.log", "w"),
+                            env=dict(os.environ, CAUSEWATCH_CONFIG=str(cfg)))
+
+
+def _await_probe(con, node: str, agent: subprocess.Popen, quiet: bool) -> None:
+    """Wait until `node`'s probe result is stored (at most PROBE_WAIT s)."""
     from causewatch.daemon import tables
     if not quiet:
-        print(f"probing {', '.join(agents)} before the workload starts (a probe sharing the cores with it "
-              "would rank this machine slower than itself)…", flush=True)
+        print(f"probing {node} (one node at a time, before the workload starts: a probe sharing the cores "
+              "with it or with another probe would rank this machine slower than itself)…", flush=True)
     t0 = time.monotonic()
-    while time.monotonic() - t0 < PROBE_WAIT and all(a.poll() is None for a in agents.values()):
-        if set(agents) <= {r["node"] for r in tables.latest_probes(con, "demo")}:
+    while time.monotonic() - t0 < PROBE_WAIT and agent.poll() is None:
+        if node in {r["node"] for r in tables.latest_probes(con, "demo")}:
             if not quiet:
                 print(f"probed in {time.monotonic() - t0:.1f} s", flush=True)
             return
         time.sleep(0.2)
-    print(f"not every probe came back within {PROBE_WAIT:.0f} s: starting the workload anyway", file=sys.stderr)
+    print(f"{node}'s probe did not come back within {PROBE_WAIT:.0f} s: going on without it", file=sys.stderr)
 
 
 def prepare(folder: Path) -> None:
@@ -341,10 +341,12 @@ def run(args) -> int:
     if not quiet:
         print(f"daemon {daemon.endpoint}, DuckDB {db}, metrics http://{daemon.http.address}/metrics")
     _register_kit(folder, f"http://{daemon.http.address}", quiet)
-    agents = _agents(folder, daemon.endpoint, args.seconds)
-    watched = agents["demo-node-1"]
     con = daemon.store.cursor()
-    _await_probes(con, agents, quiet)
+    agents = {}
+    for node, watch in NODES:   # one at a time: two probes at once would share the cores and disagree
+        agents[node] = _agent(folder, daemon.endpoint, args.seconds, node, watch)
+        _await_probe(con, node, agents[node], quiet)
+    watched = agents["demo-node-1"]
     (folder / "go").touch()
     t0 = time.monotonic()
     bar = None if quiet else tqdm(total=_tasks(args.seconds), desc="workload tasks stored", dynamic_ncols=True,
