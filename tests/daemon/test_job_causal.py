@@ -222,6 +222,23 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     assert b"causewatch_dependency_anomaly{" not in ctx.exporter.exposition()
 
 
+def test_a_baseline_is_learnt_from_at_least_baseline_rows(store):
+    ctx = _ctx(store)
+    job = CausalJob(min_rows=50, min_new=20, max_rows=1000, baseline_rows=400)
+    cur = store.cursor()
+    seq = 0
+    for count in (300, 40, 40):   # stable edges from the second version, but 340 and 380 rows only
+        _ingest(store, _tasks(seq, seq, count))
+        seq += count
+        job.run(ctx)
+    assert cur.execute("SELECT count(*) FROM models").fetchone() == (3,)
+    assert cur.execute("SELECT count(*) FROM baselines").fetchone() == (0,)
+    _ingest(store, _tasks(seq, seq, 40))
+    job.run(ctx)
+    assert cur.execute("SELECT b.how, m.n_rows FROM baselines b JOIN models m USING (model_id)").fetchone() == \
+        ("first stable", 420)
+
+
 def _waiting_tasks(seed, start, count, wait_per_cpu=0.4):
     """Tasks whose CPU time is set by their size and whose time is that plus time waited for a CPU."""
     rng = np.random.default_rng(seed)
