@@ -173,6 +173,23 @@ def test_partial_fit_equals_fit_on_the_concatenated_rows(seed):
     assert incremental.n_tests_ < full_tests
 
 
+def test_partial_fit_re_tests_a_decision_once_the_rows_have_doubled():
+    """An independence decided decisively on the first rows is not kept for ever: y starts to depend
+    on x after 100 rows, and by 800 rows partial_fit has the edge, as a fit of those rows does."""
+    rng = np.random.default_rng(3)
+    x, noise = rng.normal(size=800), rng.normal(size=800)
+    first = slice(0, 100)   # exactly uncorrelated there: a decisive independence (margin -2.6)
+    noise[first] -= np.polyval(np.polyfit(x[first], noise[first], 1), x[first])
+    y = np.where(np.arange(800) < 100, noise, 0.3 * x + noise)
+    frame = pd.DataFrame({"x": x, "y": y, "w": rng.normal(size=800)})
+    learner = PCLearner(ci_test=FisherZTest()).fit(frame.iloc[:100])
+    assert _edges(learner.model_) == set()
+    for start in range(100, 800, 50):   # 7 % to 50 % more rows at a time: never a doubling at once
+        learner.partial_fit(frame.iloc[start:start + 50])
+    assert learner.n_reused_ > 0
+    assert _edges(learner.model_) == _edges(PCLearner(ci_test=FisherZTest()).fit(frame).model_) != set()
+
+
 def test_ci_tests_see_a_seeded_sample_of_max_rows_and_the_model_keeps_every_row():
     rng = np.random.default_rng(7)
     n = 5000
