@@ -170,8 +170,10 @@ class Relearn:
     name = "relearn"
     interval = 0.0
 
-    def __init__(self):
-        self.spans: list[tuple[float, float]] = []   # (start, end) of each finished re-learn, monotonic
+    def __init__(self, spans: str):
+        # A file each finished re-learn appends "start end" to (CLOCK_MONOTONIC, system-wide): the job
+        # runs in the daemon's analysis worker, a process of its own, so a list here would stay empty.
+        self.spans = spans
 
     def on_hello(self, ctx, node, body) -> None:
         """Nothing per agent."""
@@ -179,7 +181,16 @@ class Relearn:
     def run(self, ctx: JobContext) -> None:
         t0 = time.monotonic()
         causal_job().run(ctx)
-        self.spans.append((t0, time.monotonic()))
+        with open(self.spans, "a") as f:
+            f.write(f"{t0} {time.monotonic()}\n")
+
+
+def read_spans(path: str) -> list[tuple[float, float]]:
+    """(start, end) of each re-learn the worker finished."""
+    try:
+        return [tuple(map(float, line.split())) for line in Path(path).read_text().splitlines()]
+    except FileNotFoundError:
+        return []
 
 
 def worker_cpu(daemon: Daemon) -> float:
@@ -192,7 +203,7 @@ def serve(mode: str, db: str, endpoint: str) -> None:
     analysis worker. When told to stop it waits for that re-learn's end (at most 5 min) and prints the
     re-learns that overlapped the measurement (their wall seconds), the worker's CPU seconds and the
     seconds it was paused because ingest had a backlog."""
-    job, relearn = Relearn(), mode.startswith("relearn")
+    job, relearn = Relearn(f"{db}.spans"), mode.startswith("relearn")
     cfg = DaemonConfig(db=db, bind=endpoint, http="", **({"analysis_pause_max": 0.0} if mode == "relearn-unpaused" else {}))
     daemon = Daemon(cfg, jobs=[job] if relearn else []).start()
     started = time.monotonic()
@@ -207,10 +218,10 @@ def serve(mode: str, db: str, endpoint: str) -> None:
     print("ready", flush=True)
     sys.stdin.read()     # the parent closes our stdin to stop us
     ended, cpu, paused = time.monotonic(), worker_cpu(daemon) - cpu, daemon.worker.paused_seconds - paused
-    while relearn and not (job.spans and job.spans[-1][1] >= ended) and time.monotonic() < ended + 300:
+    while relearn and not any(b >= ended for _, b in read_spans(job.spans)) and time.monotonic() < ended + 300:
         time.sleep(0.1)
     daemon.stop()
-    spans = [b - a for a, b in job.spans if a < ended and b > began]
+    spans = [b - a for a, b in read_spans(job.spans) if a < ended and b > began]
     print(json.dumps({"relearn_s": spans, "relearn_cpu_s": cpu, "paused_s": paused}), flush=True)
 
 
