@@ -42,7 +42,7 @@ class Finding:
 def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITest | None = None,
                      variables: list[str] | None = None) -> list[Finding]:
     """Variables of `baseline` (or those of them in `variables`) whose Markov condition fails on
-    `newest`, each with the non-descendant it now depends on most (given its baseline parents) as `src`.
+    `newest`, each with the non-descendant it now depends on surest (given its baseline parents) as `src`.
     One test per judged variable, Bonferroni over them (_per_test: at alpha per variable, a check
     every few seconds would page someone every 100/(number of variables) checks)."""
     dag = baseline.dag_extension()
