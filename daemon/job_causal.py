@@ -224,13 +224,18 @@ class CausalJob:
 
     def _window_rows(self, cur, scope: str, st: _Scope) -> pd.DataFrame | None:
         """The baseline's variables on the tasks of its window, read back from the store (a pinned
-        or reloaded baseline), code phases looked up in the tracker; None if some are missing."""
+        or reloaded baseline), code phases looked up in the tracker; None if some are missing (retention
+        may have deleted them): mechanism changes are then not judged, and the log says so once."""
         frame, params, counters = tables.task_frame(cur, scope.removeprefix("app:"),
                                                     started=tables.model_window(cur, st.baseline_id))
         frame, _ = features.name_task_columns(frame, params, counters)
         frame = features.with_code_phase(frame, st.tracker, seen_until=float("inf"))
         nodes = list(st.baseline.nodes)
-        return frame[nodes].dropna().reset_index(drop=True) if set(nodes) <= set(frame.columns) else None
+        rows = frame[nodes].dropna().reset_index(drop=True) if set(nodes) <= set(frame.columns) else None
+        if rows is None or rows.empty:
+            log.warning("causal model %s: the tasks of baseline model %d are no longer stored (retention?): "
+                        "mechanism changes are not judged until a new baseline is pinned", scope, st.baseline_id)
+        return rows
 
     def _lifecycle(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, found: dict, keep: set,
                    now: float) -> None:

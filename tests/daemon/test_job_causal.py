@@ -281,6 +281,23 @@ def test_a_pinned_baseline_s_own_tasks_show_a_mechanism_change_and_its_end(store
     assert "task_clock_seconds" not in json.loads(cur.execute("SELECT graph FROM models").fetchone()[0])["nodes"]
 
 
+def test_a_restarted_job_whose_baseline_tasks_are_gone_says_so_and_still_judges_markov_violations(store, caplog):
+    ctx = _ctx(store)
+    _ingest(store, _tasks(0, 0, 300))
+    CausalJob(min_rows=50, min_new=20, max_rows=1000).run(ctx)
+    first = store.cursor().execute("SELECT model_id FROM models").fetchone()[0]
+    store.run(lambda con: set_baseline(con, "app:lu", first, how="pinned", now=time.time()))
+    store.run(lambda con: con.execute("DELETE FROM tasks WHERE seq < 300"))   # as retention would
+    job = CausalJob(min_rows=50, min_new=20, max_rows=1000, confirm=1)     # a restarted daemon's
+    _ingest(store, _tasks(1, 300, 60))
+    job.run(ctx)
+    _ingest(store, _tasks(2, 360, 80, broken=True))
+    job.run(ctx)
+    assert "tasks of baseline model 1 are no longer stored" in caplog.text
+    kinds = {k for (k,) in store.cursor().execute("SELECT kind FROM anomalies").fetchall()}
+    assert "markov_violation" in kinds and "mechanism_changed" not in kinds
+
+
 def test_submodels_of_a_long_window_come_from_a_sample_and_agree_with_all_rows():
     """Beyond SUBMODEL_ROWS the formulas are fitted on a seeded sample: the same function forms as on every row."""
     from causewatch.analytics.causal.pc import PCLearner
