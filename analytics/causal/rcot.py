@@ -242,7 +242,8 @@ class RCoT:
         n = len(fx)
         cxy = fx.T @ fy / (n - 1)
         stat = n * float((cxy ** 2).sum())
-        gx, gy = fx[self._null_rows(n)], fy[self._null_rows(n)]
+        rows = self._null_rows(n)
+        gx, gy = fx[rows], fy[rows]
         prods = (gx[:, :, None] * gy[:, None, :]).reshape(len(gx), -1)
         prods -= prods.mean(axis=0)
         pval = chi2_mixture_sf(np.linalg.eigvalsh(prods.T @ prods / len(prods)), stat, near=near)
