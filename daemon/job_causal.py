@@ -3,10 +3,9 @@ re-learnt incrementally (PCLearner.partial_fit), and dependency anomalies agains
 
 Stores a `models` row with its `edges` per version; the baseline of a scope is the first stable
 version (its edges equal the version before, learnt from baseline_rows rows at least) unless an
-operator pins one. An anomaly (a new
-dependency on the newest tasks, an edge that appeared or disappeared, a strength out of its band) is
-raised once, updated while it lasts and resolved when gone; a mechanism change compares the newest
-tasks with (at most BEFORE_ROWS of) the baseline's own. Exports causewatch_edge_strength,
+operator pins one. An anomaly (a new dependency on the newest tasks, a mechanism changed since the
+baseline's own tasks, at most BEFORE_ROWS of them; an edge that appeared or disappeared, a strength
+out of its band) is raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength,
 causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind} (1 while open).
 """
 
