@@ -2,14 +2,17 @@
 Lindsay–Pilla–Basak approximation of its null, a weighted sum of chi-squares.
 
 Fourier features of x and y (few, at Gauss–Hermite nodes) and random ones of z (many), x's and y's
-residualised on z's by ridge-free least squares; the statistic is n·‖cross-covariance of the
-residuals‖², O(n·F²) per test.
+residualised on z's by least squares; the statistic is n·‖cross-covariance of the residuals‖². Per
+conditioning set O(n·F²), per (column, set) O(n·F·k), per test O(F·k² + m·k⁴) (k = 7 features of x
+and y, m the null's rows).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -48,17 +51,30 @@ def chi2_mixture_sf(weights: np.ndarray, x: float, p: int = 4, near: tuple[float
     outside `near` (a test only needs LPB's accuracy where its decision could change)."""
     w = np.asarray(weights, dtype=np.float64)
     w = w[w > 0]
-    if w.size == 0:
+    return _mixture_sf(float(w.sum()), float((w ** 2).sum()), x, lambda: w, p, near)
+
+
+def covariance_sf(cov: np.ndarray, x: float, p: int = 4, near: tuple[float, float] = (0.0, 1.0)) -> float:
+    """chi2_mixture_sf with the eigenvalues of the covariance matrix `cov` as weights. The gamma
+    needs only their sum (the trace) and sum of squares (the squared Frobenius norm); the
+    eigenvalues themselves are computed only when LPB is."""
+    return _mixture_sf(float(np.trace(cov)), float((cov ** 2).sum()), x, lambda: np.linalg.eigvalsh(cov), p, near)
+
+
+def _mixture_sf(total: float, squares: float, x: float, weights, p: int, near: tuple[float, float]) -> float:
+    """The two-moment gamma from Σw and Σw², then LPB on `weights()` where the gamma lies in `near`."""
+    if total <= 0:
         return 1.0 if x >= 0 else 0.0
-    scale = w.sum()  # moments of order 8 overflow otherwise; the answer is scale-free
-    w, x = w / scale, x / scale
-    mean, var = w.sum(), 2 * (w ** 2).sum()
-    gamma = float(special.gammaincc(mean * mean / var, x * mean / var))
-    if w.size >= p and near[0] <= gamma <= near[1]:
-        try:
-            return _lpb(w, x, p)
-        except (np.linalg.LinAlgError, ValueError, ZeroDivisionError):
-            pass
+    shape = total * total / (2 * squares)   # mean² / variance
+    gamma = float(special.gammaincc(shape, shape * x / total))
+    if near[0] <= gamma <= near[1]:
+        w = weights()
+        w = w[w > 0]
+        if w.size >= p:
+            try:   # moments of order 8 overflow unless scaled; the answer is scale-free
+                return _lpb(w / w.sum(), x / w.sum(), p)
+            except (np.linalg.LinAlgError, ValueError, ZeroDivisionError):
+                pass
     return gamma
 
 
@@ -135,9 +151,11 @@ def _lpb_mixture(m: np.ndarray, p: int):
 
 
 # What an RCoT keeps, in bytes, in each of its two caches: z's features for the most recent
-# conditioning sets (n x ~110 floats each: 0.9 MB at 1000 rows, 14 MB at 16,384), and the residual
-# features of recent (column, set) pairs.
+# conditioning sets (n x ~110 floats each: 0.9 MB at 1000 rows, 14 MB at 16,384), and the fits of
+# recent (column, set) pairs (m x 35 floats each: 0.28 MB).
 CACHE_BYTES = 256 * 2 ** 20
+# Added to C_zz's diagonal: z's features are collinear (a column's own features next to random ones of it).
+RIDGE = 1e-10
 # A discrete column of at most this many levels enters by indicators of its levels (exact), not by
 # Fourier features of its codes; so do the level combinations of a conditioning set's discrete part
 # up to this many cells (beyond, each column's levels on their own). Codes in one random-feature
@@ -156,24 +174,36 @@ class RCoT:
     def __init__(self, values: np.ndarray, discrete: np.ndarray | None = None, z_features: int = Z_FEATURES,
                  seed: int = 0):
         sd = values.std(axis=0)
-        self.values = (values - values.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+        n = len(values)
+        # The null's rows go first (a seeded subset beyond NULL_ROWS), so that they are a view of every
+        # feature matrix; the statistic is a sum over rows, so their order is not an input.
+        self.null_rows = n if NULL_ROWS is None or n <= NULL_ROWS else NULL_ROWS
+        order = np.arange(n)
+        if self.null_rows < n:
+            first = np.sort(np.random.default_rng([seed, n]).choice(n, self.null_rows, replace=False))
+            order = np.concatenate([first, np.setdiff1d(order, first)])
+        self._width_rows = np.argsort(order)[:WIDTH_ROWS]   # where the first rows went
+        self.values = ((values - values.mean(axis=0)) / np.where(sd > 0, sd, 1.0))[order]
         self.discrete = np.zeros(values.shape[1], bool) if discrete is None else np.asarray(discrete, bool)
         self.z_features, self.seed = z_features, seed
         self._xy: dict = {}
         self._z: OrderedDict = OrderedDict()
         self._res: OrderedDict = OrderedDict()
-        self._null_idx: dict[int, np.ndarray] = {}
+        self._pairs: dict = {}
 
     def _features(self, cols: tuple, count: int) -> np.ndarray:
         """Centred random Fourier features sqrt(2)·cos(v·W/σ + b) of the columns, W ~ N(0, 1),
-        b ~ U(0, 2π), σ the median distance between the first WIDTH_ROWS rows. The cosine is taken in
-        float32 (18× faster than in float64; the features are random, 5e-7 is far below their
-        noise), and the columns are not scaled: a least-squares fit on them does not depend on it."""
+        b ~ U(0, 2π), σ the median distance between the first WIDTH_ROWS rows, in float32 (the cosine
+        is 18× faster than in float64; the features are random, 5e-7 is far below their noise). The
+        columns are not scaled: a least-squares fit on them does not depend on it."""
         v = self.values[:, list(cols)]
         rng = np.random.default_rng([self.seed, count, *cols])
-        arg = v @ rng.normal(size=(len(cols), count)) / _width(v) + rng.uniform(0, 2 * math.pi, count)
-        f = np.cos(arg.astype(np.float32)).astype(np.float64)
-        return math.sqrt(2) * (f - f.mean(axis=0))
+        arg = v @ (rng.normal(size=(len(cols), count)) / _width(v[self._width_rows]))
+        arg += rng.uniform(0, 2 * math.pi, count)
+        f = np.cos(arg.astype(np.float32))
+        f -= f.mean(axis=0, dtype=np.float64).astype(np.float32)
+        f *= np.float32(math.sqrt(2))
+        return f
 
     def _xy_features(self, col: int) -> np.ndarray:
         """A discrete column's level indicators; else its normal score v, cos(w·v/σ) and sin(w·v/σ)
@@ -184,7 +214,7 @@ class RCoT:
             if codes is not None and codes.max() <= MAX_LEVELS:
                 self._xy[col] = _indicators(codes)
             else:
-                arg = v * (np.array(XY_NODES) / _width(v))
+                arg = v * (np.array(XY_NODES) / _width(v[self._width_rows]))
                 self._xy[col] = _standardised(np.hstack([v, np.cos(arg), np.sin(arg)]))
         return self._xy[col]
 
@@ -205,50 +235,91 @@ class RCoT:
         return np.hstack(parts)
 
     def _projection(self, z: tuple):
-        """z's features F_z and the Cholesky factor of C_zz (+1e-10·I), kept for recent sets."""
+        """z's features F_z and the Cholesky factor of C_zz + RIDGE·I, kept for recent sets."""
         if z not in self._z:
             fz = self._z_features(z)
-            czz = fz.T @ fz / (len(fz) - 1) + 1e-10 * np.eye(fz.shape[1])
+            czz = fz.T @ fz / (len(fz) - 1) + RIDGE * np.eye(fz.shape[1])
             _bounded_put(self._z, z, (fz, linalg.cho_factor(czz)))
         self._z.move_to_end(z)
         return self._z[z]
 
-    def _residual(self, col: int, z: tuple) -> np.ndarray:
-        """The column's x/y features less their least-squares fit on z's: f − F_z·C_zz⁻¹·C_zf. Kept
-        for recent (column, set) pairs: PC tests one column against many given one set."""
+    def _fit(self, col: int, z: tuple) -> _Fit:
+        """The column's x/y features f regressed on z's by least squares (C_zf, B = C_zz⁻¹·C_zf), and
+        the residuals f − F_z·B on the null's rows with their pairwise products. Kept for recent
+        (column, set) pairs: PC tests one column against many given one set."""
         key = (col, z)
         if key not in self._res:
             f = self._xy_features(col)
+            null = f[:self.null_rows]
+            czf = coef = None
             if z:
                 fz, chol = self._projection(z)
-                f = f - fz @ linalg.cho_solve(chol, fz.T @ f / (len(fz) - 1))
-            _bounded_put(self._res, key, f)
+                czf = (f.T @ fz).T / (len(f) - 1)   # f' F_z, not F_z' f: BLAS is twice as fast on this shape
+                coef = linalg.cho_solve(chol, czf, check_finite=False)
+                null = null - (coef.T @ fz[:self.null_rows].T).T
+            upper = _upper(f.shape[1])
+            _bounded_put(self._res, key, _Fit(czf, coef, null, null[:, upper[0]] * null[:, upper[1]]))
         self._res.move_to_end(key)
         return self._res[key]
 
-    def _null_rows(self, n: int):
-        """The rows the null's weights are estimated on: every one up to NULL_ROWS, else a seeded subset."""
-        if NULL_ROWS is None or n <= NULL_ROWS:
-            return slice(None)
-        if n not in self._null_idx:
-            self._null_idx[n] = np.sort(np.random.default_rng([self.seed, n]).choice(n, NULL_ROWS, replace=False))
-        return self._null_idx[n]
+    def _cov(self, x: int, y: int) -> np.ndarray:
+        """C_xy of the two columns' x/y features (all rows), kept per pair."""
+        if (x, y) not in self._pairs:
+            self._pairs[(x, y)] = self._xy_features(x).T @ self._xy_features(y) / (self.values.shape[0] - 1)
+        return self._pairs[(x, y)]
 
     def pvalue(self, x: int, y: int, z: tuple = (), near: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float, float]:
         """(statistic n·‖C_xy|z‖², its p-value, the largest squared canonical correlation of the
-        residuals); the p-value is LPB's where the two-moment gamma's lies in `near`, else the gamma's."""
+        residuals); the p-value is LPB's where the two-moment gamma's lies in `near`, else the gamma's.
+        C_xy|z, the residuals' cross-covariance, is C_xy − C_xz·B_y − ε·B_x'·B_y (ε the ridge; the
+        residuals themselves are only formed on the null's rows): O(F·k²) per test once fits are kept."""
         z = tuple(sorted(z))
-        fx, fy = self._residual(x, z), self._residual(y, z)
-        n = len(fx)
-        cxy = fx.T @ fy / (n - 1)
-        stat = n * float((cxy ** 2).sum())
-        rows = self._null_rows(n)
-        gx, gy = fx[rows], fy[rows]
-        prods = (gx[:, :, None] * gy[:, None, :]).reshape(len(gx), -1)
-        prods -= prods.mean(axis=0)
-        pval = chi2_mixture_sf(np.linalg.eigvalsh(prods.T @ prods / len(prods)), stat, near=near)
-        r2 = float(np.linalg.svd(cxy, compute_uv=False)[0]) ** 2
-        return stat, pval, min(r2, 1 - 1e-12)
+        fx, fy = self._fit(x, z), self._fit(y, z)
+        cxy = self._cov(x, y) if not z else self._cov(x, y) - fx.czf.T @ fy.coef - RIDGE * fx.coef.T @ fy.coef
+        stat = self.values.shape[0] * float((cxy ** 2).sum())
+        pval = covariance_sf(_product_covariance(fx, fy), stat, near=near)
+        return stat, pval, min(_top_eigenvalue(cxy.T @ cxy), 1 - 1e-12)
+
+
+class _Fit(NamedTuple):
+    czf: np.ndarray | None    # C_zf, z's features against the column's (None without z)
+    coef: np.ndarray | None   # C_zz⁻¹·C_zf
+    null: np.ndarray          # the residuals on the null's rows (m x k)
+    pairs: np.ndarray         # their products r_i·r_j, i <= j (m x k(k+1)/2)
+
+
+def _product_covariance(fx: _Fit, fy: _Fit) -> np.ndarray:
+    """Covariance of the residual products r_x,i·r_y,j over the null's rows, (kx·ky)²: its
+    eigenvalues are the null's weights. Assembled from the 28 x 28 products of the kept pairwise
+    products, a third of the products' own (49-column) Gram matrix."""
+    m, kx, ky = len(fx.null), fx.null.shape[1], fy.null.shape[1]
+    mean = (fx.null.T @ fy.null / m).ravel()
+    cross = fx.pairs.T @ fy.pairs / m
+    return cross.ravel()[_gather(kx, ky)] - np.outer(mean, mean)
+
+
+@numba.njit(cache=True)
+def _top_eigenvalue(a: np.ndarray) -> float:
+    """The largest eigenvalue of a small symmetric matrix (numba: numpy.linalg's checks cost more than LAPACK)."""
+    return np.linalg.eigvalsh(a)[-1]
+
+
+@functools.lru_cache(maxsize=64)
+def _upper(k: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(k)
+
+
+@functools.lru_cache(maxsize=64)
+def _gather(kx: int, ky: int) -> np.ndarray:
+    """Where E[r_x,i r_x,k r_y,j r_y,l] sits in the pairs' cross products, for rows (i, j) and
+    columns (k, l) of the product covariance."""
+    def pair(k):
+        tri = np.zeros((k, k), dtype=np.intp)
+        tri[np.triu_indices(k)] = np.arange(k * (k + 1) // 2)
+        return np.maximum(tri, tri.T)
+    px, py = pair(kx), pair(ky)
+    i, j = np.divmod(np.arange(kx * ky), ky)
+    return px[i[:, None], i[None, :]] * (ky * (ky + 1) // 2) + py[j[:, None], j[None, :]]
 
 
 def _bounded_put(cache: OrderedDict, key, value) -> None:
@@ -260,12 +331,14 @@ def _bounded_put(cache: OrderedDict, key, value) -> None:
 
 
 def _nbytes(value) -> int:
-    return value[0].nbytes if isinstance(value, tuple) else value.nbytes
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    return sum(_nbytes(v) for v in value) if isinstance(value, tuple) else 0
 
 
 def _width(v: np.ndarray) -> float:
-    """The kernel width σ: the median distance between the first WIDTH_ROWS rows (1 if all equal)."""
-    dist = spatial.distance.pdist(v[:WIDTH_ROWS])
+    """The kernel width σ: the median distance between the rows (1 if all equal)."""
+    dist = spatial.distance.pdist(v)
     return float(np.median(dist[dist > 0])) if (dist > 0).any() else 1.0
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from causewatch.analytics.causal import ci, rcot
-from scipy import stats
+from scipy import linalg, stats
 
 
 @pytest.mark.parametrize("weights", [[3, 1, 0.5, 0.2, 0.1, 0.05], list(np.random.default_rng(0).exponential(size=25)),
@@ -63,9 +63,30 @@ def test_the_null_weights_from_a_subset_of_rows_give_the_p_values_of_all_rows(mo
     y = z ** 2 + 0.12 * x + 0.5 * rng.normal(size=n)   # weakly dependent on x given z
     values = np.column_stack([x, y, z, w])
     subset = rcot.RCoT(values)
-    assert rcot.NULL_ROWS < n and len(subset._null_rows(n)) == rcot.NULL_ROWS
+    assert rcot.NULL_ROWS < n and subset.null_rows == rcot.NULL_ROWS
     got = [subset.pvalue(a, b, (2,))[1] for a, b in ((0, 3), (1, 3), (0, 1))]
     monkeypatch.setattr(rcot, "NULL_ROWS", None)
     every = [rcot.RCoT(values).pvalue(a, b, (2,))[1] for a, b in ((0, 3), (1, 3), (0, 1))]
     assert np.allclose(np.log10(got), np.log10(every), atol=0.15), (got, every)
     assert every[0] > 0.05 and 1e-3 < every[2] < 0.05   # the problem has both kinds
+
+
+def test_the_statistic_and_null_from_kept_fits_equal_those_of_explicit_residuals():
+    """pvalue forms C_xy|z from covariance blocks and the null's covariance from kept pairwise products;
+    both must equal what the residuals f − F_z·C_zz⁻¹·C_zf themselves give (the ridge included)."""
+    rng = np.random.default_rng(7)
+    n = 1500
+    z = rng.normal(size=(n, 2))
+    x = np.sin(2 * z[:, 0]) + z[:, 1] ** 2 + 0.3 * rng.normal(size=n)
+    y = np.tanh(z[:, 0] * z[:, 1]) + 0.3 * x + 0.3 * rng.normal(size=n)
+    test = rcot.RCoT(np.column_stack([x, y, z]))
+    for given in [(2,), (2, 3)]:
+        fz, chol = test._projection(given)
+        res = [f - fz @ linalg.cho_solve(chol, fz.T @ f / (n - 1)) for f in map(test._xy_features, (0, 1))]
+        stat, _, _ = test.pvalue(0, 1, given)
+        assert stat == pytest.approx(n * ((res[0].T @ res[1] / (n - 1)) ** 2).sum(), rel=1e-6)
+        m = test.null_rows
+        prods = (res[0][:m, :, None] * res[1][:m, None, :]).reshape(m, -1)
+        prods -= prods.mean(axis=0)
+        got = rcot._product_covariance(test._fit(0, given), test._fit(1, given))
+        assert np.allclose(got, prods.T @ prods / m, rtol=1e-6, atol=1e-9)
