@@ -89,4 +89,4 @@ def test_the_statistic_and_null_from_kept_fits_equal_those_of_explicit_residuals
         prods = (res[0][:m, :, None] * res[1][:m, None, :]).reshape(m, -1)
         prods -= prods.mean(axis=0)
         got = rcot._product_covariance(test._fit(0, given), test._fit(1, given))
-        assert np.allclose(got, prods.T @ prods / m, rtol=1e-6, atol=1e-9)
+        assert np.abs(got - prods.T @ prods / m).max() < 1e-5 * np.abs(got).max()   # float32 products
