@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from causewatch.analytics.causal import ci, rcot
-from scipy import linalg, stats
+from scipy import linalg, spatial, stats
 
 
 @pytest.mark.parametrize("weights", [[3, 1, 0.5, 0.2, 0.1, 0.05], list(np.random.default_rng(0).exponential(size=25)),
@@ -90,3 +90,16 @@ def test_the_statistic_and_null_from_kept_fits_equal_those_of_explicit_residuals
         prods -= prods.mean(axis=0)
         got = rcot._product_covariance(test._fit(0, given), test._fit(1, given))
         assert np.abs(got - prods.T @ prods / m).max() < 1e-5 * np.abs(got).max()   # float32 products
+
+
+def test_the_kernel_width_is_the_median_of_the_nonzero_pairwise_distances():
+    def median_distance(v):
+        dist = spatial.distance.pdist(v)
+        return np.median(dist[dist > 0])
+
+    rng = np.random.default_rng(3)
+    v = rng.normal(size=(60, 3))
+    v[10:20] = v[0]                      # tied rows: their zero distances are left out
+    assert rcot._width(v) == pytest.approx(median_distance(v))
+    assert rcot._width(np.asfortranarray(v[:, :2])) == pytest.approx(median_distance(v[:, :2]))
+    assert rcot._width(np.ones((5, 2))) == 1.0 and rcot._width(np.ones((1, 1))) == 1.0
