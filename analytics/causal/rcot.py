@@ -189,7 +189,7 @@ class RCoT:
         self._xy: dict = {}
         self._z: OrderedDict = OrderedDict()
         self._res: OrderedDict = OrderedDict()
-        self._pairs: dict = {}
+        self._covs: dict = {}
 
     def _features(self, cols: tuple, count: int) -> np.ndarray:
         """Centred random Fourier features sqrt(2)·cos(v·W/σ + b) of the columns, W ~ N(0, 1),
@@ -265,9 +265,9 @@ class RCoT:
 
     def _cov(self, x: int, y: int) -> np.ndarray:
         """C_xy of the two columns' x/y features (all rows), kept per pair."""
-        if (x, y) not in self._pairs:
-            self._pairs[(x, y)] = self._xy_features(x).T @ self._xy_features(y) / (self.values.shape[0] - 1)
-        return self._pairs[(x, y)]
+        if (x, y) not in self._covs:
+            self._covs[(x, y)] = self._xy_features(x).T @ self._xy_features(y) / (self.values.shape[0] - 1)
+        return self._covs[(x, y)]
 
     def pvalue(self, x: int, y: int, z: tuple = (), near: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float, float]:
         """(statistic n·‖C_xy|z‖², its p-value, the largest squared canonical correlation of the
