@@ -73,22 +73,25 @@ def test_the_null_weights_from_a_subset_of_rows_give_the_p_values_of_all_rows(mo
 
 def test_the_statistic_and_null_from_kept_fits_equal_those_of_explicit_residuals():
     """pvalue forms C_xy|z from covariance blocks and the null's covariance from kept pairwise products;
-    both must equal what the residuals f − F_z·C_zz⁻¹·C_zf themselves give (the ridge included)."""
+    both must equal what the residuals f − F_z·C_zz⁻¹·C_zf themselves give (the ridge included), for
+    continuous and discrete (level indicator) columns, on a null subset of the rows."""
     rng = np.random.default_rng(7)
     n = 1500
     z = rng.normal(size=(n, 2))
     x = np.sin(2 * z[:, 0]) + z[:, 1] ** 2 + 0.3 * rng.normal(size=n)
     y = np.tanh(z[:, 0] * z[:, 1]) + 0.3 * x + 0.3 * rng.normal(size=n)
-    test = rcot.RCoT(np.column_stack([x, y, z]))
-    for given in [(2,), (2, 3)]:
+    level = np.digitize(z[:, 0] + 0.5 * rng.normal(size=n), [-1.0, 0.0, 1.0]).astype(float)
+    test = rcot.RCoT(np.column_stack([x, y, z, level]), discrete=[False] * 4 + [True])
+    assert test.null_rows < n
+    for a, b, given in [(0, 1, (2,)), (0, 1, (2, 3)), (4, 1, (2,)), (0, 1, (2, 4))]:
         fz, chol = test._projection(given)
-        res = [f - fz @ linalg.cho_solve(chol, fz.T @ f / (n - 1)) for f in map(test._xy_features, (0, 1))]
-        stat, _, _ = test.pvalue(0, 1, given)
+        res = [f - fz @ linalg.cho_solve(chol, fz.T @ f / (n - 1)) for f in map(test._xy_features, (a, b))]
+        stat, _, _ = test.pvalue(a, b, given)
         assert stat == pytest.approx(n * ((res[0].T @ res[1] / (n - 1)) ** 2).sum(), rel=1e-6)
         m = test.null_rows
         prods = (res[0][:m, :, None] * res[1][:m, None, :]).reshape(m, -1)
         prods -= prods.mean(axis=0)
-        got = rcot._product_covariance(test._fit(0, given), test._fit(1, given))
+        got = rcot._product_covariance(test._fit(a, given), test._fit(b, given))
         assert np.abs(got - prods.T @ prods / m).max() < 1e-5 * np.abs(got).max()   # float32 products
 
 
