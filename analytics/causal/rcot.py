@@ -318,7 +318,7 @@ def _gather(kx: int, ky: int) -> np.ndarray:
     columns (k, l) of the product covariance."""
     def pair(k):
         tri = np.zeros((k, k), dtype=np.intp)
-        tri[np.triu_indices(k)] = np.arange(k * (k + 1) // 2)
+        tri[_upper(k)] = np.arange(k * (k + 1) // 2)
         return np.maximum(tri, tri.T)
     px, py = pair(kx), pair(ky)
     i, j = np.divmod(np.arange(kx * ky), ky)
