@@ -3,7 +3,7 @@
 (a) one CausalJob cycle with ~1 % new task rows, partial_fit against a full fit (goal >= 5x at 1e5 rows);
 (b) /metrics scrape latency of a real Daemon whose job publishes 1e4 gauge series (goal <= 100 ms);
 (c) ingest rate of real senders into a daemon child process while re-learns run back to back in its
-    analysis worker, against the same daemon idle (goal: within 10 %); with the worker paused while the
+    jobs worker, against the same daemon idle (goal: within 10 %); with the worker paused while the
     writer has a backlog (the default) and without (analysis_pause_max = 0);
 (d) store bytes per node-day of a simulated node (1 Hz x 65 metrics + one phase vector a second).
 
@@ -39,10 +39,9 @@ from causewatch.daemon.exporter import Exporter, gauge_family
 from causewatch.analytics.causal.pc import PCLearner
 from causewatch.daemon.job_causal import SUBMODEL_ROWS, CausalJob
 from causewatch.daemon.job_retention import RetentionJob
-from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.jobs import Job, JobContext
 from causewatch.daemon.server import Daemon
 from causewatch.daemon.store import Store
-from causewatch.daemon.worker import AnalysisWorker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support import free_port  # noqa: E402
@@ -73,9 +72,8 @@ def fill(store: Store, frames: list[wire.Frame], batch: int = 5000) -> None:
         store.commit_frames(frames[i:i + batch])
 
 
-def job_ctx(store: Store, compute=None) -> JobContext:
-    return JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter(),
-                      **({"compute": compute} if compute else {}))
+def job_ctx(store: Store) -> JobContext:
+    return JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
 
 
 def causal_job() -> CausalJob:
@@ -85,17 +83,15 @@ def causal_job() -> CausalJob:
 def analysis_cycle(folder: Path, rows: list[int]) -> list[dict]:
     """Each size after a discarded warm-up size (numba's compiled code loaded). At each size: a fit, one
     update of 1 % new rows, then the measured cycle: another 1 % through partial_fit against a job that
-    starts afresh on every row. The numeric work runs as in the daemon, in an AnalysisWorker child (at
-    nice 0 here: at SCHED_IDLE a loaded machine would starve it), so a cycle pays for moving the learner
-    and its rows both ways. The first update after a start calibrates the KDE null of the Markov check's
-    block shapes at the batch's size once (cached in the worker, as in the daemon): the measured cycle
-    is the steady state, not the first after a start."""
+    starts afresh on every row. Both jobs run in this process, on its store: in the daemon the same job
+    runs whole in its jobs worker, where the learner stays and only the rows read cross (as Arrow). The
+    first update after a start calibrates the KDE null of the Markov check's block shapes at the batch's
+    size once (cached in the process, as in the worker): the measured cycle is the steady state."""
     out = []
-    worker = AnalysisWorker(niceness=0)
     for n in [300] + rows:
         store = Store(str(folder / f"tasks-{n}.duckdb"))
         fill(store, task_frames(n, 1, n))
-        ctx = job_ctx(store, worker)
+        ctx = job_ctx(store)
         incremental = causal_job()
         incremental.run(ctx)                      # the model as the daemon has it before the new rows
         new = max(1, n // 100)
@@ -114,13 +110,12 @@ def analysis_cycle(folder: Path, rows: list[int]) -> list[dict]:
         out.append({"rows": n + new, "new_rows": new, "partial_fit_s": inc, "full_fit_s": full,
                     "ratio": full / inc, "ci_rows": PCLearner().max_rows, "submodel_rows": SUBMODEL_ROWS,
                     "retested": learner.n_tests_, "reused": learner.n_reused_})
-    worker.stop()
     return out[1:]
 
 
 # ---- (b) scrape latency --------------------------------------------------------------------------
 
-class Publisher:
+class Publisher(Job):
     """A job publishing `n` gauge series (100 nodes x n/100 metrics) through exporter.publish. The families
     are built once: what is measured is the scrape, not the job's own work competing for the GIL."""
     name = "publisher"
@@ -129,9 +124,6 @@ class Publisher:
     def __init__(self, n: int):
         series = [({"node": f"node-{i % 100:03d}", "metric": f"metric_{i // 100:04d}"}, float(i)) for i in range(n)]
         self.families = [gauge_family("bench_series", "Benchmark series", ["node", "metric"], series)]
-
-    def on_hello(self, ctx, node, body) -> None:
-        """Nothing per agent."""
 
     def run(self, ctx: JobContext) -> None:
         ctx.exporter.publish(self.name, self.families)
@@ -165,18 +157,15 @@ def scrape_latency(folder: Path, n_series: int, scrapes: int) -> dict:
 
 # ---- (c) ingest while a re-learn runs ------------------------------------------------------------
 
-class Relearn:
+class Relearn(Job):
     """A CausalJob that starts afresh every run: a full re-learn over every task row, back to back."""
     name = "relearn"
     interval = 0.0
 
     def __init__(self, spans: str):
         # A file each finished re-learn appends "start end" to (CLOCK_MONOTONIC, system-wide): the job
-        # runs in the daemon's analysis worker, a process of its own, so a list here would stay empty.
+        # runs in the daemon's jobs worker, a process of its own, so a list here would stay empty.
         self.spans = spans
-
-    def on_hello(self, ctx, node, body) -> None:
-        """Nothing per agent."""
 
     def run(self, ctx: JobContext) -> None:
         t0 = time.monotonic()
@@ -200,7 +189,7 @@ def worker_cpu(daemon: Daemon) -> float:
 
 def serve(mode: str, db: str, endpoint: str) -> None:
     """The daemon child of (c): idle (no jobs) or re-learning. Ready once a re-learn is under way in its
-    analysis worker. When told to stop it waits for that re-learn's end (at most 5 min) and prints the
+    jobs worker. When told to stop it waits for that re-learn's end (at most 5 min) and prints the
     re-learns that overlapped the measurement (their wall seconds), the worker's CPU seconds and the
     seconds it was paused because ingest had a backlog."""
     job, relearn = Relearn(f"{db}.spans"), mode.startswith("relearn")
@@ -210,7 +199,7 @@ def serve(mode: str, db: str, endpoint: str) -> None:
     while relearn and worker_cpu(daemon) < 1.0:
         if time.monotonic() - started > 120:   # SCHED_IDLE gets no CPU while anything else wants it
             daemon.stop()
-            raise SystemExit("the analysis worker had less than 1 CPU-s in 120 s: it runs SCHED_IDLE "
+            raise SystemExit("the jobs worker had less than 1 CPU-s in 120 s: it runs SCHED_IDLE "
                              "(analysis_nice = 19), so on a machine whose cores other work keeps busy it waits; "
                              "measure on a quieter machine")
         time.sleep(0.1)
@@ -397,7 +386,7 @@ def report(r: dict) -> None:
         c = r["cycle"][0]
         print(f"    the cycle reads only the new rows, the full fit every row; the CI tests of both see a seeded sample of at most "
               f"{c['ci_rows']:,} rows (PCLearner.max_rows), its submodels {c['submodel_rows']:,}; both run in "
-              f"an analysis worker child, as in the daemon")
+              f"this process (the daemon runs the same job in its jobs worker)")
     if "scrape" in r:
         s, e = r["scrape"]["series"], r["scrape"]["empty"]
         print(f"(b) /metrics with {s['n']:,} job series: median {s['median_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms, "

@@ -57,10 +57,10 @@ class DaemonConfig:
     causal_min_new: int = _limit(20, 1, 100_000)
     causal_confirm: int = _limit(2, 1, 100)
     causal_baseline_rows: int = _limit(200, 1, 1_000_000)
-    # The analysis worker's niceness (daemon/worker.py); 19, the default, also means SCHED_IDLE: analyses
+    # The jobs worker's niceness (daemon/worker.py); 19, the default, also means SCHED_IDLE: analyses
     # then take only CPU time nothing else wants, so on a machine whose cores are kept busy they wait.
     analysis_nice: int = _limit(19, 0, 19)
-    # Seconds the analysis worker may be paused at a stretch while frames wait for the writer (then it
+    # Seconds the jobs worker may be paused at a stretch while frames wait for the writer (then it
     # runs a quarter of that); 0 never pauses it. Even at SCHED_IDLE its cache and memory traffic slow ingest.
     analysis_pause_max: float = _limit(2.0, 0.0, 3600.0)
     # Retention (daemon/job_retention.py), in days; 0 keeps a table forever.

@@ -1,8 +1,9 @@
 """The daemon's exporter: everything /metrics serves, kept in memory (a scrape never touches DuckDB).
 
 Ingest counters are fixed series; the agents' newest sample values are node metrics (NodeState);
-each analysis job publishes its gauges as one snapshot, rendered and swapped in whole at the end of its
-run (Snapshots), so a scrape never sees a half-updated set.
+each analysis job publishes its gauges as one snapshot, swapped in whole at the end of its run
+(Snapshots), so a scrape never sees a half-updated set. All of it is one CollectorRegistry, which
+httpapi serves through client_python's WSGI app.
 """
 
 from __future__ import annotations
@@ -36,32 +37,18 @@ def gauge_family(name: str, help: str, labels: Sequence[str],
 
 
 class Snapshots:
-    """Per publisher, the families of its latest complete run, rendered to exposition text when
-    published: a job publishes once per run, a scrape may come many times (10^4 series cost ~0.1 s
-    to render), so a scrape only joins the texts."""
+    """A collector of each publisher's families from its latest complete run."""
 
     def __init__(self):
-        self._published: dict[str, bytes] = {}
+        self._published: dict[str, tuple[Metric, ...]] = {}
 
     def publish(self, publisher: str, families: Iterable[Metric]) -> None:
-        families = tuple(families)
-        registry = CollectorRegistry()
-        registry.register(_Fixed(families))
         # A new dict replaces the old one in a single assignment: a scrape sees one or the other.
-        self._published = {**self._published, publisher: generate_latest(registry)}
-
-    def text(self) -> bytes:
-        return b"".join(self._published.values())
-
-
-class _Fixed:
-    """A collector of families known in advance."""
-
-    def __init__(self, families: tuple[Metric, ...]):
-        self.families = families
+        self._published = {**self._published, publisher: tuple(families)}
 
     def collect(self) -> Iterable[Metric]:
-        return iter(self.families)
+        for families in self._published.values():
+            yield from families
 
 
 def node_series(metric: str) -> tuple[str, dict[str, str]]:
@@ -138,7 +125,27 @@ class NodeState:
             yield family
 
 
+class Restricted:
+    """A registry's series whose sample names are in `names` (what `/metrics?name[]=` asks for). The
+    registry's own restricted_registry finds collectors by the names they describe, and NodeState's and
+    the jobs' names are only known when they collect."""
+
+    def __init__(self, registry: CollectorRegistry, names: Iterable[str]):
+        self.registry, self.names = registry, set(names)
+
+    def collect(self) -> Iterable[Metric]:
+        for metric in self.registry.collect():
+            samples = [s for s in metric.samples if s.name in self.names]
+            if samples:
+                kept = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+                kept.samples = samples
+                yield kept
+
+
 class Exporter:
+    """Every series /metrics serves, as one collector (`collect`, `restricted_registry`): ingest's
+    counters, the agents' newest values (NodeState) and the jobs' snapshots."""
+
     def __init__(self):
         self.registry = CollectorRegistry()
         r = self.registry
@@ -159,13 +166,21 @@ class Exporter:
                                       registry=r)
         self.credit_share_bytes = Gauge("causewatch_credit_share_bytes", "Bytes each agent may have unacked now: "
                                         "max_in_flight_bytes shared among the connections", registry=r)
-        self.snapshots = Snapshots()   # not in the registry: served as the text rendered at publish
+        self.snapshots = Snapshots()
         self.nodes = NodeState()
         r.register(self.nodes)
+        r.register(self.snapshots)
 
     def publish(self, publisher: str, families: Iterable[Metric]) -> None:
         """Replace every gauge `publisher` exported before with `families` (its complete new state)."""
         self.snapshots.publish(publisher, families)
 
+    def collect(self) -> Iterable[Metric]:
+        return self.registry.collect()
+
+    def restricted_registry(self, names: Iterable[str]) -> Restricted:
+        return Restricted(self.registry, names)
+
     def exposition(self) -> bytes:
-        return generate_latest(self.registry) + self.snapshots.text()
+        """The registry in Prometheus' text format (what a plain scrape of /metrics gets)."""
+        return generate_latest(self.registry)

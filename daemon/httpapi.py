@@ -1,8 +1,9 @@
-"""The daemon's HTTP side: Prometheus /metrics from the exporter, and the /api/ routes, which the API
-worker answers (daemon/routes.py, a child process: the daemon itself never loads pandas or the analytics).
+"""The daemon's HTTP side, one WSGI application on the standard library's threading server: /metrics is
+client_python's app (gzip, OpenMetrics when asked, `name[]` filters); /api/ requests are answered by the
+API worker (routes.answer in a child process: the daemon itself never loads pandas or the analytics).
 
 POSTs are taken from loopback or with the configured bearer token; that check, the body's size limit
-and /metrics stay here, so a scrape never waits for the worker.
+and /metrics stay in the daemon, so a scrape never waits for the worker.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ import logging
 import threading
 import urllib.parse
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import make_wsgi_app
 
 from causewatch.daemon.worker import WorkerError
 
@@ -29,53 +34,67 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _json(code: int, obj) -> tuple[int, bytes, str]:
+    return code, json.dumps(obj).encode(), "application/json"
+
+
+class Api:
+    """The WSGI application. `answer(method, path, params, body)` -> (status, bytes, content type) is
+    routes.answer where the daemon runs it (its API worker); `registry` is what /metrics serves (a
+    collector with restricted_registry, e.g. the Exporter)."""
+
+    def __init__(self, registry, answer: Callable, token: str = ""):
+        self.metrics = make_wsgi_app(registry)
+        self.answer, self.token = answer, token
+
+    def __call__(self, environ: dict, start_response: Callable) -> list[bytes]:
+        if environ.get("PATH_INFO") == "/metrics":
+            return self.metrics(environ, start_response)
+        try:
+            code, data, ctype = self._api(environ)
+        except WorkerError as e:   # the API worker died or the daemon is stopping
+            log.warning("%s %s: %s", environ["REQUEST_METHOD"], environ.get("PATH_INFO"), e)
+            code, data, ctype = _json(503, {"error": str(e)})
+        start_response(f"{code} {HTTPStatus(code).phrase}", [("Content-Type", ctype),
+                                                              ("Content-Length", str(len(data)))])
+        return [data]
+
+    def _api(self, environ: dict) -> tuple[int, bytes, str]:
+        method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/")
+        params = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        if method == "GET":
+            return self.answer(method, path, params, b"")
+        if method != "POST":
+            return _json(405, {"error": f"{method}: the API takes GET and POST"})
+        given = environ.get("HTTP_AUTHORIZATION", "")
+        if not _loopback(environ.get("REMOTE_ADDR", "")) and not (
+                self.token and hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode())):
+            return _json(403, {"error": "POST is taken from loopback or with the api_token of the daemon's config "
+                                        "(Authorization: Bearer TOKEN)"})
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return _json(400, {"error": f"Content-Length: not a number ({environ['CONTENT_LENGTH']!r})"})
+        if length > MAX_BODY:
+            return _json(413, {"error": f"body over {MAX_BODY} bytes"})
+        return self.answer(method, path, params, environ["wsgi.input"].read(length))
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Handler(WSGIRequestHandler):
+    def log_message(self, fmt, *args):
+        log.debug(fmt, *args)
+
+
 class HttpApi:
-    """answer(method, path, params, body) -> (status, bytes, content type): routes.answer, run where the
-    daemon chooses (its API worker)."""
+    """`app` served on `address` (HOST:PORT; port 0 picks one) from a thread of its own."""
 
-    def __init__(self, address: str, exporter, answer: Callable, token: str = ""):
+    def __init__(self, address: str, app: Callable):
         host, _, port = address.rpartition(":")
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                url = urllib.parse.urlsplit(self.path)
-                if url.path == "/metrics":
-                    return self._reply(200, exporter.exposition(), "text/plain; version=0.0.4")
-                self._answer(url, b"")
-
-            def do_POST(self):
-                url = urllib.parse.urlsplit(self.path)
-                given = self.headers.get("Authorization", "")
-                if not _loopback(self.client_address[0]) and not (
-                        token and hmac.compare_digest(given.encode(), f"Bearer {token}".encode())):
-                    return self._json(403, {"error": "POST is taken from loopback or with the api_token of the "
-                                                     "daemon's config (Authorization: Bearer TOKEN)"})
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY:
-                    return self._json(413, {"error": f"body over {MAX_BODY} bytes"})
-                self._answer(url, self.rfile.read(length))
-
-            def _answer(self, url, raw: bytes):
-                try:
-                    self._reply(*answer(self.command, url.path, urllib.parse.parse_qs(url.query), raw))
-                except WorkerError as e:   # the API worker died or the daemon is stopping
-                    log.warning("%s %s: %s", self.command, self.path, e)
-                    self._json(503, {"error": str(e)})
-
-            def _json(self, code, obj):
-                self._reply(code, json.dumps(obj).encode(), "application/json")
-
-            def _reply(self, code, data: bytes, ctype: str):
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, fmt, *args):
-                log.debug(fmt, *args)
-
-        self.server = ThreadingHTTPServer((host or "127.0.0.1", int(port)), Handler)
+        self.server = make_server(host or "127.0.0.1", int(port), app, server_class=_Server, handler_class=_Handler)
         self.address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
 

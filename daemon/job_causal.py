@@ -26,7 +26,7 @@ from causewatch.analytics.causal.pc import PCLearner
 from causewatch.analytics.phases.tracker import PhaseTracker
 from causewatch.daemon import store, tables
 from causewatch.daemon.exporter import gauge_family
-from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.jobs import Job, JobContext
 
 log = logging.getLogger("causewatch.daemon.job_causal")
 
@@ -62,7 +62,7 @@ def submodels(model) -> dict:
 
 def learn(learner: PCLearner | None, data: pd.DataFrame, check: bool, grow: bool, tiers: dict, max_depth: int,
           max_rows: int) -> tuple[PCLearner, pd.DataFrame | None, dict]:
-    """A model update's numeric work, run by ctx.compute (the daemon's analysis worker): the Markov check
+    """A model update's numeric work (the job runs in the daemon's jobs worker): the Markov check
     of the new rows against the model they extend (`check`), then partial_fit (`grow`) or a new fit of
     the newest max_rows, then the MDL submodels. Returns the learner, the violations and the submodels."""
     violations = learner.model_.markov_violations(data, ci_test=learner.ci_test) if check else None
@@ -99,7 +99,7 @@ class _Scope:
         self.seen: dict[tuple[str, str, str], int] = {}   # not yet raised: evaluations in a row it was found
 
 
-class CausalJob:
+class CausalJob(Job):
     name = "causal"
 
     def __init__(self, min_rows: int = 50, max_rows: int = 2000, min_new: int = 20, max_depth: int = 2,
@@ -113,9 +113,6 @@ class CausalJob:
         self.baseline_rows = baseline_rows
         self.clock = clock
         self.scopes: dict[str, _Scope] = {}
-
-    def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
-        """A model is of an app's tasks, not of a node: nothing to do when an agent starts."""
 
     def run(self, ctx: JobContext) -> None:
         with ctx.read() as cur:
@@ -161,8 +158,7 @@ class CausalJob:
             log.info("causal model %s: columns changed, learning a new model", scope)
         tiers = {"inputs": [c for c in inputs if c in data.columns]}
         st.inputs = tiers["inputs"]
-        learner, violations, fitted = ctx.compute(learn, st.learner, data, check, grown, tiers, self.max_depth,
-                                                  self.max_rows)
+        learner, violations, fitted = learn(st.learner, data, check, grown, tiers, self.max_depth, self.max_rows)
         st.learner = learner
         if grown:
             st.n_rows += len(data)
@@ -209,11 +205,10 @@ class CausalJob:
         found = anomalies.edge_changes(st.baseline, model)
         judged = newest is not None and set(st.baseline.nodes) <= set(newest.columns)
         if judged:
-            found += ctx.compute(anomalies.new_dependencies, st.baseline, newest, st.learner.ci_test,
-                                 [v for v in st.baseline.nodes if v not in st.inputs])
+            found += anomalies.new_dependencies(st.baseline, newest, st.learner.ci_test,
+                                                [v for v in st.baseline.nodes if v not in st.inputs])
         if judged and st.before is not None and len(st.before):
-            found += ctx.compute(anomalies.changed_mechanisms, st.baseline, st.before, newest, st.learner.ci_test,
-                                 st.inputs)
+            found += anomalies.changed_mechanisms(st.baseline, st.before, newest, st.learner.ci_test, st.inputs)
         # without fresh rows to judge them, open findings on rows stay as they are
         keep = set() if judged else {k for k in st.open if k[0] in anomalies.ROW_KINDS}
         found = {f.key: f for f in found}

@@ -13,7 +13,7 @@ from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks
 from causewatch.analytics.fuzzy.terms import TermSet
 from causewatch.daemon import store, tables
 from causewatch.daemon.exporter import gauge_family
-from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.jobs import Job, JobContext
 
 GAUGE = "causewatch_bottleneck_severity"
 HELP = ("Fuzzy bottleneck severity of a code region for a metric: degree of the most severe term "
@@ -21,16 +21,13 @@ HELP = ("Fuzzy bottleneck severity of a code region for a metric: degree of the 
 COLUMNS = ["ts", "node", "app", "region", "source", "metric", "value", "term", "degree", "severity"]
 
 
-class FuzzyJob:
+class FuzzyJob(Job):
     name = "fuzzy"
     interval = 30.0
 
     def __init__(self, termsets: dict[str, TermSet] | None = None, window: float = 600.0,
                  mode: str = "compatible", clock=time.time):
         self.termsets, self.window, self.mode, self.clock = termsets, window, mode, clock
-
-    def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
-        """Scores are of regions already stored: nothing to do when an agent starts."""
 
     def run(self, ctx: JobContext) -> None:
         now = self.clock()

@@ -11,7 +11,7 @@ import time
 
 from causewatch.daemon import store, tables
 from causewatch.daemon.exporter import gauge_family
-from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.jobs import Job, JobContext
 
 log = logging.getLogger("causewatch.daemon.job_probe")
 GAUGE = "causewatch_predicted_task_seconds"
@@ -26,7 +26,7 @@ def changed_facts(then: dict | None, now: dict | None) -> list[str]:
     return [f"{key} {then.get(key)!r} -> {now.get(key)!r}" for key in now if then.get(key) != now.get(key)]
 
 
-class ProbeJob:
+class ProbeJob(Job):
     """`reprobe_after` seconds: a result that old is taken again (0: only new nodes and changed facts);
     `interval`: how often the schedule is checked and the gauge republished."""
     name = "probe"

@@ -15,7 +15,7 @@ import time
 from causewatch.config import DaemonConfig
 from causewatch.daemon import store, tables
 from causewatch.daemon.exporter import gauge_family
-from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.jobs import Job, JobContext
 
 DAY = 86400.0
 MINUTE = 60.0
@@ -29,7 +29,7 @@ def floor_minute(ts: float) -> float:
     return math.floor(ts / MINUTE) * MINUTE
 
 
-class RetentionJob:
+class RetentionJob(Job):
     """Windows in days (0 keeps a table forever); `export` a folder for Parquet copies ("" = none)."""
     name = "retention"
 
@@ -45,9 +45,6 @@ class RetentionJob:
     def from_config(cls, cfg: DaemonConfig) -> "RetentionJob":
         return cls(cfg.retain_samples_days, cfg.retain_bbv_days, cfg.retain_samples_minute_days,
                    cfg.retention_export, cfg.retention_interval)
-
-    def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
-        """Retention is by age, not by node: nothing to do when an agent starts."""
 
     def cutoffs(self, now: float) -> dict[str, float]:
         """Per table, the time before which its rows are deleted (tables kept forever are absent)."""

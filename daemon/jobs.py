@@ -1,45 +1,50 @@
-"""The contract between the daemon and its analysis jobs: the Job protocol and the JobContext.
+"""The contract between the daemon and its analysis jobs: the Job base class and the JobContext a job
+gets, the same in a worker process (remote.context) and in a test's own process.
 
-The daemon composes its jobs by name in server.default_jobs; the scheduler calls them on one thread.
+Where jobs run is the runner's business (daemon/runners.py); a job sees only its context.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-import duckdb
+from causewatch.daemon.cursor import Cursor
 
-from causewatch.daemon.exporter import Exporter
+
+class Publisher(Protocol):
+    """Where a job's gauges go: one snapshot per run, replacing the job's previous one."""
+
+    def publish(self, name: str, families: Iterable) -> None: ...
 
 
 @dataclass(frozen=True)
 class JobContext:
     """What a job may touch.
 
-    read()      a new read cursor of the store (the caller closes it);
-    write(fn)   runs fn(con) on the writer thread in one transaction and returns its result;
+    read()      a new read cursor of the store (close it, e.g. `with ctx.read() as cur`);
+    write(fn)   runs fn(con) on the daemon's writer thread in one transaction and returns its result
+                (fn crosses to the daemon pickled: a module-level function, its arguments bound by partial);
     send(node, type, body)  a command to a node's agent; False when the node is not connected;
-    exporter    where the job publishes its gauges (one snapshot per run);
-    compute(fn, *args)  fn(*args) where heavy numeric work belongs: in-process, since in the daemon the job
-                itself runs in the analysis worker (daemon.analysis); a test or bench may hand it an
-                AnalysisWorker to run that work in a child.
+    exporter    where the job publishes its gauges.
     """
-    read: Callable[[], duckdb.DuckDBPyConnection]
-    write: Callable[[Callable[[duckdb.DuckDBPyConnection], Any]], Any]
+    read: Callable[[], Cursor]
+    write: Callable[[Callable[[Any], Any]], Any]
     send: Callable[[str, str, dict], bool]
-    exporter: Exporter
-    compute: Callable[..., Any] = field(default=lambda fn, *args: fn(*args))
+    exporter: Publisher
 
 
-@runtime_checkable
-class Job(Protocol):
-    """An analysis: `run` every `interval` seconds, `on_hello` after an agent's hello is stored.
-    A job that raises is logged and counted (causewatch_job_errors_total{analysis}); the rest go on."""
-    name: str
-    interval: float
+class Job:
+    """Base of the daemon's analyses, after dask's SchedulerPlugin: a job overrides the hooks it needs,
+    which are documented no-ops here. `name` is unique among a daemon's jobs; `run` comes every
+    `interval` seconds. A hook that raises is logged and counted (causewatch_job_errors_total{analysis});
+    the other jobs go on."""
+    name: str = "job"
+    interval: float = 60.0
 
-    def run(self, ctx: JobContext) -> None: ...
+    def run(self, ctx: JobContext) -> None:
+        """The job's periodic work: read, compute, write, publish."""
 
-    def on_hello(self, ctx: JobContext, node: str, body: dict) -> None: ...
+    def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
+        """After an agent's hello is stored: `node` is its name, `body` the hello's body."""

@@ -1,32 +1,31 @@
-"""The analysis worker's window onto the daemon: in the child, a read cursor, a writer, a sender and a
-publisher that ask the daemon (worker.ask); in the daemon, the Host that answers them.
+"""A worker's window onto the daemon: a read cursor, a writer, a sender and a publisher, each answered
+through `call` (worker.ask in a worker process; a host.Host itself when a test runs the same code in one).
 
-The daemon stays the only process that opens the DuckDB file: a query runs on the daemon's cursor and
-its rows come back as Python rows (fetchall) or as an Arrow table (df, to_arrow_table), so pandas is
-loaded only in the child. A write is a picklable callable (a store function with its arguments bound
-by functools.partial) that the daemon's writer runs in its transaction.
+Entry points that run in a worker build their context here: `context()` for jobs, `answer()` for the API.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
+from causewatch.daemon import routes
+from causewatch.daemon.calls import Ask
 from causewatch.daemon.jobs import JobContext
-from causewatch.daemon.worker import WorkerError, ask
+from causewatch.daemon.worker import ask
 
 
 class Result:
     """A query's answer, fetched from the daemon on first use (in the shape asked for)."""
 
-    def __init__(self, sql: str, params):
-        self.sql, self.params = sql, params
+    def __init__(self, call: Callable, sql: str, params):
+        self.call, self.sql, self.params = call, sql, params
         self._description: list | None = None
         self._rows: list | None = None
 
     def _fetch(self) -> list:
         if self._rows is None:
-            self._description, self._rows = ask("rows", self.sql, self.params)
+            self._description, self._rows = self.call(Ask.ROWS, self.sql, self.params)
         return self._rows
 
     @property
@@ -42,15 +41,17 @@ class Result:
         return rows[0] if rows else None
 
     def to_arrow_table(self):
-        return ask("arrow", self.sql, self.params)
+        return self.call(Ask.ARROW, self.sql, self.params)
 
     def df(self):
         return self.to_arrow_table().to_pandas()
 
 
 class RemoteCursor:
-    """What daemon.tables needs of a DuckDB cursor (execute/sql, then fetchall, fetchone, description, df,
-    to_arrow_table), each query answered by the daemon."""
+    """A cursor.Cursor whose every query the daemon answers."""
+
+    def __init__(self, call: Callable = ask):
+        self.call = call
 
     def __enter__(self) -> "RemoteCursor":
         return self
@@ -62,61 +63,27 @@ class RemoteCursor:
         """Nothing to close here: the daemon closes the cursor of each query."""
 
     def execute(self, sql: str, params=None) -> Result:
-        return Result(sql, params)
+        return Result(self.call, sql, params)
 
     sql = execute
 
 
 class RemotePublisher:
-    """A job's gauges go to the daemon's exporter (publish is all a job uses of it)."""
+    """A job's gauges go to the daemon's exporter."""
 
-    def publish(self, name: str, families: list) -> None:
-        ask("publish", name, families)
+    def __init__(self, call: Callable = ask):
+        self.call = call
 
-
-def context() -> JobContext:
-    """The JobContext of work running in the analysis worker; its heavy work runs right there."""
-    return JobContext(read=RemoteCursor, write=functools.partial(ask, "write"), send=functools.partial(ask, "send"),
-                      exporter=RemotePublisher())
+    def publish(self, name: str, families: Iterable) -> None:
+        self.call(Ask.PUBLISH, name, list(families))
 
 
-class Host:
-    """Answers the worker's asks in the daemon: `rows` and `arrow` on a new store cursor each, `write`
-    on the writer thread, `send` to an agent, `publish` to the exporter."""
-
-    def __init__(self, cursor: Callable, write: Callable, send: Callable, exporter):
-        self.cursor, self.write, self.send, self.exporter = cursor, write, send, exporter
-
-    def __call__(self, kind: str, *args):
-        if kind == "rows":
-            with self.cursor() as con:
-                cur = con.execute(*args)
-                return [(d[0],) for d in cur.description or []], cur.fetchall()
-        if kind == "arrow":
-            sql, params = args
-            with self.cursor() as con:
-                return con.sql(sql, params=params).to_arrow_table()
-        if kind == "write":
-            return self.write(*args)
-        if kind == "send":
-            return self.send(*args)
-        if kind == "publish":
-            return self.exporter.publish(*args)
-        raise WorkerError(f"ask({kind!r}): the daemon answers rows, arrow, write, send and publish")
+def context(call: Callable = ask) -> JobContext:
+    """The JobContext of jobs whose store, agents and exporter are the daemon's."""
+    return JobContext(read=functools.partial(RemoteCursor, call), write=functools.partial(call, Ask.WRITE),
+                      send=functools.partial(call, Ask.SEND), exporter=RemotePublisher(call))
 
 
-ANALYSIS = "causewatch.daemon.analysis"   # the child's side of the jobs, imported only there
-
-
-class RemoteJob:
-    """The daemon's handle on a job that lives in the analysis worker (built there by analysis.install):
-    the scheduler runs it like a local one, each run one request to the worker."""
-
-    def __init__(self, name: str, interval: float, worker: Callable):
-        self.name, self.interval, self.worker = name, interval, worker
-
-    def run(self, ctx: JobContext) -> None:
-        self.worker(f"{ANALYSIS}:run", self.name)
-
-    def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
-        self.worker(f"{ANALYSIS}:hello", self.name, node, body)
+def answer(method: str, path: str, params: dict, raw: bytes = b"", call: Callable = ask) -> tuple[int, bytes, str]:
+    """An HTTP API request answered by routes.answer, reading and writing through the daemon."""
+    return routes.answer(method, path, params, raw, RemoteCursor(call), functools.partial(call, Ask.WRITE))

@@ -23,8 +23,7 @@ from causewatch.analytics.fuzzy import perfql
 from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_bottlenecks
 from causewatch.analytics.fuzzy.summaries import records
 from causewatch.daemon import store, tables
-from causewatch.daemon.remote import RemoteCursor
-from causewatch.daemon.worker import ask
+from causewatch.daemon.cursor import Cursor
 from causewatch.errors import CausewatchError, InputError
 from causewatch.probe.rank import RATIO, rank_nodes
 from causewatch.probe.registry import kit_row
@@ -201,8 +200,9 @@ def _json(code: int, obj) -> tuple[int, bytes, str]:
     return code, json.dumps(obj, default=str).encode(), "application/json"
 
 
-def answer(method: str, path: str, params: dict, raw: bytes = b"") -> tuple[int, bytes, str]:
-    """The answer to `method path?params` (POST: with body `raw`), reading and writing through the daemon."""
+def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, write) -> tuple[int, bytes, str]:
+    """The answer to `method path?params` (POST: with body `raw`), reading through `cursor` and writing
+    with `write(fn)` (remote.answer gives the daemon's; a test, a DuckDB file's)."""
     routes = ROUTES if method == "GET" else POST_ROUTES
     route = routes.get(path)
     if route is None:
@@ -210,13 +210,13 @@ def answer(method: str, path: str, params: dict, raw: bytes = b"") -> tuple[int,
         return _json(404, {"error": f"no route {path} (known: {known})"})
     try:
         if method == "GET":
-            result = route(params, RemoteCursor())
+            result = route(params, cursor)
         else:
             try:
                 body = json.loads(raw) if raw else None
             except ValueError as e:
                 raise InputError(f"body: not JSON ({e})") from None
-            result = route(params, body, RemoteCursor(), functools.partial(ask, "write"))
+            result = route(params, body, cursor, write)
     except CausewatchError as e:
         return _json(400, {"error": str(e)})
     except Exception as e:

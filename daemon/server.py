@@ -13,25 +13,26 @@ from concurrent.futures import ThreadPoolExecutor
 
 from causewatch.config import DaemonConfig
 from causewatch.daemon.exporter import Exporter
-from causewatch.daemon.httpapi import HttpApi
+from causewatch.daemon.httpapi import Api, HttpApi
 from causewatch.daemon.ingest import Ingest
-from causewatch.daemon.jobs import Job, JobContext
-from causewatch.daemon.remote import ANALYSIS, Host, RemoteJob
+from causewatch.daemon.calls import Entry
+from causewatch.daemon.host import Host
+from causewatch.daemon.jobs import Job
+from causewatch.daemon.runners import WorkerJobs
 from causewatch.daemon.scheduler import Scheduler
 from causewatch.daemon.store import Store
-from causewatch.daemon.worker import AnalysisWorker
+from causewatch.daemon.worker import Worker
 from causewatch.systemd import sd_notify
 
 log = logging.getLogger("causewatch.daemon")
-ROUTES = "causewatch.daemon.routes:answer"
 API_NICE = 0   # the API worker: the priority routes had in the daemon (SCHED_IDLE would starve it under load)
 
 
 class Daemon:
-    """The process that ingests. Its analyses (`jobs`: analysis.default_jobs unless given) and its HTTP
-    API routes run in two spawned children, the analysis worker and the API worker, which read and
-    write the store through this process (remote.Host): it never imports pandas, scipy, numba or the
-    analytics, and a long re-learn never holds up an API answer."""
+    """The process that ingests. Its analyses (`jobs`: jobset.default_jobs unless given; [] for none) and
+    its HTTP API routes run in two spawned worker processes, the jobs worker and the API worker, which
+    read and write the store through this process (host.Host): it never imports pandas, scipy, numba or
+    the analytics, and a long re-learn never holds up an API answer."""
 
     def __init__(self, cfg: DaemonConfig, jobs: list[Job] | None = None):
         self.cfg = cfg
@@ -42,30 +43,26 @@ class Daemon:
         # While frames wait for the writer the worker is paused (a re-learn's cache and memory traffic slows
         # ingest even at SCHED_IDLE), for at most analysis_pause_max s at a stretch: it still finishes.
         backlog = (lambda: self.ingest.backlog_bytes() > 0) if cfg.analysis_pause_max else None
-        self.worker = AnalysisWorker(cfg.analysis_nice, busy=backlog, max_pause=cfg.analysis_pause_max, host=host,
-                                     setup=(f"{ANALYSIS}:install", (cfg, jobs)) if jobs != [] else None)
-        self.api_worker = AnalysisWorker(API_NICE, host=host, name="causewatch-api")
-        self._ctx = JobContext(read=self.store.cursor, write=self.ingest.call, send=self.ingest.send,
-                               exporter=self.exporter)
-        self.scheduler: Scheduler | None = None
+        self.worker = Worker(cfg.analysis_nice, busy=backlog, max_pause=cfg.analysis_pause_max, host=host,
+                             setup=(Entry.INSTALL_JOBS, (cfg, jobs)), name="causewatch-jobs")
+        self.api_worker = Worker(API_NICE, host=host, name="causewatch-api")
+        self.scheduler = Scheduler(WorkerJobs(self.worker), self.exporter.job_errors) if jobs != [] else None
         # One long-lived thread calls the API worker: the child's death signal (PR_SET_PDEATHSIG) follows
         # the thread that spawned it, and the HTTP server's threads end with their request.
         self._api_thread = ThreadPoolExecutor(1, thread_name_prefix="api")
-        self.http = HttpApi(cfg.http, self.exporter, self._answer, cfg.api_token) if cfg.http else None
+        self.http = HttpApi(cfg.http, Api(self.exporter, self._answer, cfg.api_token)) if cfg.http else None
         self.endpoint: str | None = None
 
     def _answer(self, *request) -> tuple[int, bytes, str]:
-        return self._api_thread.submit(self.api_worker, ROUTES, *request).result()
+        return self._api_thread.submit(self.api_worker, Entry.ANSWER, *request).result()
 
     def start(self) -> "Daemon":
-        """Builds the jobs in the analysis worker (a bad config, e.g. fuzzy_terms, raises ConfigError here),
+        """Builds the jobs in the jobs worker (a bad config, e.g. fuzzy_terms, raises ConfigError here),
         then serves."""
-        jobs = [] if self.worker.setup is None else [RemoteJob(name, interval, self.worker)
-                                                      for name, interval in self.worker.start()]
-        self.scheduler = Scheduler(self._ctx, jobs)
-        self.ingest.on_hello = self.scheduler.hello
+        if self.scheduler is not None:
+            self.scheduler.start()
+            self.ingest.on_hello = self.scheduler.hello
         self.endpoint = self.ingest.start()
-        self.scheduler.start()
         if self.http:
             self._api_thread.submit(self.api_worker.start)   # its imports now, not in the first request
             self.http.start()

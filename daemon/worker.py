@@ -1,12 +1,13 @@
-"""The analysis worker: a child process at the lowest CPU priority (SCHED_IDLE) that runs the jobs' heavy numeric work,
-so a re-learn never takes ingest's core or the daemon's GIL; it is paused while ingest has a backlog.
+"""A worker process of the daemon: a spawned child that runs the daemon's entry points (the jobs at the
+lowest CPU priority, SCHED_IDLE, paused while ingest has a backlog; the HTTP API's routes at nice 0).
 
-Pattern: request-reply over a multiprocessing Pipe, one request at a time (`worker(fn, *args)` blocks
-its caller and returns fn's result); while it runs, the work may `ask` the daemon (its `host`) for what
-only the daemon has, the store above all. The child is spawned, never forked from the threaded daemon;
-it starts on first use and again after it dies (that run fails with WorkerError, the next request gets a
-fresh child, set up again). Arguments and results travel pickled, so fn is a module-level function or a
-"module:function" reference that only the child imports: the daemon never loads the analysis stack.
+Pattern: request-reply over a multiprocessing Pipe, one request at a time (`worker(entry, *args)` blocks
+its caller and returns the entry point's result); while it runs, the work may `ask` the daemon (its
+`host`) for what only the daemon has, the store above all. The child is spawned, never forked from the
+threaded daemon; it starts on first use and again after it dies (that run fails with WorkerError, the
+next request gets a fresh child, set up again). A request names a calls.Entry, which the child looks up
+in daemon/entrypoints.py (imported there only: the daemon never loads the analysis stack), or is a
+module-level function pickled by reference (tests). Arguments and results travel pickled.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import signal
 import threading
 import time
 import traceback
+
+from causewatch.daemon.calls import Ask, Entry
 
 log = logging.getLogger("causewatch.daemon.worker")
 
@@ -44,7 +47,7 @@ def _lower_priority(niceness: int) -> None:
         if niceness == LOWEST_PRIORITY:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except OSError as e:   # a sandbox that forbids it: analyses still run, only not deprioritised
-        log.warning("analysis worker: cannot lower its priority fully (%s)", e)
+        log.warning("worker process: cannot lower its priority fully (%s)", e)
 
 
 def _die_with(parent: int) -> None:
@@ -56,25 +59,29 @@ def _die_with(parent: int) -> None:
         os._exit(0)
 
 
+# The registry of entry points, imported by name in the child alone (the one module named by a string;
+# tests/daemon/test_entrypoints.py resolves it and every calls.Entry through it).
+ENTRYPOINTS = "causewatch.daemon.entrypoints"
+
+
 def resolve(fn):
-    """fn itself, or the function a "module:function" reference names (imported where it is called)."""
-    if not isinstance(fn, str):
-        return fn
-    module, _, name = fn.partition(":")
-    return getattr(importlib.import_module(module), name)
+    """fn itself, or the entry point a calls.Entry key names (the registry is imported on first use)."""
+    if isinstance(fn, Entry):
+        return importlib.import_module(ENTRYPOINTS).ENTRY_POINTS[fn]
+    return fn
 
 
 def _name(fn) -> str:
-    return fn if isinstance(fn, str) else fn.__qualname__
+    return str(fn) if isinstance(fn, Entry) else fn.__qualname__
 
 
 _daemon = None   # in the child: its end of the pipe, for ask()
 
 
-def ask(kind: str, *args):
+def ask(kind: Ask, *args):
     """From work running in the child: the daemon's host answers host(kind, *args) (its error is raised here)."""
     if _daemon is None:
-        raise WorkerError(f"ask({kind!r}): not in an analysis worker")
+        raise WorkerError(f"ask({kind!r}): not in a worker process")
     _daemon.send(("ask", kind, args))
     ok, value = _daemon.recv()
     if not ok:
@@ -102,12 +109,13 @@ def _serve(conn, niceness: int, parent: int) -> None:
             conn.send(("done", False, WorkerError(f"{_name(fn)}: its reply cannot be sent back ({e})"), ""))
 
 
-class AnalysisWorker:
-    """`worker(fn, *args)` runs fn(*args) in the child and returns its result or raises its exception.
+class Worker:
+    """`worker(entry, *args)` runs the entry point (or module-level function) in the child and returns
+    its result or raises its exception.
 
     host : a callable, host(kind, *args), that answers the child's `ask`s in the daemon (on the caller's
         thread, while the child waits); its exceptions are raised in the child.
-    setup : (fn, args) run first in each new child (e.g. to build the analysis jobs); its result is `setup_`.
+    setup : (entry, args) run first in each new child (e.g. Entry.INSTALL_JOBS); its result is `setup_`.
     busy : a callable, true while the daemon's own work should go first (ingest's writer has a backlog);
         the child is then stopped (SIGSTOP) until busy has been false for QUIET_SECONDS, for at most
         max_pause s at a stretch, and afterwards runs at least min_run s (default max_pause / 4), so under
@@ -118,7 +126,7 @@ class AnalysisWorker:
     """
 
     def __init__(self, niceness: int = LOWEST_PRIORITY, busy=None, max_pause: float = 2.0, min_run: float | None = None,
-                 host=None, setup: tuple | None = None, name: str = "causewatch-analysis"):
+                 host=None, setup: tuple | None = None, name: str = "causewatch-worker"):
         self.niceness = niceness
         self.busy, self.max_pause = busy, max_pause
         self.min_run = max_pause / 4 if min_run is None else min_run
@@ -162,15 +170,15 @@ class AnalysisWorker:
         except (EOFError, OSError) as e:
             self._resume()
             code = self._discard()
-            raise WorkerError(f"the analysis worker ended (exit code {code}) during {_name(fn)}") from e
+            raise WorkerError(f"{self.name} ended (exit code {code}) during {_name(fn)}") from e
         _, ok, value, trace = message
         if not ok:
             if trace:
-                value.add_note(f"in the analysis worker:\n{trace}")
+                value.add_note(f"in {self.name}:\n{trace}")
             raise value
         return value
 
-    def _answer(self, kind: str, args: tuple) -> None:
+    def _answer(self, kind: Ask, args: tuple) -> None:
         """The child asked host(kind, *args): send back (True, result) or (False, error)."""
         try:
             if self.host is None:

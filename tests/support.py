@@ -20,6 +20,19 @@ import numpy as np
 from causewatch import wire
 from causewatch.config import AgentConfig
 
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ["agent", "daemon", "analytics", "probe", "causewatch"]
+
+
+def product_files():
+    """(path relative to the checkout, path) of every product source file, each once."""
+    for part in PARTS:
+        for path in sorted((ROOT / part).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if not rel.startswith(("causewatch/agent", "causewatch/daemon", "causewatch/analytics",
+                                   "causewatch/probe")):   # the symlinks to the parts
+                yield rel, path
+
 def free_port() -> int:
     """A free port below the kernel's ephemeral range (32768-60999 here): a port the kernel hands out
     for bind(0) is also handed to outgoing connections, which took one between this call and a

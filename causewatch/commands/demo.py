@@ -28,7 +28,7 @@ WAIT_THEN_EXEC = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): t
 HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
 # The causal job learns every few seconds here (a daemon's default is a minute): the baseline is set
 # in the calm start, and the hog's departure is confirmed, raised and resolved within the run.
-# Its analysis worker runs at normal priority and is never paused for ingest: the workload keeps both
+# Its jobs worker runs at normal priority and is never paused for ingest: the workload keeps both
 # cores of a small demo machine busy, and at the daemon's defaults (SCHED_IDLE, paused while frames wait
 # for the writer) the models would only be learnt after it ends.
 # Each check of new dependencies judges at least 40 new tasks: fewer are a run or two of one task type.

@@ -6,23 +6,13 @@ import ast
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-PARTS = ["agent", "daemon", "analytics", "probe", "causewatch"]
+from support import product_files
+
 STORE_OWNERS = {"daemon/store.py", "daemon/tables.py"}
 TABLES = ("nodes", "samples", "bbv", "tasks", "regions", "models", "edges", "anomalies", "scores", "probe_kits",
           "probe_results", "ingest_log", "schema_version")
 SQL = re.compile(r"\b(FROM|INTO|UPDATE|JOIN|TABLE)\s+(" + "|".join(TABLES) + r")\b", re.IGNORECASE)
-
-
-def product_files():
-    for part in PARTS:
-        for path in sorted((ROOT / part).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
-            if not rel.startswith(("causewatch/agent", "causewatch/daemon", "causewatch/analytics",
-                                   "causewatch/probe")):   # the symlinks to the parts
-                yield rel, path
 
 
 def test_sql_against_the_store_tables_only_in_its_reader_and_writer():
@@ -72,6 +62,6 @@ def test_the_ingesting_daemon_loads_no_analysis_stack():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", f"the daemon process loads {out.stdout.strip()}"
-    out = subprocess.run([sys.executable, "-c", code.replace("causewatch.daemon.server", "causewatch.daemon.analysis")],
+    out = subprocess.run([sys.executable, "-c", code.replace("causewatch.daemon.server", "causewatch.daemon.jobset")],
                          capture_output=True, text=True, timeout=120)
     assert "pandas" in out.stdout   # the check sees a module that does load them

@@ -78,8 +78,8 @@ def test_stats_and_unknown_route(live):
 
 
 def test_routes_answer_while_the_analysis_worker_is_busy(live):
-    """The API has its own worker: a route answers while a long request runs in the analysis worker,
-    from a third process (neither the daemon nor the analysis worker)."""
+    """The API has its own worker: a route answers while a long request runs in the jobs worker,
+    from a third process (neither the daemon nor the jobs worker)."""
     def sleep_in_the_worker():
         with pytest.raises(WorkerError):   # cut short by the stop below
             live.worker(time.sleep, 20)
@@ -88,7 +88,7 @@ def test_routes_answer_while_the_analysis_worker_is_busy(live):
     busy.start()
     assert wait_for(lambda: live.worker.pid is not None)
     code, body = get(live, "/api/stats")
-    assert busy.is_alive()   # the analysis worker is still in its request
+    assert busy.is_alive()   # the jobs worker is still in its request
     assert code == 200 and json.loads(body)["tables"]["regions"] == 3
     assert live.api_worker.pid not in (None, live.worker.pid, os.getpid())
     live.worker.stop()

@@ -1,7 +1,6 @@
 """Tests of the daemon's causal job over a real DuckDB store: models and edges stored, partial_fit
 on new tasks, Markov violations stored as anomalies, gauges exported, tasks unpacked by learn."""
 
-import dataclasses
 import json
 import os
 import time
@@ -9,12 +8,16 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from causewatch.config import DaemonConfig
 from causewatch.analytics.causal.features import name_task_columns
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_causal import CausalJob
+from causewatch.daemon.calls import Entry
+from causewatch.daemon.host import Host
 from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.runners import LocalJobs, WorkerJobs
 from causewatch.daemon.store import Store, set_baseline
-from causewatch.daemon.worker import AnalysisWorker
+from causewatch.daemon.worker import Worker
 from causewatch.daemon.tables import task_frame
 
 from causewatch.cli import main
@@ -117,23 +120,27 @@ def test_job_learns_stores_updates_and_flags_violations(store):
     assert b'causewatch_markov_violation{scope="app:lu",variable="duration"}' in ctx.exporter.exposition()
 
 
-def test_the_analysis_worker_learns_what_the_job_learns_in_process(tmp_path):
-    """The daemon runs a job's numeric work in its worker process: same models, learner sent back and forth."""
+def test_a_job_in_the_jobs_worker_learns_what_it_learns_in_process(tmp_path):
+    """The daemon's way (runners.WorkerJobs: the job in a worker process, its reads, writes and gauges
+    asked of a host.Host over the store) stores the same models and anomalies as a run in this process."""
     stores = [Store(str(tmp_path / f"{name}.duckdb")) for name in ("inline", "worker")]
-    worker = AnalysisWorker()
-    ctxs = [_ctx(stores[0]), dataclasses.replace(_ctx(stores[1]), compute=worker)]
-    jobs = [CausalJob(min_rows=50, min_new=20, confirm=1) for _ in ctxs]
+    exporter = Exporter()
+    worker = Worker(niceness=0, host=Host(stores[1].cursor, stores[1].run, lambda *a: True, exporter),
+                    setup=(Entry.INSTALL_JOBS, (DaemonConfig(db="unused"), [CausalJob(min_new=20, confirm=1)])))
+    runners = [LocalJobs([CausalJob(min_new=20, confirm=1)], _ctx(stores[0])), WorkerJobs(worker)]
+    stored = "SELECT m.n_rows, e.src, e.dst, e.directed FROM models m JOIN edges e USING (model_id) ORDER BY ALL"
     try:
+        assert [r.schedule() for r in runners] == [[("causal", 60.0)]] * 2
         for batch in (_tasks(0, 0, 300), _tasks(1, 300, 30), _tasks(2, 330, 120, broken=True)):
-            learned = []
-            for store, ctx, job in zip(stores, ctxs, jobs):
+            for store, runner in zip(stores, runners):
                 _ingest(store, batch)
-                job.run(ctx)
-                st = job.scopes["app:lu"]
-                learned.append((st.n_rows, st.learner.n_reused_, st.learner.model_.edges(),
-                                st.violations.to_dict("records") if st.violations is not None else None))
-            assert learned[0] == learned[1]
-        assert jobs[1].scopes["app:lu"].learner.n_reused_ > 0 and worker.pid not in (None, os.getpid())
+                runner.run("causal")
+        learned = [s.cursor().execute(stored).fetchall() for s in stores]
+        flagged = [s.cursor().execute("SELECT kind, src, dst FROM anomalies ORDER BY ALL").fetchall() for s in stores]
+        assert learned[0] == learned[1] and {n for n, *_ in learned[0]} == {300, 330, 450}
+        assert flagged[0] == flagged[1] and ("markov_violation", "n", "duration") in flagged[0]
+        assert b'causewatch_markov_violation{scope="app:lu",variable="duration"}' in exporter.exposition()
+        assert worker.pid not in (None, os.getpid())
     finally:
         worker.stop()
         for s in stores:

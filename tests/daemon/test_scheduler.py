@@ -1,5 +1,5 @@
 """The scheduler and the job contract: a failing job never stops the others; the daemon's jobs are
-listed by name, each keeps the Job protocol, and a bad term-set file stops the daemon at start."""
+listed by name, each a Job, and a bad term-set file stops the daemon at start."""
 
 import pytest
 
@@ -7,14 +7,17 @@ from causewatch import config
 from causewatch.config import DaemonConfig
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.jobs import Job, JobContext
+from causewatch.daemon.jobset import default_jobs
+from causewatch.daemon.runners import LocalJobs
 from causewatch.daemon.scheduler import Scheduler
-from causewatch.daemon.analysis import default_jobs
 from causewatch.errors import ConfigError
 
 
-class Counting:
+class Counting(Job):
+    interval = 5.0
+
     def __init__(self, name, fail=False):
-        self.name, self.interval, self.fail, self.calls = name, 5.0, fail, []
+        self.name, self.fail, self.calls = name, fail, []
 
     def run(self, ctx):
         self.calls.append("run")
@@ -25,24 +28,33 @@ class Counting:
         self.calls.append(("hello", node))
 
 
-def ctx():
-    return JobContext(read=None, write=None, send=None, exporter=Exporter())
+def scheduler(*jobs):
+    exporter = Exporter()
+    ctx = JobContext(read=None, write=None, send=None, exporter=exporter)
+    return Scheduler(LocalJobs(list(jobs), ctx), exporter.job_errors), exporter
 
 
 def test_failing_job_is_counted_and_others_run():
     bad, good = Counting("bad", fail=True), Counting("good")
-    s = Scheduler(ctx(), [bad, good])
+    s, exporter = scheduler(bad, good)
+    s.build()
     due = {}
     s.run_due(100.0, due)
     s.run_due(101.0, due)  # not due again before 105
     s.run_due(105.0, due)
     assert bad.calls == good.calls == ["run", "run"]
-    assert s.ctx.exporter.registry.get_sample_value("causewatch_job_errors_total", {"analysis": "bad"}) == 2
+    assert exporter.registry.get_sample_value("causewatch_job_errors_total", {"analysis": "bad"}) == 2
+
+
+def test_a_jobs_hooks_default_to_doing_nothing():
+    job = Job()
+    ctx = JobContext(read=None, write=None, send=None, exporter=Exporter())
+    assert job.run(ctx) is None and job.on_hello(ctx, "n1", {}) is None
 
 
 def test_hello_reaches_jobs():
     job = Counting("j")
-    s = Scheduler(ctx(), [job])
+    s, _ = scheduler(job)
     s.start()
     s.hello("node-9", {})
     s.stop()
@@ -53,6 +65,7 @@ def test_the_daemons_jobs_keep_the_protocol_under_distinct_names():
     jobs = default_jobs(DaemonConfig(db="x.duckdb"))
     assert [j.name for j in jobs] == ["causal", "fuzzy", "probe", "retention"]
     assert all(isinstance(j, Job) and j.interval > 0 for j in jobs)
+    assert LocalJobs(jobs, None).schedule() == [(j.name, j.interval) for j in jobs]
 
 
 def test_the_causal_jobs_pace_comes_from_the_config_file(tmp_path):

@@ -1,4 +1,4 @@
-"""Tests of the analysis worker (daemon/worker.py): a real spawned child at the lowest priority, its
+"""Tests of a worker process (daemon/worker.py): a real spawned child at the lowest priority, its
 errors raised in the daemon, a death mid-request a clear WorkerError and a fresh child next time, and
 pauses while the daemon's writer has a backlog (a real daemon, a real agent's frames)."""
 
@@ -14,13 +14,13 @@ import pytest
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
 from causewatch.daemon.server import Daemon
-from causewatch.daemon.worker import LOWEST_PRIORITY, AnalysisWorker, WorkerError
+from causewatch.daemon.worker import LOWEST_PRIORITY, Worker, WorkerError, ask
 from support import agent_config, free_port, samples, wait_for
 
 
 @pytest.fixture
 def worker():
-    w = AnalysisWorker()
+    w = Worker()
     yield w
     w.stop()
 
@@ -34,7 +34,7 @@ def test_work_runs_in_a_child_at_the_lowest_priority(worker):
 
 
 def test_a_chosen_niceness_keeps_the_normal_scheduler():
-    w = AnalysisWorker(niceness=5)
+    w = Worker(niceness=5)
     try:
         assert w(os.getpriority, os.PRIO_PROCESS, 0) == 5 and w(os.sched_getscheduler, 0) == os.SCHED_OTHER
     finally:
@@ -44,7 +44,7 @@ def test_a_chosen_niceness_keeps_the_normal_scheduler():
 def test_an_error_in_the_work_is_raised_in_the_daemon_with_the_childs_traceback(worker):
     with pytest.raises(ValueError, match="math domain error") as info:
         worker(math.sqrt, -1.0)
-    assert any("in the analysis worker" in note for note in info.value.__notes__)
+    assert any("in causewatch-worker" in note for note in info.value.__notes__)
     assert worker(math.sqrt, 4.0) == 2.0   # the same child goes on
 
 
@@ -58,7 +58,7 @@ def test_a_child_killed_mid_request_is_a_clear_error_and_the_next_request_gets_a
 
 
 def test_stop_cuts_a_long_request_short_and_refuses_new_ones():
-    w = AnalysisWorker()
+    w = Worker()
     w(os.getpid)
     threading.Timer(0.5, w.stop).start()
     t0 = time.monotonic()
@@ -80,7 +80,7 @@ def work(seconds: float) -> range:
 
 def test_the_child_is_paused_while_busy_and_runs_its_share_between_pauses():
     busy = threading.Event()
-    w = AnalysisWorker(busy=busy.is_set, max_pause=0.3, min_run=0.1, niceness=0)
+    w = Worker(busy=busy.is_set, max_pause=0.3, min_run=0.1, niceness=0)
     try:
         w(os.getpid)   # started and ready (a busy daemon would pause its start-up as well)
         busy.set()
@@ -102,7 +102,7 @@ def test_the_child_is_paused_while_busy_and_runs_its_share_between_pauses():
 
 
 def test_an_idle_ingest_never_pauses_the_child():
-    w = AnalysisWorker(busy=lambda: False, max_pause=0.3, min_run=0.1, niceness=0)
+    w = Worker(busy=lambda: False, max_pause=0.3, min_run=0.1, niceness=0)
     try:
         w(sum, work(0.3))
         assert w.paused_seconds == 0.0
@@ -112,7 +112,7 @@ def test_an_idle_ingest_never_pauses_the_child():
 
 def test_stop_ends_a_paused_child():
     busy = threading.Event()
-    w = AnalysisWorker(busy=busy.is_set, max_pause=60, min_run=0.05, niceness=0)
+    w = Worker(busy=busy.is_set, max_pause=60, min_run=0.05, niceness=0)
     w(os.getpid)
     busy.set()
     threading.Timer(0.5, w.stop).start()
@@ -124,9 +124,9 @@ def test_stop_ends_a_paused_child():
 
 OWNER = """
 import os, sys
-from causewatch.daemon.worker import AnalysisWorker
+from causewatch.daemon.worker import Worker
 busy = []   # not busy while the child starts, busy for good after
-w = AnalysisWorker(busy=lambda: bool(busy), max_pause=600, min_run=0.05, niceness=0)
+w = Worker(busy=lambda: bool(busy), max_pause=600, min_run=0.05, niceness=0)
 print(w(os.getpid), flush=True)
 busy.append(True)
 w(sum, range(10**12))
@@ -176,22 +176,22 @@ def test_the_daemon_pauses_its_worker_while_frames_wait_for_the_writer(tmp_path)
 
 
 def test_the_child_asks_the_daemon_through_its_host_and_each_new_child_is_set_up():
-    """A "module:function" reference is imported in the child; ask() reaches the host on the caller's
-    thread, and the host's error is raised in the child (then here, with the child's traceback)."""
+    """ask() reaches the host on the caller's thread, and the host's error is raised in the child (then
+    here, with the child's traceback); each new child runs the setup first."""
     asked = []
 
     def host(kind, *args):
         asked.append((kind, args))
         return sum(args) if kind == "add" else 1 / 0
 
-    w = AnalysisWorker(niceness=0, host=host, setup=("os:getpid", ()))
+    w = Worker(niceness=0, host=host, setup=(os.getpid, ()))
     try:
         first = w.start()
         assert first == w.pid != os.getpid()
-        assert w("causewatch.daemon.worker:ask", "add", 2, 3) == 5 and asked == [("add", (2, 3))]
+        assert w(ask, "add", 2, 3) == 5 and asked == [("add", (2, 3))]
         with pytest.raises(ZeroDivisionError) as info:
-            w("causewatch.daemon.worker:ask", "divide")
-        assert any("in the analysis worker" in note for note in info.value.__notes__)
+            w(ask, "divide")
+        assert any("in causewatch-worker" in note for note in info.value.__notes__)
         os.kill(first, 9)
         assert wait_for(lambda: w.pid is None)
         assert w(os.getpid) == w.setup_ != first   # the new child was set up before the request

@@ -1,7 +1,7 @@
-"""The analysis worker's side of the daemon's jobs: it builds them (analysis stack and all) and runs
-them on request, each run with a remote.context() whose reads and writes the daemon answers.
+"""The daemon's jobs as a worker process holds them: the default set built from the config, and the
+entry points that build them and run their hooks with a remote.context().
 
-The daemon never imports this module: it names its functions ("causewatch.daemon.analysis:run").
+Registered in daemon/entrypoints.py; the daemon reaches them through runners.WorkerJobs.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from causewatch.daemon.job_fuzzy import FuzzyJob
 from causewatch.daemon.job_probe import ProbeJob
 from causewatch.daemon.job_retention import RetentionJob
 from causewatch.daemon.jobs import Job
+from causewatch.daemon.runners import LocalJobs
 from causewatch.errors import ConfigError
 
-_jobs: dict[str, Job] = {}   # this child's jobs by name; their state lives as long as the child
+_held: list[LocalJobs] = []   # this worker's jobs (one set); their state lives as long as the process
 
 
 def default_jobs(cfg: DaemonConfig) -> list[Job]:
@@ -31,15 +32,14 @@ def default_jobs(cfg: DaemonConfig) -> list[Job]:
 
 
 def install(cfg: DaemonConfig, jobs: list[Job] | None) -> list[tuple[str, float]]:
-    """This child's jobs: `jobs` (a test's, pickled) or the defaults; returns their (name, interval)."""
-    _jobs.clear()
-    _jobs.update((job.name, job) for job in (default_jobs(cfg) if jobs is None else jobs))
-    return [(job.name, job.interval) for job in _jobs.values()]
+    """This worker's jobs: `jobs` (a test's, pickled) or the defaults; returns their (name, interval)."""
+    _held[:] = [LocalJobs(default_jobs(cfg) if jobs is None else jobs, remote.context())]
+    return _held[0].schedule()
 
 
 def run(name: str) -> None:
-    _jobs[name].run(remote.context())
+    _held[0].run(name)
 
 
 def hello(name: str, node: str, body: dict) -> None:
-    _jobs[name].on_hello(remote.context(), node, body)
+    _held[0].hello(name, node, body)

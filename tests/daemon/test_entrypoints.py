@@ -1,0 +1,41 @@
+"""The seams between the daemon and its worker processes: every calls.Entry key resolves to a function
+registered by reference, every calls.Ask has a handler in host.Host, and no daemon module names an entry
+point by a "module:function" string (a probe kit's worker callable is data, not a daemon seam)."""
+
+import ast
+import importlib
+import re
+
+import pytest
+from support import product_files
+
+from causewatch.daemon import entrypoints, worker
+from causewatch.daemon.calls import Ask, Entry
+from causewatch.daemon.exporter import Exporter
+from causewatch.daemon.host import Host
+
+
+def test_every_entry_key_resolves_to_a_registered_function():
+    assert importlib.import_module(worker.ENTRYPOINTS) is entrypoints
+    assert set(entrypoints.ENTRY_POINTS) == set(Entry)
+    for key in Entry:
+        fn = worker.resolve(key)
+        assert callable(fn) and fn is entrypoints.ENTRY_POINTS[key], key
+
+
+def test_every_ask_has_a_handler_and_an_unknown_one_is_named():
+    host = Host(cursor=None, write=print, send=print, exporter=Exporter())
+    assert set(host.handlers) == set(Ask)
+    with pytest.raises(worker.WorkerError, match="'sql'.*rows, arrow, write, send, publish"):
+        host("sql")
+
+
+REFERENCE = re.compile(r"^causewatch(\.\w+)+:\w+$")
+
+
+def test_no_entry_point_is_named_by_a_module_function_string():
+    offenders = [f"{rel}:{node.lineno}: {node.value!r}" for rel, path in product_files() if rel.startswith("daemon/")
+                 for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and REFERENCE.match(node.value)]
+    assert not offenders, "entry points named by strings:\n" + "\n".join(offenders)
+    assert REFERENCE.match("causewatch.daemon.routes:answer")

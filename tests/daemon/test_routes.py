@@ -1,0 +1,65 @@
+"""The API's routes in this process, on a real DuckDB file, through the very path the API worker takes
+(remote.answer, its reads and writes asked of a host.Host): no daemon, no socket, no child process."""
+
+import json
+import time
+
+import pyarrow as pa
+import pytest
+
+from causewatch import wire
+from causewatch.daemon import remote, routes
+from causewatch.daemon.exporter import Exporter
+from causewatch.daemon.host import Host
+from causewatch.daemon.store import Store, insert_model
+
+
+@pytest.fixture
+def host(tmp_path):
+    store = Store(str(tmp_path / "r.duckdb"))
+    now = time.time()
+    store.commit_frames([wire.Frame("region", "n1", "b", i, now, {
+        "app": "3dpic", "region": name, "start": now - 5, "duration": 1.0, "calls": 1,
+        "counters": {"L2_TCM": ratio, "L2_TCA": 1.0}}) for i, (name, ratio) in enumerate(
+        [("PARTICLE_LOAD", 0.95), ("MPI_SEND", 0.655), ("FIELD_SOLVE", 0.2)], 1)])
+    edges = pa.table({"src": ["a"], "dst": ["b"], "strength": [0.5], "directed": [True]})
+    store.run(lambda con: insert_model(con, "app:3dpic", (0.0, 1.0), 10, now, {"nodes": ["a", "b"]}, edges))
+    yield Host(store.cursor, store.run, lambda *a: False, Exporter())
+    store.close()
+
+
+def ask(host, method, path, raw=b"", **params):
+    code, body, ctype = remote.answer(method, path, {k: [str(v)] for k, v in params.items()}, raw, call=host)
+    return code, json.loads(body) if ctype == "application/json" else body, ctype
+
+
+def test_a_get_route_reads_the_store_through_the_host(host):
+    code, rows, _ = ask(host, "GET", "/api/query", q="(L2_TCM/L2_TCA is high)", min_degree=0.1)
+    assert code == 200 and [r["region"] for r in rows] == ["PARTICLE_LOAD"]
+    code, stats, _ = ask(host, "GET", "/api/stats")
+    assert stats["tables"]["regions"] == 3 and stats["tables"]["models"] == 1
+
+
+def test_a_frame_route_answers_arrow(host):
+    code, body, ctype = ask(host, "GET", "/api/regions")
+    assert code == 200 and ctype == routes.ARROW
+    assert sorted(pa.ipc.open_stream(body).read_all().column("region").to_pylist()) == \
+        ["FIELD_SOLVE", "MPI_SEND", "PARTICLE_LOAD"]
+
+
+def test_a_post_route_writes_through_the_host(host):
+    code, reply, _ = ask(host, "POST", "/api/baseline", scope="app:3dpic", model_id=1)
+    assert code == 200 and reply == {"scope": "app:3dpic", "baseline": 1}
+    assert ask(host, "GET", "/api/model", scope="app:3dpic")[1]["baseline"]["how"] == "pinned"
+
+
+def test_bad_input_is_a_400_or_404_naming_it(host):
+    assert ask(host, "GET", "/api/query", q="(L2_TCM is )")[:2][0] == 400
+    code, reply, _ = ask(host, "GET", "/api/rank")
+    assert code == 400 and "app=NAME" in reply["error"]
+    code, reply, _ = ask(host, "POST", "/api/baseline", scope="app:3dpic", model_id=9)
+    assert code == 400 and "no model 9" in reply["error"]
+    code, reply, _ = ask(host, "POST", "/api/kits", raw=b"{not json")
+    assert code == 400 and reply["error"].startswith("body: not JSON")
+    code, reply, _ = ask(host, "GET", "/api/nothing")
+    assert code == 404 and "/api/stats" in reply["error"]
