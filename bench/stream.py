@@ -33,7 +33,6 @@ import psutil
 from causewatch import wire
 from causewatch.agent.sender import Sender
 from causewatch.config import AgentConfig, DaemonConfig
-from causewatch.daemon import store as store_mod
 from causewatch.daemon import tables
 from causewatch.daemon.exporter import Exporter, gauge_family
 from causewatch.analytics.causal.pc import PCLearner
@@ -41,7 +40,7 @@ from causewatch.daemon.job_causal import SUBMODEL_ROWS, CausalJob
 from causewatch.daemon.job_retention import RetentionJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.server import Daemon
-from causewatch.daemon.store import Store
+from causewatch.daemon.store import Store, results
 from causewatch.daemon.worker import AnalysisWorker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -339,7 +338,7 @@ def node_day_bytes(folder: Path, hours: int, metrics: int, keys: int) -> dict:
     frame = day[day.minute < aggregates.minute.min() + 86400.0]
     path = folder / "day-minute.duckdb"
     store = Store(str(path))
-    store.run(lambda con: store_mod.insert_frame(con, "samples_minute", frame))
+    store.run(lambda con: results.insert_frame(con, "samples_minute", frame))
     store.close()
     sizes["samples_minute"] = file_bytes(path) - base
     return {"hours_simulated": hours, "metrics": metrics, "phase_vector_keys": keys,

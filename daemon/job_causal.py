@@ -180,7 +180,7 @@ class CausalJob:
         edges = pa.Table.from_pylist([{"src": e.src, "dst": e.dst, "strength": e.strength, "directed": e.directed}
                                       for e in model.edges()])
         graph = {**model.to_dict(), "submodels": fitted}
-        return ctx.write(functools.partial(store.insert_model, scope=scope, window=(st.window_start, window_end),
+        return ctx.write(functools.partial(store.results.insert_model, scope=scope, window=(st.window_start, window_end),
                                            n_rows=st.n_rows, learned_at=self.clock(), graph=graph, edges=edges))
 
     # ---- anomalies against the baseline ----
@@ -201,7 +201,7 @@ class CausalJob:
         if st.baseline is None and pairs == st.previous_edges and st.n_rows >= self.baseline_rows:
             st.baseline, st.baseline_id = CausalModel.from_json(model.to_dict()), model_id   # a copy: the learner goes on
             st.before = _sample(model.data)
-            ctx.write(functools.partial(store.set_baseline, scope=scope, model_id=model_id, how="first stable",
+            ctx.write(functools.partial(store.results.set_baseline, scope=scope, model_id=model_id, how="first stable",
                                         now=now))
         st.previous_edges = pairs
         if st.baseline is None:
@@ -247,7 +247,7 @@ class CausalJob:
                    "baseline_id": st.baseline_id, "model_id": model_id, "score": found[k].score,
                    "threshold": found[k].threshold, "evidence": evidence[k]} for k in new]
         updated = [(st.open[k], model_id, f.score, f.threshold, evidence[k]) for k, f in found.items() if k in st.open]
-        ids = ctx.write(functools.partial(store.record_anomalies, raised=raised, updated=updated,
+        ids = ctx.write(functools.partial(store.results.record_anomalies, raised=raised, updated=updated,
                                           resolved=[st.open[k] for k in gone], now=now))
         for key, anomaly_id in zip(new, ids):
             st.open[key] = anomaly_id

@@ -38,7 +38,7 @@ class FuzzyJob:
             frame = tables.region_summaries(cur, since=now - self.window)
         found = find_bottlenecks(frame, self.termsets, mode=self.mode).assign(ts=now)[COLUMNS]
         if len(found):
-            ctx.write(functools.partial(store.insert_frame, table="scores",
+            ctx.write(functools.partial(store.results.insert_frame, table="scores",
                                         rows=pa.Table.from_pandas(found, preserve_index=False)))
         worst = found.groupby(["node", "region", "metric"], sort=False)["severity"].max()
         series = [({"node": n, "region": r, "metric": m}, s) for (n, r, m), s in worst.items()]

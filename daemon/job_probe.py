@@ -57,7 +57,7 @@ class ProbeJob:
         batch are all stored before the first is handled, and an unchanged one judged by a later one's
         facts sent a second run_probe."""
         now = time.time()
-        facts = store.hello_facts(body)
+        facts = store.results.hello_facts(body)
         with ctx.read() as cur:
             newest, kits = tables.newest_probes(cur, node), tables.registered_kits(cur)
         for kit in kits:

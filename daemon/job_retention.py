@@ -74,7 +74,7 @@ class RetentionJob:
 
         # The log outlives the longest raw window: a frame resent within it is acked as a duplicate.
         log_cut = now - max(self.samples_days, self.bbv_days) * DAY if self.samples_days and self.bbv_days else None
-        self.deleted_ = ctx.write(functools.partial(store.retain, lo=lo, current=current, first=first,
+        self.deleted_ = ctx.write(functools.partial(store.retention.retain, lo=lo, current=current, first=first,
                                                     finalised=self.finalised_, cut=cut, export=export,
                                                     log_cut=log_cut))
         self.rolled_to_ = current

@@ -168,7 +168,7 @@ def register_kit(params: dict, body, con, write) -> dict:
         row = kit_row(body["manifest"], str(body.get("path", "")))
     except (KeyError, TypeError, ValueError) as e:
         raise InputError(f"manifest: {e}") from None
-    write(functools.partial(store.register_kit, row=row))
+    write(functools.partial(store.results.register_kit, row=row))
     return {"registered": {"app": row["app"], "kit": row["kit"]}}
 
 
@@ -179,7 +179,7 @@ def pin_baseline(params: dict, body, con, write) -> dict:
         raise InputError("POST /api/baseline needs ?scope=NAME&model_id=N")
     if tables.model_graph(con, scope, model_id) is None:
         raise InputError(f"scope {scope!r} has no model {model_id}")
-    write(functools.partial(store.set_baseline, scope=scope, model_id=model_id, how="pinned", now=time.time()))
+    write(functools.partial(store.results.set_baseline, scope=scope, model_id=model_id, how="pinned", now=time.time()))
     return {"scope": scope, "baseline": model_id}
 
 

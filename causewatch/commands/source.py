@@ -97,14 +97,14 @@ class StoreSource(_Source):
         return self.tables.anomalies(self.con, scope, open_only, limit)
 
     def register_kit(self, row: dict) -> None:
-        from causewatch.daemon.store import register_kit_file
+        from causewatch.daemon.store.results import register_kit_file
         self.con.close()   # our read-only handle would block the writer
         register_kit_file(self.path, row)
 
     def pin_baseline(self, scope: str, model_id: int) -> None:
         import duckdb
 
-        from causewatch.daemon.store import set_baseline
+        from causewatch.daemon.store.results import set_baseline
         if self.tables.model_graph(self.con, scope, model_id) is None:
             raise InputError(f"scope {scope!r} has no model {model_id}")
         self.con.close()

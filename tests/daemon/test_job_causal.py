@@ -13,7 +13,8 @@ from causewatch.analytics.causal.features import name_task_columns
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.jobs import JobContext
-from causewatch.daemon.store import Store, set_baseline
+from causewatch.daemon.store import Store
+from causewatch.daemon.store.results import set_baseline
 from causewatch.daemon.worker import AnalysisWorker
 from causewatch.daemon.tables import task_frame
 

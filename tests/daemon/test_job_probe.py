@@ -20,7 +20,8 @@ from causewatch.daemon.job_probe import ProbeJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.server import Daemon
 from causewatch import wire
-from causewatch.daemon.store import NODE_FACTS_SQL, Store, hello_facts, migrate, register_kit
+from causewatch.daemon.store import Store, migrate
+from causewatch.daemon.store.results import NODE_FACTS_SQL, hello_facts, register_kit
 from causewatch.probe.registry import kit_row
 from causewatch.probe.run import handle_run_probe
 

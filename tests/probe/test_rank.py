@@ -7,7 +7,8 @@ import pytest
 from support import run_cli
 
 from causewatch.daemon.routes import rank
-from causewatch.daemon.store import migrate, register_kit, register_kit_file
+from causewatch.daemon.store import migrate
+from causewatch.daemon.store.results import register_kit, register_kit_file
 from causewatch.daemon.tables import latest_probes, predicted_times, registered_kits
 from causewatch.errors import InputError
 from causewatch.probe.rank import rank_nodes
