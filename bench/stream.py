@@ -33,7 +33,7 @@ import psutil
 from causewatch import wire
 from causewatch.agent.sender import Sender
 from causewatch.config import AgentConfig, DaemonConfig
-from causewatch.daemon import tables
+from causewatch.daemon import readers
 from causewatch.daemon.exporter import Exporter, gauge_family
 from causewatch.analytics.causal.pc import PCLearner
 from causewatch.daemon.job_causal import SUBMODEL_ROWS, CausalJob
@@ -259,8 +259,8 @@ def ingest_rate(folder: Path, mode: str, args, task_rows: int) -> dict:
     child.stdin.close()
     relearn = json.loads(child.stdout.readline())
     child.wait(60)
-    with tables.open_store(str(db)) as con:
-        stored = tables.table_counts(con)["samples"]
+    with readers.shared.open_store(str(db)) as con:
+        stored = readers.report.table_counts(con)["samples"]
     expected = args.agents * args.frames * args.timestamps * args.metrics
     if not flushed or stored != expected:
         raise SystemExit(f"{mode}: stored {stored} of {expected} values (flushed: {flushed})")
@@ -329,7 +329,7 @@ def node_day_bytes(folder: Path, hours: int, metrics: int, keys: int) -> dict:
             RetentionJob(samples_days=0, bbv_days=0, minute_days=0, clock=lambda: T0 + 3600.0 * hours + 60).run(
                 job_ctx(store))
             with store.cursor() as cur:
-                aggregates = tables.samples_minute(cur)
+                aggregates = readers.samples.samples_minute(cur)
         store.close()
         sizes[kind] = (file_bytes(path) - base) * 24 / hours
     # A day of aggregates: the simulated hours' minutes repeated to fill 24 h (same value distribution).

@@ -13,7 +13,7 @@ import math
 import time
 
 from causewatch.config import DaemonConfig
-from causewatch.daemon import store, tables
+from causewatch.daemon import readers, store
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import JobContext
 
@@ -64,7 +64,7 @@ class RetentionJob:
         now = self.clock()
         current, cut = floor_minute(now), self.cutoffs(now)
         with ctx.read() as cur:
-            first, end = tables.rollup_bounds(cur)
+            first, end = readers.samples.rollup_bounds(cur)
         first = None if first is None else floor_minute(first)
         if self.finalised_ is None:
             self.finalised_ = current if first is None else first

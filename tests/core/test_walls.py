@@ -1,5 +1,5 @@
-"""The walls that import-linter cannot see: SQL against the daemon's tables only in its reader
-(daemon/tables.py) and writer (daemon/store/); project imports at module top outside the CLI's
+"""The walls that import-linter cannot see: SQL against the daemon's tables only in its readers
+(daemon/readers/) and writers (daemon/store/); project imports at module top outside the CLI's
 commands (a function-local import hides a passage between parts)."""
 
 import ast
@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTS = ["agent", "daemon", "analytics", "probe", "causewatch"]
-STORE_OWNERS = ("daemon/store/", "daemon/tables.py")
+STORE_OWNERS = ("daemon/store/", "daemon/readers/")
 TABLES = ("nodes", "samples", "bbv", "tasks", "regions", "models", "edges", "anomalies", "scores", "probe_kits",
           "probe_results", "ingest_log", "schema_version")
 SQL = re.compile(r"\b(FROM|INTO|UPDATE|JOIN|TABLE)\s+(" + "|".join(TABLES) + r")\b", re.IGNORECASE)
@@ -25,7 +25,7 @@ def product_files():
                 yield rel, path
 
 
-def test_sql_against_the_store_tables_only_in_its_reader_and_writer():
+def test_sql_against_the_store_tables_only_in_its_readers_and_writers():
     offenders = []
     for rel, path in product_files():
         if rel.startswith(STORE_OWNERS):
@@ -37,7 +37,7 @@ def test_sql_against_the_store_tables_only_in_its_reader_and_writer():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value) \
                     and id(node) not in docstrings:
                 offenders.append(f"{rel}:{node.lineno}: {node.value.strip()[:60]!r}")
-    assert not offenders, "SQL against the store outside daemon/tables.py and daemon/store/:\n" + "\n".join(offenders)
+    assert not offenders, "SQL against the store outside daemon/readers/ and daemon/store/:\n" + "\n".join(offenders)
 
 
 def test_no_function_local_project_imports_outside_the_commands():
@@ -59,10 +59,12 @@ def test_no_function_local_project_imports_outside_the_commands():
 def test_the_walls_test_sees_what_it_forbids():
     assert SQL.search("SELECT count(*) FROM ingest_log") and SQL.search("INSERT INTO scores (ts) VALUES (1)")
     assert not SQL.search("the samples from the agents")
-    assert {rel for rel, _ in product_files()} >= {"daemon/tables.py", "agent/runner.py", "causewatch/cli.py"}
+    assert {rel for rel, _ in product_files()} >= {"daemon/readers/models.py", "daemon/store/frames.py",
+                                                   "agent/runner.py", "causewatch/cli.py"}
 
 
-HEAVY = ("numba", "llvmlite", "scipy", "pandas", "networkx", "sklearn", "causewatch.analytics", "causewatch.daemon.tables")
+HEAVY = ("numba", "llvmlite", "scipy", "pandas", "networkx", "sklearn", "causewatch.analytics",
+         "causewatch.daemon.readers")
 
 
 def test_the_ingesting_daemon_loads_no_analysis_stack():

@@ -16,7 +16,7 @@ from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.results import set_baseline
 from causewatch.daemon.worker import AnalysisWorker
-from causewatch.daemon.tables import task_frame
+from causewatch.daemon.readers.tasks import task_frame
 
 from causewatch.cli import main
 
