@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 
 from causewatch.daemon.readers import shared
-
-TABLES = ("nodes", "samples", "samples_minute", "bbv", "tasks", "regions", "models", "edges", "anomalies", "scores",
-          "probe_kits", "probe_results", "ingest_log")
+from causewatch.daemon.store.schema import TABLES
 
 
 def table_counts(con) -> dict[str, int]:
