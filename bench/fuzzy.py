@@ -13,8 +13,8 @@ import numpy as np
 
 from causewatch.analytics.fuzzy import hedges, perfql
 from causewatch.analytics.fuzzy.score import Membership, owa
+from causewatch.daemon.readers.regions import perfql_matches, region_summaries
 from causewatch.daemon.store import migrate
-from causewatch.daemon.tables import perfql_matches, region_summaries
 
 
 def best(fn, repeat: int = 3) -> float:

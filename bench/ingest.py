@@ -47,7 +47,8 @@ from support import DaemonProcess, query  # noqa: E402
 from causewatch import wire  # noqa: E402
 from causewatch.config import DaemonConfig  # noqa: E402
 from causewatch.daemon.ingest import raise_nofile_limit  # noqa: E402
-from causewatch.daemon.store import Store, samples_table  # noqa: E402
+from causewatch.daemon.store import Store  # noqa: E402
+from causewatch.daemon.store.frames import samples_table  # noqa: E402
 
 
 

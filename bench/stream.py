@@ -33,15 +33,14 @@ import psutil
 from causewatch import wire
 from causewatch.agent.sender import Sender
 from causewatch.config import AgentConfig, DaemonConfig
-from causewatch.daemon import store as store_mod
-from causewatch.daemon import tables
+from causewatch.daemon import readers
 from causewatch.daemon.exporter import Exporter, gauge_family
 from causewatch.analytics.causal.pc import PCLearner
 from causewatch.daemon.job_causal import SUBMODEL_ROWS, CausalJob
 from causewatch.daemon.job_retention import RetentionJob
 from causewatch.daemon.jobs import Job, JobContext
 from causewatch.daemon.server import Daemon
-from causewatch.daemon.store import Store
+from causewatch.daemon.store import Store, results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support import free_port  # noqa: E402
@@ -249,8 +248,8 @@ def ingest_rate(folder: Path, mode: str, args, task_rows: int) -> dict:
     child.stdin.close()
     relearn = json.loads(child.stdout.readline())
     child.wait(60)
-    with tables.open_store(str(db)) as con:
-        stored = tables.table_counts(con)["samples"]
+    with readers.shared.open_store(str(db)) as con:
+        stored = readers.report.table_counts(con)["samples"]
     expected = args.agents * args.frames * args.timestamps * args.metrics
     if not flushed or stored != expected:
         raise SystemExit(f"{mode}: stored {stored} of {expected} values (flushed: {flushed})")
@@ -319,7 +318,7 @@ def node_day_bytes(folder: Path, hours: int, metrics: int, keys: int) -> dict:
             RetentionJob(samples_days=0, bbv_days=0, minute_days=0, clock=lambda: T0 + 3600.0 * hours + 60).run(
                 job_ctx(store))
             with store.cursor() as cur:
-                aggregates = tables.samples_minute(cur)
+                aggregates = readers.samples.samples_minute(cur)
         store.close()
         sizes[kind] = (file_bytes(path) - base) * 24 / hours
     # A day of aggregates: the simulated hours' minutes repeated to fill 24 h (same value distribution).
@@ -328,7 +327,7 @@ def node_day_bytes(folder: Path, hours: int, metrics: int, keys: int) -> dict:
     frame = day[day.minute < aggregates.minute.min() + 86400.0]
     path = folder / "day-minute.duckdb"
     store = Store(str(path))
-    store.run(lambda con: store_mod.insert_frame(con, "samples_minute", frame))
+    store.run(lambda con: results.insert_frame(con, "samples_minute", frame))
     store.close()
     sizes["samples_minute"] = file_bytes(path) - base
     return {"hours_simulated": hours, "metrics": metrics, "phase_vector_keys": keys,

@@ -24,7 +24,7 @@ from causewatch.analytics.causal.ci import KDEMITest
 from causewatch.analytics.causal.model import CausalModel
 from causewatch.analytics.causal.pc import PCLearner
 from causewatch.analytics.phases.tracker import PhaseTracker
-from causewatch.daemon import store, tables
+from causewatch.daemon import readers, store
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import Job, JobContext
 
@@ -116,8 +116,8 @@ class CausalJob(Job):
 
     def run(self, ctx: JobContext) -> None:
         with ctx.read() as cur:
-            fresh = {app: tables.task_frame(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
-                     for app in tables.task_apps(cur)}
+            fresh = {app: readers.tasks.task_frame(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
+                     for app in readers.tasks.task_apps(cur)}
         for app, (frame, params, counters) in fresh.items():
             self._update(ctx, f"app:{app}", *features.name_task_columns(frame, params, counters))
         ctx.exporter.publish(self.name, self._families())
@@ -176,8 +176,9 @@ class CausalJob(Job):
         edges = pa.Table.from_pylist([{"src": e.src, "dst": e.dst, "strength": e.strength, "directed": e.directed}
                                       for e in model.edges()])
         graph = {**model.to_dict(), "submodels": fitted}
-        return ctx.write(functools.partial(store.insert_model, scope=scope, window=(st.window_start, window_end),
-                                           n_rows=st.n_rows, learned_at=self.clock(), graph=graph, edges=edges))
+        return ctx.write(functools.partial(store.results.insert_model, scope=scope,
+                                           window=(st.window_start, window_end), n_rows=st.n_rows,
+                                           learned_at=self.clock(), graph=graph, edges=edges))
 
     # ---- anomalies against the baseline ----
     def _track(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, newest: pd.DataFrame | None) -> None:
@@ -185,20 +186,20 @@ class CausalJob(Job):
         dependencies are judged only on a model update's newest rows (`newest`), edges on every version."""
         model, now = st.learner.model_, self.clock()
         with ctx.read() as cur:
-            chosen = tables.baseline(cur, scope)
+            chosen = readers.models.baseline(cur, scope)
             if st.open is None:   # after a restart the open anomalies go on where they were
                 st.open = {(a["kind"], a["src"], a["dst"]): a["anomaly_id"]
-                           for a in tables.anomalies(cur, scope, open_only=True, limit=10_000)}
+                           for a in readers.models.anomalies(cur, scope, open_only=True, limit=10_000)}
             if chosen is not None and chosen["model_id"] != st.baseline_id:
                 st.baseline_id = chosen["model_id"]
-                st.baseline = CausalModel.from_json(tables.model_graph(cur, scope, st.baseline_id)[1])
+                st.baseline = CausalModel.from_json(readers.models.model_graph(cur, scope, st.baseline_id)[1])
                 st.before = _sample(self._window_rows(cur, scope, st))
         pairs = {(e.src, e.dst) for e in model.edges()}
         if st.baseline is None and pairs == st.previous_edges and st.n_rows >= self.baseline_rows:
             st.baseline, st.baseline_id = CausalModel.from_json(model.to_dict()), model_id   # a copy: the learner goes on
             st.before = _sample(model.data)
-            ctx.write(functools.partial(store.set_baseline, scope=scope, model_id=model_id, how="first stable",
-                                        now=now))
+            ctx.write(functools.partial(store.results.set_baseline, scope=scope, model_id=model_id,
+                                        how="first stable", now=now))
         st.previous_edges = pairs
         if st.baseline is None:
             return
@@ -220,8 +221,8 @@ class CausalJob(Job):
         """The baseline's variables on the tasks of its window, read back from the store (a pinned
         or reloaded baseline), code phases looked up in the tracker; None if some are missing (retention
         may have deleted them): mechanism changes are then not judged, and the log says so once."""
-        frame, params, counters = tables.task_frame(cur, scope.removeprefix("app:"),
-                                                    started=tables.model_window(cur, st.baseline_id))
+        frame, params, counters = readers.tasks.task_frame(cur, scope.removeprefix("app:"),
+                                                           started=readers.models.model_window(cur, st.baseline_id))
         frame, _ = features.name_task_columns(frame, params, counters)
         frame = features.with_code_phase(frame, st.tracker, seen_until=float("inf"))
         nodes = list(st.baseline.nodes)
@@ -242,7 +243,7 @@ class CausalJob(Job):
                    "baseline_id": st.baseline_id, "model_id": model_id, "score": found[k].score,
                    "threshold": found[k].threshold, "evidence": evidence[k]} for k in new]
         updated = [(st.open[k], model_id, f.score, f.threshold, evidence[k]) for k, f in found.items() if k in st.open]
-        ids = ctx.write(functools.partial(store.record_anomalies, raised=raised, updated=updated,
+        ids = ctx.write(functools.partial(store.results.record_anomalies, raised=raised, updated=updated,
                                           resolved=[st.open[k] for k in gone], now=now))
         for key, anomaly_id in zip(new, ids):
             st.open[key] = anomaly_id

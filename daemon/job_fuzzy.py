@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks
 from causewatch.analytics.fuzzy.terms import TermSet
-from causewatch.daemon import store, tables
+from causewatch.daemon import readers, store
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import Job, JobContext
 
@@ -32,10 +32,10 @@ class FuzzyJob(Job):
     def run(self, ctx: JobContext) -> None:
         now = self.clock()
         with ctx.read() as cur:
-            frame = tables.region_summaries(cur, since=now - self.window)
+            frame = readers.regions.region_summaries(cur, since=now - self.window)
         found = find_bottlenecks(frame, self.termsets, mode=self.mode).assign(ts=now)[COLUMNS]
         if len(found):
-            ctx.write(functools.partial(store.insert_frame, table="scores",
+            ctx.write(functools.partial(store.results.insert_frame, table="scores",
                                         rows=pa.Table.from_pandas(found, preserve_index=False)))
         worst = found.groupby(["node", "region", "metric"], sort=False)["severity"].max()
         series = [({"node": n, "region": r, "metric": m}, s) for (n, r, m), s in worst.items()]

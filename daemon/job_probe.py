@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-from causewatch.daemon import store, tables
+from causewatch.daemon import readers, store
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import Job, JobContext
 
@@ -57,9 +57,9 @@ class ProbeJob(Job):
         batch are all stored before the first is handled, and an unchanged one judged by a later one's
         facts sent a second run_probe."""
         now = time.time()
-        facts = store.hello_facts(body)
+        facts = store.results.hello_facts(body)
         with ctx.read() as cur:
-            newest, kits = tables.newest_probes(cur, node), tables.registered_kits(cur)
+            newest, kits = readers.probes.newest_probes(cur, node), readers.probes.registered_kits(cur)
         for kit in kits:
             result = newest.get((node, kit["app"], kit["kit"]))
             if result is None:
@@ -75,8 +75,9 @@ class ProbeJob(Job):
         request) is older than reprobe_after; a kit registered while they run reaches them here too."""
         now = time.time()
         with ctx.read() as cur:
-            rows = tables.predicted_times(cur)
-            nodes, newest, kits = tables.nodes(cur), tables.newest_probes(cur), tables.registered_kits(cur)
+            rows = readers.probes.predicted_times(cur)
+            nodes, newest = readers.report.nodes(cur), readers.probes.newest_probes(cur)
+            kits = readers.probes.registered_kits(cur)
         for node in (n["node"] for n in nodes):
             for kit in kits:
                 key = (node, kit["app"], kit["kit"])

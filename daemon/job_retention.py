@@ -13,7 +13,7 @@ import math
 import time
 
 from causewatch.config import DaemonConfig
-from causewatch.daemon import store, tables
+from causewatch.daemon import readers, store
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import Job, JobContext
 
@@ -61,7 +61,7 @@ class RetentionJob(Job):
         now = self.clock()
         current, cut = floor_minute(now), self.cutoffs(now)
         with ctx.read() as cur:
-            first, end = tables.rollup_bounds(cur)
+            first, end = readers.samples.rollup_bounds(cur)
         first = None if first is None else floor_minute(first)
         if self.finalised_ is None:
             self.finalised_ = current if first is None else first
@@ -71,7 +71,7 @@ class RetentionJob(Job):
 
         # The log outlives the longest raw window: a frame resent within it is acked as a duplicate.
         log_cut = now - max(self.samples_days, self.bbv_days) * DAY if self.samples_days and self.bbv_days else None
-        self.deleted_ = ctx.write(functools.partial(store.retain, lo=lo, current=current, first=first,
+        self.deleted_ = ctx.write(functools.partial(store.retention.retain, lo=lo, current=current, first=first,
                                                     finalised=self.finalised_, cut=cut, export=export,
                                                     log_cut=log_cut))
         self.rolled_to_ = current

@@ -22,7 +22,7 @@ from causewatch.analytics.causal.model import CausalModel
 from causewatch.analytics.fuzzy import perfql
 from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_bottlenecks
 from causewatch.analytics.fuzzy.summaries import records
-from causewatch.daemon import store, tables
+from causewatch.daemon import readers, store
 from causewatch.daemon.cursor import Cursor
 from causewatch.errors import CausewatchError, InputError
 from causewatch.probe.rank import RATIO, rank_nodes
@@ -60,11 +60,11 @@ def _since(params: dict) -> float | None:
 
 def stats(params: dict, con) -> dict:
     """Row counts per table and per sample metric."""
-    return {"tables": tables.table_counts(con), "samples_per_metric": tables.samples_per_metric(con)}
+    return {"tables": readers.report.table_counts(con), "samples_per_metric": readers.samples.samples_per_metric(con)}
 
 
 def nodes(params: dict, con) -> list[dict]:
-    return tables.nodes(con)
+    return readers.report.nodes(con)
 
 
 def query(params: dict, con) -> list[dict]:
@@ -73,7 +73,7 @@ def query(params: dict, con) -> list[dict]:
     if not text:
         raise InputError("q: give a PERFQL statement, e.g. /api/query?q=(cpi is high)")
     try:
-        found = tables.perfql_matches(con, perfql.Query(text), _since(params), nodes=params.get("node"),
+        found = readers.regions.perfql_matches(con, perfql.Query(text), _since(params), nodes=params.get("node"),
                                       min_degree=_one(params, "min_degree", float, 0.0), top=_one(params, "top", int))
     except ValueError as e:
         raise InputError(str(e)) from None
@@ -82,7 +82,7 @@ def query(params: dict, con) -> list[dict]:
 
 def bottlenecks(params: dict, con) -> list[dict]:
     """Fuzzy bottleneck search over the live store: /api/bottlenecks?top=20&last=600."""
-    found = find_bottlenecks(tables.region_summaries(con, _since(params), nodes=params.get("node")))
+    found = find_bottlenecks(readers.regions.region_summaries(con, _since(params), nodes=params.get("node")))
     return records(summarise_bottlenecks(found).head(_one(params, "top", int)))
 
 
@@ -91,29 +91,30 @@ def rank(params: dict, con) -> dict:
     app = _one(params, "app")
     if not app:
         raise InputError("GET /api/rank needs ?app=NAME")
-    nodes = rank_nodes(app, tables.latest_probes(con, app), tables.registered_kits(con), time.time())
+    nodes = rank_nodes(app, readers.probes.latest_probes(con, app), readers.probes.registered_kits(con), time.time())
     return {"app": app, "ratio": RATIO, "nodes": nodes}
 
 
 def regions(params: dict, con) -> pd.DataFrame:
     """Region summaries (Arrow): /api/regions?last=600&node=n1&metric=cpi (node, metric repeatable)."""
-    return tables.region_summaries(con, _since(params), nodes=params.get("node"), metrics=params.get("metric"))
+    return readers.regions.region_summaries(con, _since(params), nodes=params.get("node"),
+                                            metrics=params.get("metric"))
 
 
 def tasks(params: dict, con) -> pd.DataFrame:
     """Stored tasks (Arrow) with positional param/counter columns; their keys in the schema metadata."""
-    frame, pkeys, ckeys = tables.task_frame(con, _one(params, "app"))
+    frame, pkeys, ckeys = readers.tasks.task_frame(con, _one(params, "app"))
     frame.attrs.update(params=pkeys, counters=ckeys)
     return frame
 
 
 def samples(params: dict, con) -> pd.DataFrame:
     """Stored samples, long (Arrow): /api/samples?metric=cpu_seconds&scope=node."""
-    return tables.samples_frame(con, params.get("metric"), _one(params, "scope"))
+    return readers.samples.samples_frame(con, params.get("metric"), _one(params, "scope"))
 
 
 def bbv_targets(params: dict, con) -> pd.DataFrame:
-    return tables.bbv_targets(con)
+    return readers.phases.bbv_targets(con)
 
 
 def bbv(params: dict, con) -> pd.DataFrame:
@@ -121,23 +122,23 @@ def bbv(params: dict, con) -> pd.DataFrame:
     target, kind = _one(params, "target"), _one(params, "kind")
     if not target or not kind:
         raise InputError("GET /api/bbv needs ?target=NAME&kind=native|python")
-    return tables.bbv_rows(con, target, kind)
+    return readers.phases.bbv_rows(con, target, kind)
 
 
 def models(params: dict, con) -> list[dict]:
     """Model versions, newest first: /api/models?scope=app:lu."""
-    return tables.models(con, _one(params, "scope"))
+    return readers.models.models(con, _one(params, "scope"))
 
 
 def model(params: dict, con):
     """A model: /api/model?scope=app:lu[&model_id=7][&format=json|dot|svg]; the newest when no id is given.
     The SVG marks the edges of the scope's open anomalies."""
-    record = tables.model_record(con, _one(params, "scope"), _one(params, "model_id", int))
+    record = readers.models.model_record(con, _one(params, "scope"), _one(params, "model_id", int))
     fmt, scope = _one(params, "format", default="json"), record["scope"]
     if fmt == "dot":
         return Text(CausalModel.from_json(record).to_dot(scope), "text/vnd.graphviz")
     if fmt == "svg":
-        marked = {(a["src"], a["dst"]) for a in tables.anomalies(con, scope, open_only=True)}
+        marked = {(a["src"], a["dst"]) for a in readers.models.anomalies(con, scope, open_only=True)}
         return Text(model_svg(CausalModel.from_json(record), anomalous=marked, title=scope), "image/svg+xml")
     if fmt != "json":
         raise InputError(f"format: expected json, dot or svg, got {fmt!r}")
@@ -146,7 +147,7 @@ def model(params: dict, con):
 
 def anomalies(params: dict, con) -> list[dict]:
     """Dependency anomalies, newest first: /api/anomalies?scope=app:lu&open=1."""
-    return tables.anomalies(con, _one(params, "scope"), open_only=_one(params, "open", int, 0) == 1,
+    return readers.models.anomalies(con, _one(params, "scope"), open_only=_one(params, "open", int, 0) == 1,
                             limit=_one(params, "limit", int, 200))
 
 
@@ -167,7 +168,7 @@ def register_kit(params: dict, body, con, write) -> dict:
         row = kit_row(body["manifest"], str(body.get("path", "")))
     except (KeyError, TypeError, ValueError) as e:
         raise InputError(f"manifest: {e}") from None
-    write(functools.partial(store.register_kit, row=row))
+    write(functools.partial(store.results.register_kit, row=row))
     return {"registered": {"app": row["app"], "kit": row["kit"]}}
 
 
@@ -176,9 +177,10 @@ def pin_baseline(params: dict, body, con, write) -> dict:
     scope, model_id = _one(params, "scope"), _one(params, "model_id", int)
     if not scope or model_id is None:
         raise InputError("POST /api/baseline needs ?scope=NAME&model_id=N")
-    if tables.model_graph(con, scope, model_id) is None:
+    if readers.models.model_graph(con, scope, model_id) is None:
         raise InputError(f"scope {scope!r} has no model {model_id}")
-    write(functools.partial(store.set_baseline, scope=scope, model_id=model_id, how="pinned", now=time.time()))
+    write(functools.partial(store.results.set_baseline, scope=scope, model_id=model_id, how="pinned",
+                            now=time.time()))
     return {"scope": scope, "baseline": model_id}
 
 

@@ -1,5 +1,5 @@
 """Rank nodes for an application by the task time their latest probe predicts, with the probe's age
-and its kit's quality. Pure: takes the daemon's `tables.latest_probes` rows and registered kits.
+and its kit's quality. Pure: takes the daemon's `readers.probes.latest_probes` rows and registered kits.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Probe kits as the daemon keeps them: one registry row per (app, kit) with the manifest inline.
 
 `kit_row` checks a built kit's manifest and makes its row; the daemon's writer stores it
-(`store.register_kit`), so agents get the whole manifest in run_probe.
+(`store.results.register_kit`), so agents get the whole manifest in run_probe.
 """
 
 from __future__ import annotations

@@ -1,10 +1,15 @@
-"""Sparse matrices of string-keyed vectors (agent BBVs; the store's `bbv` rows come from daemon.tables) and
-their row normalisation, for the tracker, the merge of close phases and the probe builder."""
+"""Sparse matrices of string-keyed vectors (agent BBVs, or a store's `bbv` rows in their long form) and their
+row normalisation, for the phases command, the tracker, the merge of close phases and the probe builder."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def vectors_to_matrix(vectors, keys: list[str] | None = None) -> tuple[sp.csr_matrix, list[str]]:
@@ -28,6 +33,22 @@ def vectors_to_matrix(vectors, keys: list[str] | None = None) -> tuple[sp.csr_ma
                       shape=(len(indptr) - 1, max(len(keys), 1)))
     X.sum_duplicates()
     return X, keys
+
+
+def bbv_matrix(df: pd.DataFrame) -> tuple[sp.csr_matrix, list[str], list[tuple]]:
+    """Vectors in their long form (a row per vector and key: the columns that name the vector, then
+    `key` and `count`, as the daemon's `bbv` rows come) as a CSR matrix: (X, keys, index) where
+    index[i] holds the naming columns' values of row i (for those rows: node, boot, seq, target, kind,
+    t_start, t_end)."""
+    if df.empty:
+        return sp.csr_matrix((0, 1)), [], []
+    ident = [c for c in df.columns if c not in ("key", "count")]
+    # groups are numbered in order of first appearance, the same order drop_duplicates keeps
+    row_codes = df.groupby(ident, sort=False, dropna=False).ngroup().to_numpy()
+    rows = list(df[ident].drop_duplicates().itertuples(index=False, name=None))
+    key_codes, key_uniques = df["key"].factorize()
+    X = sp.csr_matrix((df["count"].to_numpy(float), (row_codes, key_codes)), shape=(len(rows), len(key_uniques)))
+    return X, list(key_uniques), rows
 
 
 def normalise_rows(X) -> sp.csr_matrix:

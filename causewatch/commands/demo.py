@@ -98,13 +98,13 @@ def _agent(folder: Path, endpoint: str, seconds: float, node: str, watch: bool) 
 
 def _await_probe(con, node: str, agent: subprocess.Popen, quiet: bool) -> None:
     """Wait until `node`'s probe result is stored (at most PROBE_WAIT s)."""
-    from causewatch.daemon import tables
+    from causewatch.daemon import readers
     if not quiet:
         print(f"probing {node} (one node at a time, before the workload starts: a probe sharing the cores "
               "with it or with another probe would rank this machine slower than itself)…", flush=True)
     t0 = time.monotonic()
     while time.monotonic() - t0 < PROBE_WAIT and agent.poll() is None:
-        if node in {r["node"] for r in tables.latest_probes(con, "demo")}:
+        if node in {r["node"] for r in readers.probes.latest_probes(con, "demo")}:
             if not quiet:
                 print(f"probed in {time.monotonic() - t0:.1f} s", flush=True)
             return
@@ -141,11 +141,11 @@ class Hog:
 
     def step(self, con, done: float) -> None:
         """Start or stop, `done` being the share of the workload's tasks stored so far."""
-        from causewatch.daemon import tables
-        models = tables.models(con, SCOPE)
-        if self.started is None and done >= PIN_AT and models and tables.baseline(con, SCOPE) is None:
+        from causewatch.daemon import readers
+        models = readers.models.models(con, SCOPE)
+        if self.started is None and done >= PIN_AT and models and readers.models.baseline(con, SCOPE) is None:
             self._pin(models[0]["model_id"])
-        if self.started is None and done < HOG_UNTIL and tables.baseline(con, SCOPE) is not None:
+        if self.started is None and done < HOG_UNTIL and readers.models.baseline(con, SCOPE) is not None:
             self.versions = len(models)
             self.procs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in self.cpus]
             self.started = time.time() - self.origin
@@ -174,8 +174,8 @@ class Hog:
 
 
 def _live(con, bar, hog: Hog) -> dict:
-    from causewatch.daemon import tables
-    counts = tables.live_counts(con)
+    from causewatch.daemon import readers
+    counts = readers.report.live_counts(con)
     if bar is not None:
         state = "on" if hog.running else "done" if hog.stopped else "waiting for the baseline"
         bar.set_postfix_str("  ".join(f"{k} {v:,}" for k, v in counts.items()) + f"  hog {state}", refresh=False)
@@ -189,28 +189,30 @@ def report(con, seconds: float, folder: Path, hog: Hog) -> dict:
     from causewatch.analytics.causal.anomalies import MIN_BITS
     from causewatch.analytics.causal.drawing import model_svg
     from causewatch.analytics.causal.model import CausalModel
-    from causewatch.daemon import tables
+    from causewatch.daemon import readers
     from causewatch.probe.rank import rank_nodes
-    rep = tables.overview(con)
+    rep = readers.report.overview(con)
     rep["causal_edges"] = [dict(e, stable=e["held_by"] >= STABLE * e["versions"] and e["strength_bits"] >= MIN_BITS)
                            for e in rep["causal_edges"]]
-    rep["anomalies"] = [_anomaly(a, hog) for a in reversed(tables.anomalies(con))]
+    rep["anomalies"] = [_anomaly(a, hog) for a in reversed(readers.models.anomalies(con))]
     waits = _waits(con, hog)
     rep["contention_hog"] = [{"cpus": hog.cpus, "baseline": f"model {hog.pinned}, pinned by the demo at "
                               f"{PIN_AT:.0%} of the tasks" if hog.pinned else "the first stable model",
                               "started_s": _round(hog.started), "stopped_s": _round(hog.stopped),
                               "model_versions": HOG_CYCLES, **waits, "shown": _shown(rep["anomalies"], waits, hog)}]
-    ranking = rank_nodes("demo", tables.latest_probes(con, "demo"), tables.registered_kits(con), time.time())
+    ranking = rank_nodes("demo", readers.probes.latest_probes(con, "demo"), readers.probes.registered_kits(con),
+                         time.time())
     rep["probe_ranking"] = [{
         "node": r["node"], "s_per_task": _round(r["task_seconds"]), "lo": _round(r["task_lo"]),
         "hi": _round(r["task_hi"]), "ratio": round(r["ratio"], 3), "age_s": round(r["age_seconds"]),
         "phases": len(r["phases"]), "cpu_bound_phases": sum(bool(p.get("stretched")) for p in r["phases"]),
         "kit": r["quality"]} for r in ranking]
     pictures = []
-    for scope in tables.model_scopes(con):
-        marked = {(a["src"], a["dst"]) for a in tables.anomalies(con, scope, open_only=True)}
+    for scope in readers.models.model_scopes(con):
+        marked = {(a["src"], a["dst"]) for a in readers.models.anomalies(con, scope, open_only=True)}
         path = folder / f"model-{scope.replace(':', '-')}.svg"
-        path.write_text(model_svg(CausalModel.from_json(tables.model_graph(con, scope)[1]), marked, title=scope))
+        graph = readers.models.model_graph(con, scope)[1]
+        path.write_text(model_svg(CausalModel.from_json(graph), marked, title=scope))
         pictures.append({"scope": scope, "svg": str(path)})
     return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
 
@@ -219,8 +221,8 @@ def _waits(con, hog: Hog) -> dict:
     """The contention the tasks met before, during and after the hog: the median of seconds waited
     for a CPU per second of CPU used (cpu_wait_seconds / cpu_seconds)."""
     from causewatch.analytics.causal.features import name_task_columns
-    from causewatch.daemon import tables
-    frame = name_task_columns(*tables.task_frame(con, "demo"))[0]
+    from causewatch.daemon import readers
+    frame = name_task_columns(*readers.tasks.task_frame(con, "demo"))[0]
     if WAIT not in frame or hog.started is None:
         return {}
     t = frame["t_start"] - hog.origin

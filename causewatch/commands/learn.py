@@ -94,7 +94,7 @@ def load_frame(spec: str, args) -> tuple[pd.DataFrame, list[str], tuple[str, ...
 def _load_duckdb(spec: str, args):
     """duckdb:FILE:TABLE: the daemon's tasks and samples as `tasks`/`samples --db FILE` give them; any
     other table of any DuckDB file as it is."""
-    from causewatch.daemon import tables
+    from causewatch.daemon import readers
     _, _, rest = spec.partition(":")
     file, _, table = rest.rpartition(":")
     if not file or not table:
@@ -103,9 +103,9 @@ def _load_duckdb(spec: str, args):
         args.db = file
         return _load_stored(table, args)
     _only_for(args, table)
-    con = tables.open_store(file)
+    con = readers.shared.open_store(file)
     try:
-        return tables.read_table(con, table), [], ()
+        return readers.shared.read_table(con, table), [], ()
     finally:
         con.close()
 

@@ -65,7 +65,7 @@ def _load(args):
 def _load_stored(args):
     """One target's vectors of one kind: phases of different programs, or of native IPs and Python
     frames, are not one clustering."""
-    from causewatch.daemon import tables
+    from causewatch.analytics.phases.keyed import bbv_matrix
     with open_source(args) as source:
         known = source.bbv_targets()
         chosen = known[known.target == args.target] if args.target else known
@@ -75,7 +75,7 @@ def _load_stored(args):
             problem = "has no vectors" if known.empty else (
                 "has several targets or kinds: choose one" if len(chosen) > 1 else "has no such vectors")
             raise InputError(f"{source.where}: the stored BBVs {problem}" + (f"; known: {listing}" if listing else ""))
-        X, _, _ = tables.bbv_matrix(source.bbv_rows(chosen.target.iloc[0], chosen.kind.iloc[0]))
+        X, _, _ = bbv_matrix(source.bbv_rows(chosen.target.iloc[0], chosen.kind.iloc[0]))
         return X
 
 

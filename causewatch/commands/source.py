@@ -54,58 +54,58 @@ class _Source:
 
 
 class StoreSource(_Source):
-    """A stopped daemon's store, read-only through daemon.tables."""
+    """A stopped daemon's store, read-only through daemon.readers."""
 
     def __init__(self, path: str):
-        from causewatch.daemon import tables
-        self.path, self.where, self.tables = path, path, tables
-        self.con = tables.open_store(path, need=("ingest_log",))
+        from causewatch.daemon import readers
+        self.path, self.where, self.readers = path, path, readers
+        self.con = readers.shared.open_store(path, need=("ingest_log",))
 
     def close(self) -> None:
         self.con.close()
 
     def regions(self, since=None, nodes=None, metrics=None):
-        return self.tables.region_summaries(self.con, since, nodes=nodes, metrics=metrics)
+        return self.readers.regions.region_summaries(self.con, since, nodes=nodes, metrics=metrics)
 
     def tasks(self, app=None):
-        return self.tables.task_frame(self.con, app)
+        return self.readers.tasks.task_frame(self.con, app)
 
     def samples(self, metrics=None, scope=None):
-        return self.tables.samples_frame(self.con, metrics, scope)
+        return self.readers.samples.samples_frame(self.con, metrics, scope)
 
     def bbv_targets(self):
-        return self.tables.bbv_targets(self.con)
+        return self.readers.phases.bbv_targets(self.con)
 
     def bbv_rows(self, target, kind):
-        return self.tables.bbv_rows(self.con, target, kind)
+        return self.readers.phases.bbv_rows(self.con, target, kind)
 
     def rank(self, app):
         from causewatch.probe.rank import rank_nodes
-        return rank_nodes(app, self.tables.latest_probes(self.con, app), self.tables.registered_kits(self.con),
-                          time.time())
+        probes = self.readers.probes
+        return rank_nodes(app, probes.latest_probes(self.con, app), probes.registered_kits(self.con), time.time())
 
     def nodes(self):
-        return self.tables.nodes(self.con)
+        return self.readers.report.nodes(self.con)
 
     def models(self, scope=None):
-        return self.tables.models(self.con, scope)
+        return self.readers.models.models(self.con, scope)
 
     def model(self, scope=None, model_id=None) -> dict:
-        return self.tables.model_record(self.con, scope, model_id)
+        return self.readers.models.model_record(self.con, scope, model_id)
 
     def anomalies(self, scope=None, open_only=False, limit=200):
-        return self.tables.anomalies(self.con, scope, open_only, limit)
+        return self.readers.models.anomalies(self.con, scope, open_only, limit)
 
     def register_kit(self, row: dict) -> None:
-        from causewatch.daemon.store import register_kit_file
+        from causewatch.daemon.store.results import register_kit_file
         self.con.close()   # our read-only handle would block the writer
         register_kit_file(self.path, row)
 
     def pin_baseline(self, scope: str, model_id: int) -> None:
         import duckdb
 
-        from causewatch.daemon.store import set_baseline
-        if self.tables.model_graph(self.con, scope, model_id) is None:
+        from causewatch.daemon.store.results import set_baseline
+        if self.readers.models.model_graph(self.con, scope, model_id) is None:
             raise InputError(f"scope {scope!r} has no model {model_id}")
         self.con.close()
         with duckdb.connect(self.path) as con:

@@ -15,10 +15,11 @@ from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.calls import Entry
 from causewatch.daemon.host import Host
 from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.readers.tasks import task_frame
 from causewatch.daemon.runners import LocalJobs, WorkerJobs
-from causewatch.daemon.store import Store, set_baseline
+from causewatch.daemon.store import Store
+from causewatch.daemon.store.results import set_baseline
 from causewatch.daemon.worker import Worker
-from causewatch.daemon.tables import task_frame
 
 from causewatch.cli import main
 

@@ -14,13 +14,14 @@ from support import agent_config, wait_for
 from causewatch.agent.runner import hello_body
 from causewatch.agent.sender import Sender
 from causewatch.config import AgentConfig, DaemonConfig
-from causewatch.daemon import tables
+from causewatch.daemon import readers
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_probe import ProbeJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.server import Daemon
 from causewatch import wire
-from causewatch.daemon.store import NODE_FACTS_SQL, Store, hello_facts, migrate, register_kit
+from causewatch.daemon.store import Store, migrate
+from causewatch.daemon.store.results import NODE_FACTS_SQL, hello_facts, register_kit
 from causewatch.probe.registry import kit_row
 from causewatch.probe.run import handle_run_probe
 
@@ -138,7 +139,7 @@ def test_a_hello_under_new_facts_is_probed_again_an_unchanged_one_is_not(tmp_pat
 
         def recorded():
             with daemon.store.cursor() as cur:
-                return (tables.newest_probes(cur, "n1")[("n1", "mw", "k1")]["facts"] or {}).get("boot_id")
+                return (readers.probes.newest_probes(cur, "n1")[("n1", "mw", "k1")]["facts"] or {}).get("boot_id")
         assert wait_for(lambda: recorded() == boot_id)
 
     try:

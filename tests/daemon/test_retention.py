@@ -14,7 +14,7 @@ import pytest
 
 from causewatch import wire
 from causewatch.config import DaemonConfig, load
-from causewatch.daemon import tables
+from causewatch.daemon import readers
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_retention import DAY, RetentionJob
 from causewatch.daemon.jobs import JobContext
@@ -52,7 +52,7 @@ def expected_minutes(raw: pd.DataFrame) -> pd.DataFrame:
 
 def all_rows(store: Store, table: str) -> pd.DataFrame:
     with store.cursor() as cur:
-        return tables.read_table(cur, table)
+        return readers.shared.read_table(cur, table)
 
 
 @pytest.fixture

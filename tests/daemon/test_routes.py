@@ -11,7 +11,8 @@ from causewatch import wire
 from causewatch.daemon import remote, routes
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.host import Host
-from causewatch.daemon.store import Store, insert_model
+from causewatch.daemon.store import Store
+from causewatch.daemon.store.results import insert_model
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ import pyarrow as pa
 from support import run_cli
 
 from causewatch.commands import demo
-from causewatch.daemon import store
-from causewatch.daemon.store import Store
+from causewatch.daemon.store import Store, results
 
 
 def test_demo_reports_every_part(tmp_path):
@@ -46,17 +45,17 @@ def test_the_report_times_each_anomaly_against_the_hog(tmp_path):
     row = {"scope": "app:demo", "baseline_id": 3, "model_id": 7, "score": 1.43, "threshold": 1.06}
 
     def write(con):
-        raised = store.raise_anomaly(con, dict(row, kind="markov_violation", src="cpu_seconds", dst=demo.WAIT,
+        raised = results.raise_anomaly(con, dict(row, kind="markov_violation", src="cpu_seconds", dst=demo.WAIT,
                                                opened=origin + 41.0, evidence={"rows": 44}))
-        store.resolve_anomaly(con, raised, origin + 82.5)
-        store.raise_anomaly(con, dict(row, kind="edge_appeared", src="cpu_seconds", dst=demo.WAIT,
+        results.resolve_anomaly(con, raised, origin + 82.5)
+        results.raise_anomaly(con, dict(row, kind="edge_appeared", src="cpu_seconds", dst=demo.WAIT,
                                       opened=origin + 50.0, evidence={"strength_bits": 0.2}))
     st.run(write)
     graph = lambda *edges: {"nodes": ["a", "b", "c", "d"], "edges": [   # noqa: E731
         {"src": s, "dst": d, "directed": True, "strength": v} for s, d, v in edges]}
     for scope, edges in (("app:demo", [("a", "b", 0.9), ("b", "c", 0.3)]), ("app:other", [("a", "b", 1.0)]),
                          ("app:demo", [("b", "a", 0.8), ("c", "d", 0.05)])):
-        st.run(lambda con: store.insert_model(con, scope, (origin, origin + 9), 100, origin + 9, graph(*edges),
+        st.run(lambda con: results.insert_model(con, scope, (origin, origin + 9), 100, origin + 9, graph(*edges),
                                               pa.Table.from_pylist([dict(src=s, dst=d, strength=v, directed=True)
                                                                     for s, d, v in edges])))
     hog = demo.Hog(origin, "http://127.0.0.1:9")   # no daemon: the test sets the stretch itself

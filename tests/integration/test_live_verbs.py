@@ -129,9 +129,9 @@ def test_kits_and_baselines_go_through_the_daemon_that_holds_the_store(tmp_path,
         daemon.stop()
     assert main(["model", "--scope", "app:lu", "--json", "--db", str(db)]) == 0
     assert json.loads(capsys.readouterr().out)["baseline"]["how"] == "pinned"
-    from causewatch.daemon import tables
-    con = tables.open_store(str(db))
-    assert [k["kit"] for k in tables.registered_kits(con)] == ["k9"]
+    from causewatch.daemon import readers
+    con = readers.shared.open_store(str(db))
+    assert [k["kit"] for k in readers.probes.registered_kits(con)] == ["k9"]
     con.close()
 
 

@@ -6,9 +6,10 @@ import duckdb
 import pytest
 from support import run_cli
 
+from causewatch.daemon.readers.probes import latest_probes, predicted_times, registered_kits
 from causewatch.daemon.routes import rank
-from causewatch.daemon.store import migrate, register_kit, register_kit_file
-from causewatch.daemon.tables import latest_probes, predicted_times, registered_kits
+from causewatch.daemon.store import migrate
+from causewatch.daemon.store.results import register_kit, register_kit_file
 from causewatch.errors import InputError
 from causewatch.probe.rank import rank_nodes
 from causewatch.probe.registry import kit_folder_row, kit_row

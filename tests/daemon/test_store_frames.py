@@ -1,24 +1,15 @@
-"""The DuckDB store: migrations once, exactly-once commits, resends recognised, backwards seq refused."""
+"""The ingest writer: exactly-once commits, resends recognised, late frames stored, nodes upserted."""
 
 import duckdb
 import numpy as np
 
 from causewatch import wire
-from causewatch.daemon.store import MIGRATIONS, Store
+from causewatch.daemon.store import Store
 
 
 def frames(seqs, node="n1", boot="b1"):
     return [wire.decode(wire.encode("samples", node, boot, s, wire.samples_body([float(s)], ["m"], [[s * 1.0]])))
             for s in seqs]
-
-
-def test_migrations_apply_once(tmp_path):
-    db = str(tmp_path / "s.duckdb")
-    Store(db).close()
-    store = Store(db)
-    assert store.version == MIGRATIONS[-1][0]
-    assert store.cursor().execute("SELECT count(*) FROM schema_version").fetchone()[0] == len(MIGRATIONS)
-    store.close()
 
 
 def test_resend_is_stored_once_and_late_frames_are_stored(tmp_path):
@@ -68,7 +59,7 @@ def test_failed_transaction_leaves_nothing(tmp_path):
 def test_every_stored_frame_updates_its_nodes_last_seen(tmp_path, monkeypatch):
     store = Store(str(tmp_path / "s.duckdb"))
     now = [100.0]
-    monkeypatch.setattr("causewatch.daemon.store.time.time", lambda: now[0])
+    monkeypatch.setattr("causewatch.daemon.store.frames.time.time", lambda: now[0])
     hello = wire.decode(wire.encode("hello", "n1", "b1", 1, {"hostname": "h", "agent_version": "t"}, ts=1.0))
     store.commit_frames([hello])
     now[0] = 250.0

@@ -1,5 +1,5 @@
 """Reads of a real DuckDB store: region summaries (instrumented regions and sampled BBV functions),
-PERFQL over them, tasks unpacked, and agent-supplied keys that are hostile to SQL and JSON paths."""
+PERFQL over them, and agent-supplied keys that are hostile to SQL and JSON paths."""
 
 import json
 
@@ -10,8 +10,8 @@ import pytest
 from causewatch.analytics.fuzzy.perfql import PerfQLError, Query
 from causewatch.analytics.fuzzy.score import Membership, TermSet
 from causewatch.analytics.fuzzy.summaries import metric_name
+from causewatch.daemon.readers.regions import perfql_matches, region_summaries
 from causewatch.daemon.store import migrate
-from causewatch.daemon.tables import perfql_matches, region_summaries
 
 
 @pytest.fixture
@@ -126,18 +126,3 @@ def test_region_counters_with_keys_hostile_to_sql_and_json_paths(tmp_path):
     assert len(set(f.columns)) == len(f.columns)
     assert perfql_matches(con, Query("(cache_misses is high)", {"cache_misses": TermSet(
         "cache_misses", {"high": Membership("s", (0.0, 1.0))})})).region.tolist() == ["r"]
-
-
-def test_bbv_rows_of_one_target_and_kind_as_a_matrix(tmp_path):
-    from causewatch.daemon.tables import bbv_matrix, bbv_rows
-    con = duckdb.connect(str(tmp_path / "s.duckdb"))
-    migrate(con)
-    con.execute("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) VALUES "
-                "('n1','b',1,'app','native',0,1,'f',3), ('n1','b',1,'app','native',0,1,'g',1),"
-                "('n1','b',2,'app','native',1,2,'g',5), ('n2','c',1,'other','python',0,1,'h',2),"
-                "('n1','b',3,'app','python',2,3,'x',1)")
-    X, keys, index = bbv_matrix(bbv_rows(con, "app", "native"))
-    assert X.shape == (2, 2) and keys == ["f", "g"]
-    assert X.toarray().tolist() == [[3, 1], [0, 5]]
-    assert index[1][:3] == ("n1", "b", 2)
-    assert bbv_matrix(bbv_rows(con, "app", "nope"))[0].shape[0] == 0

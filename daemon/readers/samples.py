@@ -1,0 +1,40 @@
+"""The stored samples, raw (long form, per metric counts) and as per-minute aggregates, and where
+the next roll-up of them resumes."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from causewatch.daemon.readers import shared
+
+
+def samples_per_metric(con) -> dict[str, int]:
+    return dict(con.execute("SELECT metric, count(*) FROM samples GROUP BY metric ORDER BY metric").fetchall())
+
+
+def samples_frame(con, metrics: list[str] | None = None, scope: str | None = None) -> pd.DataFrame:
+    """Stored samples in their long form (node, ts, scope, metric, value), oldest first."""
+    where, params = ["TRUE"], []
+    if metrics:
+        where.append(f"metric IN ({', '.join('?' * len(metrics))})")
+        params += list(metrics)
+    if scope is not None:
+        where.append("scope = ?")
+        params.append(scope)
+    return con.execute(f"SELECT node, ts, scope, metric, value FROM samples WHERE {' AND '.join(where)} "
+                       "ORDER BY ts", params).df()
+
+
+def samples_minute(con, since: float | None = None, until: float | None = None) -> pd.DataFrame:
+    """Per-minute aggregates (node, scope, metric, minute, count, mean, min, max) with since <= minute
+    < until, oldest first."""
+    where, params = shared.where(since, until, None, "minute")
+    return con.execute(f"SELECT * FROM samples_minute WHERE {where} ORDER BY minute, node, scope, metric",
+                       params).df()
+
+
+def rollup_bounds(con) -> tuple[float | None, float | None]:
+    """(oldest raw sample ts, end of the newest aggregated minute): where a roll-up resumes."""
+    lo = con.execute("SELECT min(ts) FROM samples").fetchone()[0]
+    end = con.execute("SELECT max(minute) + 60 FROM samples_minute").fetchone()[0]
+    return lo, end

@@ -1,0 +1,39 @@
+"""Task records with their params and counters unpacked, one column per key: what the causal
+models are learnt from."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from causewatch.daemon.readers import shared
+
+
+def task_apps(con) -> list[str]:
+    return [r[0] for r in con.execute("SELECT DISTINCT app FROM tasks ORDER BY app").fetchall()]
+
+
+def task_frame(con, app: str | None = None, since: float | None = None,
+               started: tuple[float, float] | None = None) -> tuple[pd.DataFrame, dict, dict]:
+    """Tasks received after `since` (and started within `started`, both ends included) with their
+    params and counters JSON unpacked, one column per key.
+
+    Returns (frame, params, counters): frame has received, t_start, bbv (the task's code vector as
+    JSON), duration, cpu_seconds and columns p0.. / c0.. in the order of the two key lists, which map
+    each positional column to its agent-supplied key (analytics.causal.features names them).
+    """
+    where, params = "TRUE", []
+    if app is not None:
+        where, params = "t.app = ?", [app]
+    if since is not None:
+        where, params = f"{where} AND l.received > ?", params + [since]
+    if started is not None:
+        where, params = f"{where} AND t.t_start BETWEEN ? AND ?", params + list(started)
+    joined = "tasks t JOIN ingest_log l USING (node, boot, seq)"
+    pkeys, ckeys = (shared.json_keys(con, joined, f"t.{column}", where, params) for column in ("params", "counters"))
+    cols = "".join(f", json_extract_string(t.params, ?) AS p{i}" for i in range(len(pkeys)))
+    cols += "".join(f", TRY_CAST(json_extract_string(t.counters, ?) AS DOUBLE) AS c{i}" for i in range(len(ckeys)))
+    pointers = [shared.json_pointer(k) for k in pkeys + ckeys]
+    sql = (f"SELECT l.received, t.t_start, t.bbv, t.duration, t.cpu_seconds{cols} "
+           f"FROM {joined} WHERE {where} ORDER BY l.received, t.node, t.seq")
+    frame = con.execute(sql, pointers + params).df()
+    return frame, {f"p{i}": k for i, k in enumerate(pkeys)}, {f"c{i}": k for i, k in enumerate(ckeys)}

@@ -1,0 +1,99 @@
+"""The store's schema: versioned migrations, applied once each (`schema_version` records them), and
+TABLES, the one list of the store's tables, read off the migrations' own statements."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import duckdb
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (1, """
+    CREATE TABLE nodes (node VARCHAR PRIMARY KEY, hostname VARCHAR, cpu_model VARCHAR, cores INTEGER,
+        memory_bytes BIGINT, agent_version VARCHAR, counters JSON, extra JSON, boot VARCHAR,
+        first_seen DOUBLE, last_seen DOUBLE);
+    CREATE TABLE ingest_log (node VARCHAR, boot VARCHAR, seq BIGINT, type VARCHAR, ts DOUBLE,
+        received DOUBLE, PRIMARY KEY (node, boot, seq));
+    CREATE TABLE samples (node VARCHAR, ts DOUBLE, scope VARCHAR, metric VARCHAR, value DOUBLE);
+    CREATE TABLE bbv (node VARCHAR, boot VARCHAR, seq BIGINT, target VARCHAR, kind VARCHAR,
+        t_start DOUBLE, t_end DOUBLE, key VARCHAR, count BIGINT);
+    CREATE TABLE tasks (node VARCHAR, boot VARCHAR, seq BIGINT, app VARCHAR, task_id VARCHAR,
+        t_start DOUBLE, duration DOUBLE, cpu_seconds DOUBLE, params JSON, counters JSON, bbv JSON, extra JSON);
+    CREATE TABLE regions (node VARCHAR, boot VARCHAR, seq BIGINT, app VARCHAR, region VARCHAR,
+        t_start DOUBLE, duration DOUBLE, calls BIGINT, cpu_seconds DOUBLE, counters JSON, bbv JSON, extra JSON);
+    CREATE TABLE models (model_id BIGINT PRIMARY KEY, scope VARCHAR, window_start DOUBLE, window_end DOUBLE,
+        n_rows BIGINT, learned_at DOUBLE, graph JSON);
+    CREATE TABLE edges (model_id BIGINT, src VARCHAR, dst VARCHAR, strength DOUBLE, directed BOOLEAN);
+    CREATE TABLE anomalies (ts DOUBLE, scope VARCHAR, model_id BIGINT, variable VARCHAR, score DOUBLE, detail JSON);
+    CREATE TABLE scores (ts DOUBLE, node VARCHAR, app VARCHAR, region VARCHAR, source VARCHAR, metric VARCHAR,
+        value DOUBLE, term VARCHAR, degree DOUBLE, severity DOUBLE);
+    CREATE TABLE probe_kits (app VARCHAR, kit VARCHAR, path VARCHAR, manifest JSON, registered DOUBLE,
+        PRIMARY KEY (app, kit));
+    CREATE TABLE probe_results (node VARCHAR, boot VARCHAR, seq BIGINT, ts DOUBLE, app VARCHAR, kit VARCHAR,
+        predicted_seconds DOUBLE, lo DOUBLE, hi DOUBLE, ratio DOUBLE, probe_seconds DOUBLE, phases JSON);
+    """),
+    # Anomalies with a lifecycle (raised once, updated while they last, resolved when gone) against a
+    # per-scope baseline model; the version-1 rows were point events and are not carried over.
+    (2, """
+    DROP TABLE anomalies;
+    CREATE TABLE anomalies (anomaly_id BIGINT PRIMARY KEY, scope VARCHAR, kind VARCHAR, src VARCHAR, dst VARCHAR,
+        opened DOUBLE, updated DOUBLE, resolved DOUBLE, baseline_id BIGINT, model_id BIGINT, score DOUBLE,
+        threshold DOUBLE, evidence JSON);
+    CREATE TABLE baselines (scope VARCHAR PRIMARY KEY, model_id BIGINT, chosen DOUBLE, how VARCHAR);
+    """),
+    # every field the wire accepts is stored: a bbv frame's pid and lost IP samples, a probe result's extra
+    (3, """
+    ALTER TABLE bbv ADD COLUMN pid BIGINT;
+    ALTER TABLE bbv ADD COLUMN lost BIGINT;
+    ALTER TABLE probe_results ADD COLUMN extra JSON;
+    """),
+    # Retention: per-minute aggregates of `samples` (minute = epoch second the minute starts), kept
+    # longer than the raw rows; count, mean, min and max are of the non-null values.
+    (4, """
+    CREATE TABLE samples_minute (node VARCHAR, scope VARCHAR, metric VARCHAR, minute DOUBLE, count BIGINT,
+        mean DOUBLE, min DOUBLE, max DOUBLE);
+    """),
+    # The node facts a probe result was taken under (machine boot id, cpu model, cores, memory): a hello
+    # whose facts differ gets the kit again. Older results keep NULL (only their age counts).
+    (5, "ALTER TABLE probe_results ADD COLUMN facts JSON"),
+]
+
+
+# Which migrations a store has had: created by `migrate` before the first of them.
+VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied DOUBLE)"
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    """Bring the schema up to the newest migration; return the version now in force."""
+    con.execute(VERSION_TABLE)
+    current = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+    for version, sql in MIGRATIONS:
+        if version > current:
+            con.begin()
+            con.execute(sql)
+            con.execute("INSERT INTO schema_version VALUES (?, ?)", [version, time.time()])
+            con.commit()
+            current = version
+    return current
+
+
+_DDL = re.compile(r"\b(CREATE|DROP)\s+TABLE\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?(\w+)", re.IGNORECASE)
+
+
+def _created_tables(statements: list[str]) -> tuple[str, ...]:
+    """The tables that `statements` leave, in the order they were last created. Only CREATE TABLE
+    and DROP TABLE are read: a migration that renames a table must teach this (a test compares the
+    result with a migrated file's tables)."""
+    tables: list[str] = []
+    for sql in statements:
+        for verb, name in _DDL.findall(sql):
+            if name in tables:
+                tables.remove(name)
+            if verb.upper() == "CREATE":
+                tables.append(name)
+    return tuple(tables)
+
+
+# Every table of a migrated store: what /api/stats counts and what the SQL wall test guards.
+TABLES = _created_tables([VERSION_TABLE, *(sql for _, sql in MIGRATIONS)])
