@@ -232,7 +232,8 @@ def _phase_row(out: Path, p: int, task_input, rep: int, kit_phases: MergedPhases
             "weight_cpu": float(per_task[members, 1].sum() / max(per_task[covered, 1].sum(), 1e-12)),
             "weight_size": float(kit_phases.weights_[p]),
             "input": task_input, "input_file": f"inputs/{name}.json",
-            **_mean_se("ref_seconds", "ref_se", [t["seconds"] for t in timings], timings[0]["sd"], timings[0]["repeats"]),
+            **_mean_se("ref_seconds", "ref_se", [t["seconds"] for t in timings], timings[0]["sd"],
+                       timings[0]["repeats"]),
             **_mean_se("ref_cpu_seconds", "ref_cpu_se", [t["cpu_seconds"] for t in timings], timings[0]["cpu_sd"],
                        timings[0]["repeats"]),
             "cpu_bound": cpu_bound(timings)}

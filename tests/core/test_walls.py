@@ -59,7 +59,8 @@ def test_the_walls_test_sees_what_it_forbids():
     assert {rel for rel, _ in product_files()} >= {"daemon/tables.py", "agent/runner.py", "causewatch/cli.py"}
 
 
-HEAVY = ("numba", "llvmlite", "scipy", "pandas", "networkx", "sklearn", "causewatch.analytics", "causewatch.daemon.tables")
+HEAVY = ("numba", "llvmlite", "scipy", "pandas", "networkx", "sklearn", "causewatch.analytics",
+         "causewatch.daemon.tables")
 
 
 def test_the_ingesting_daemon_loads_no_analysis_stack():

@@ -19,14 +19,15 @@ SITE_PACKAGES = [p for p in sys.path if "site-packages" in p]   # the dependenci
 NOT_PACKAGES = ("daemon", "agent", "probe", "analytics", "tests")   # folders of the checkout, not importable names
 IMPORTABLE = ("import importlib, json\nfound = []\nfor name in {names!r}:\n    try:\n"
               "        importlib.import_module(name)\n        found.append(name)\n    except ImportError:\n"
-              "        pass\nimport causewatch.agent.sender\nprint(json.dumps([found, causewatch.agent.sender.__file__]))")
+              "        pass\nimport causewatch.agent.sender\n"
+              "print(json.dumps([found, causewatch.agent.sender.__file__]))")
 
 
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sdist")
-    r = subprocess.run([sys.executable, "-c", f"from setuptools import build_meta; build_meta.build_sdist({str(out)!r})"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    build = f"from setuptools import build_meta; build_meta.build_sdist({str(out)!r})"
+    r = subprocess.run([sys.executable, "-c", build], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return next(out.glob("*.tar.gz"))
 

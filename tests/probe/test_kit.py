@@ -70,7 +70,8 @@ def test_manifest_errors_name_the_problem(tmp_path):
     with pytest.raises(InputError, match="format"):
         check_manifest({"app": "x"})
     with pytest.raises(InputError, match="'phases'"):
-        check_manifest({"format": "causewatch-probe-kit/1", "app": "a", "kit": "k", "worker": {}, "reference_seconds": 1})
+        check_manifest({"format": "causewatch-probe-kit/1", "app": "a", "kit": "k", "worker": {},
+                        "reference_seconds": 1})
 
 
 def test_progress_bar_draws_on_its_stream(tmp_path):
