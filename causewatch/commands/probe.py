@@ -152,11 +152,13 @@ def _build(args) -> int:
 
 
 def _run(args) -> int:
-    from causewatch.probe.kit import Progress, load_manifest
+    from tqdm import tqdm
+
+    from causewatch.probe.kit import load_manifest
     from causewatch.probe.run import format_table, probe_result_body, run_kit
     manifest = load_manifest(args.kit)
-    result = run_kit(manifest, args.warmup, args.repeats,
-                     progress=Progress("probe", len(manifest["phases"]), force=sys.stderr.isatty()))
+    with tqdm(total=len(manifest["phases"]), desc="probe", disable=None) as bar:   # None: only on a terminal
+        result = run_kit(manifest, args.warmup, args.repeats, progress=bar.update)
     if args.send:
         _send(args, probe_result_body(result))
     print(json.dumps(result, indent=2) if args.json else format_table(result))
