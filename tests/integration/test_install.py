@@ -15,7 +15,8 @@ import pytest
 from support import package_folders, query
 
 ROOT = Path(__file__).resolve().parents[2]
-SITE_PACKAGES = [p for p in sys.path if "site-packages" in p]   # the dependencies, without this venv's .pth files
+# the dependencies' folders: put on PYTHONPATH, their .pth files (the editable install) are not run
+SITE_PACKAGES = [p for p in sys.path if "site-packages" in p]
 NOT_PACKAGES = ("daemon", "agent", "probe", "analytics", "tests")   # folders of the checkout, not importable names
 IMPORTABLE = ("import importlib, json\nfound = []\nfor name in {names!r}:\n    try:\n"
               "        importlib.import_module(name)\n        found.append(name)\n    except ImportError:\n"
