@@ -9,9 +9,10 @@ daemon that sends none, one frame at a time). Nothing is sent between a disconne
 handshake, and then every unacked frame is sent again, oldest first; also when the oldest frame has
 waited the resend timeout: `resend_after` at least, else the acks' observed latency (TCP's RTO, RFC
 6298: smoothed latency + 4 x its variation, doubled after each timeout, learnt anew on each
-connection), so a slow daemon is not sent frames it still has queued. A nack deletes a frame only when it says the frame itself is wrong;
-a nack with a code in wire.RETRY_CODES (store error, identity) keeps it for the next resend. The
-frames an instrumented program spooled under SPOOL/instrument are adopted and delivered too.
+connection), so a slow daemon is not sent frames it still has queued. A nack deletes a frame only
+when it says the frame itself is wrong; a nack with a code in wire.RETRY_CODES (store error,
+identity) keeps it for the next resend. The frames an instrumented program spooled under
+SPOOL/instrument are adopted and delivered too.
 Reconnects back off up to 10 s (ZMQ reconnect_ivl_max) and ZMQ heartbeats detect a dead daemon.
 """
 

@@ -410,7 +410,8 @@ def summarize(res: pd.DataFrame, seeds: int, kci_seeds: int) -> None:
                 if b in cpu.columns:
                     both = cpu[[m, b]].dropna()
                     ratio = both[b].sum() / max(both[m].sum(), 1e-9)
-                    parts.append(f"{b}/ours time {ratio:.1f}x ({'met' if ratio >= factor else 'NOT met'}: >= {factor:g}x)")
+                    met = "met" if ratio >= factor else "NOT met"
+                    parts.append(f"{b}/ours time {ratio:.1f}x ({met}: >= {factor:g}x)")
             print(f"{family:<26}{m:<12}" + "; ".join(parts))
 
 
@@ -465,7 +466,8 @@ def false_dependence_rates(args) -> None:
                                       **{f"z{i}": z[:, i] for i in range(dz)}})
                 data = Dataset(frame)
                 zs = [f"z{i}" for i in range(dz)]
-                for name, test in (("kde", KDEMITest(alpha=_level(args))), ("fisher-z", FisherZTest(alpha=_level(args)))):
+                for name, test in (("kde", KDEMITest(alpha=_level(args))),
+                                   ("fisher-z", FisherZTest(alpha=_level(args)))):
                     wrong[name] += not test.test(data, "x", "y", zs).independent
             print(f"  {kind:<10} n={n:<5} |z|={dz}: " +
                   ", ".join(f"{k} {v / args.fpr:.3f}" for k, v in wrong.items()), flush=True)
@@ -484,7 +486,8 @@ def partial_fit_cost(args) -> None:
         same = {(e.src, e.dst, e.directed) for e in learner.model_.edges()} == \
                {(e.src, e.dst, e.directed) for e in scratch.model_.edges()}
         print(f"partial_fit {kind}-{nv}v +10% rows: {learner.n_tests_} CI tests recomputed, {learner.n_reused_} reused;"
-              f" full fit {scratch.n_tests_} -> {learner.n_tests_ / max(scratch.n_tests_, 1):.0%}; equal to a fit from scratch: {same}")
+              f" full fit {scratch.n_tests_} -> {learner.n_tests_ / max(scratch.n_tests_, 1):.0%};"
+              f" equal to a fit from scratch: {same}")
 
 
 if __name__ == "__main__":

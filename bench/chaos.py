@@ -21,12 +21,12 @@ import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
-from support import DaemonProcess, agent_config, free_port, samples  # noqa: E402
-from test_chaos import QuickDaemon, run_chaos  # noqa: E402
-from test_hostile import CORPUS  # noqa: E402
+from support import DaemonProcess, agent_config, free_port, samples
+from test_chaos import QuickDaemon, run_chaos
+from test_hostile import CORPUS
 
-from causewatch import wire  # noqa: E402
-from causewatch.agent.sender import Sender  # noqa: E402
+from causewatch import wire
+from causewatch.agent.sender import Sender
 
 
 def _legal(data: bytes) -> bool:

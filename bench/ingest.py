@@ -42,13 +42,13 @@ import psutil
 import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from support import DaemonProcess, query  # noqa: E402
+from support import DaemonProcess, query
 
-from causewatch import wire  # noqa: E402
-from causewatch.config import DaemonConfig  # noqa: E402
-from causewatch.daemon.ingest import raise_nofile_limit  # noqa: E402
-from causewatch.daemon.store import Store  # noqa: E402
-from causewatch.daemon.store.frames import samples_table  # noqa: E402
+from causewatch import wire
+from causewatch.config import DaemonConfig
+from causewatch.daemon.ingest import raise_nofile_limit
+from causewatch.daemon.store import Store
+from causewatch.daemon.store.frames import samples_table
 
 
 

@@ -107,8 +107,9 @@ def main() -> None:
                 runs = []
                 for km, proj in pairs:
                     if method == "SimPoint 3.2":
-                        subprocess.run([simpoint, "-loadFVFile", str(bb), "-maxK", "30", "-saveLabels", f"{tmp}/sp.labels",
-                                        "-seedkm", str(km), "-seedproj", str(proj)], check=True, stdout=subprocess.DEVNULL)
+                        subprocess.run([simpoint, "-loadFVFile", str(bb), "-maxK", "30",
+                                        "-saveLabels", f"{tmp}/sp.labels", "-seedkm", str(km), "-seedproj", str(proj)],
+                                       check=True, stdout=subprocess.DEVNULL)
                         labels = fm.read_labels(f"{tmp}/sp.labels")[0]
                     else:
                         labels = SimPoint(max_k=30, seed=proj, **METHODS[method]).fit(X).labels_

@@ -118,10 +118,11 @@ def seed_spread(chosen, seeds: int, simpoint: str | None) -> None:
             ks = [len(set(m.labels_.tolist())) for m in models]
             theirs = []
             for km, proj in pairs if simpoint else ():
-                subprocess.run(simpoint_cmd(simpoint, bb, f"{tmp}/sp.labels") + ["-seedkm", str(km), "-seedproj", str(proj)],
-                               check=True, stdout=subprocess.DEVNULL)
+                subprocess.run(simpoint_cmd(simpoint, bb, f"{tmp}/sp.labels")
+                               + ["-seedkm", str(km), "-seedproj", str(proj)], check=True, stdout=subprocess.DEVNULL)
                 theirs.append(adjusted_rand_index(truth[scored], read_labels(f"{tmp}/sp.labels")[0][scored]))
-        line = f"{name:<17} ours {min(ours):.3f} / {statistics.median(ours):.3f} / {max(ours):.3f} (k {min(ks)}-{max(ks)})"
+        line = (f"{name:<17} ours {min(ours):.3f} / {statistics.median(ours):.3f} / {max(ours):.3f} "
+                f"(k {min(ks)}-{max(ks)})")
         if recorded:
             line += (f"   SimPoint recorded {recorded['ari_vs_truth_min']:.3f} / {recorded['ari_vs_truth_mean']:.3f}"
                      f" (k {recorded['k_min']}-{recorded['k_max']})")

@@ -55,7 +55,8 @@ def report(rows: list[dict], tasks: int) -> None:
         r["apart"] = abs(r["runs"][0] - r["runs"][1]) / truth
         cpu_err = probe["predicted_cpu_seconds"] / statistics.mean(r["cpu"]) - 1
         stretch = f"{probe['stretch']:.2f}" if probe["stretch"] is not None else "-"
-        print(f"{r['node']:<10} {'%.1f / %.1f' % r['runs']:>15} {100 * r['apart']:>5.1f}% {probe['predicted_seconds']:>10.2f} "
+        print(f"{r['node']:<10} {'%.1f / %.1f' % r['runs']:>15} {100 * r['apart']:>5.1f}% "
+              f"{probe['predicted_seconds']:>10.2f} "
               f"{'[%.1f, %.1f]' % (probe['lo'], probe['hi']):>16} {100 * r['err']:>5.1f}% {stretch:>7} "
               f"{100 * cpu_err:>+6.1f}% {100 * probe['probe_seconds'] / truth:>8.1f}% {r['generic']:>8.2f} "
               f"{100 * r['generic_err']:>5.1f}%")
@@ -66,7 +67,8 @@ def report(rows: list[dict], tasks: int) -> None:
     inside = sum(r["probe"]["lo"] <= run <= r["probe"]["hi"] for r in rows for run in r["runs"])
     print("\n(runs: the whole workload before and after the probe; apart: their difference over their mean; "
           "cpu err: the predicted CPU task-seconds against the runs'; stretch: wall per CPU second in the probe)")
-    print(f"median error against the mean of a node's two runs: probe {100 * statistics.median(r['err'] for r in rows):.1f} %, "
+    print(f"median error against the mean of a node's two runs: "
+          f"probe {100 * statistics.median(r['err'] for r in rows):.1f} %, "
           f"generic {100 * statistics.median(r['generic_err'] for r in rows):.1f} %  (goal: probe <= 5 %)")
     print(f"median error against the run after the probe alone (a broker's order): probe "
           f"{100 * statistics.median(r['err_after'] for r in rows):.1f} %, generic "
@@ -93,7 +95,8 @@ def main() -> int:
     # the bench measures whatever the machine gives it: the kit's quality is printed, not enforced
     kit = build_kit("mw", worker, tasks, tempfile.mkdtemp(prefix="cw-bench-kit-"), workers=1, seed=args.seed,
                     max_spread=1.0, max_other_cpu=1.0)
-    print(f"kit: {len(kit['phases'])} phases (SimPoint k = {kit['simpoint']['k']}) from {args.tasks} tasks, built in {time.perf_counter() - t0:.1f} s; "
+    print(f"kit: {len(kit['phases'])} phases (SimPoint k = {kit['simpoint']['k']}) from {args.tasks} tasks, "
+          f"built in {time.perf_counter() - t0:.1f} s; "
           f"reference {kit['reference_seconds']:.2f} task-s; {format_quality(kit)}", flush=True)
     ref_loop = generic_loop()
 

@@ -31,7 +31,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 BUSY = "while True: sum(range(1000))\n"
-PARTS = ("agent", "daemon", "analytics", "probe")   # reached through symlinks in causewatch/
+PARTS = ("agent", "daemon", "analytics", "probe")   # mapped into causewatch by pyproject.toml
 AGENT_FLOOR = "import argparse, logging, sqlite3, subprocess, psutil, zmq, msgpack"   # what the agent needs to run
 sys.path.insert(0, str(ROOT))
 from causewatch.cli import COMMANDS  # noqa: E402  (the bench runs from a checkout)

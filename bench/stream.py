@@ -43,7 +43,7 @@ from causewatch.daemon.server import Daemon
 from causewatch.daemon.store import Store, results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from support import free_port  # noqa: E402
+from support import free_port
 
 BIG = 10**9   # CausalJob's window: never full here, so a cycle is a partial_fit or a fit of every row
 T0 = 1_699_999_980.0   # a minute boundary: the simulated node-hours start here
@@ -192,7 +192,8 @@ def serve(mode: str, db: str, endpoint: str) -> None:
     re-learns that overlapped the measurement (their wall seconds), the worker's CPU seconds and the
     seconds it was paused because ingest had a backlog."""
     job, relearn = Relearn(f"{db}.spans"), mode.startswith("relearn")
-    cfg = DaemonConfig(db=db, bind=endpoint, http="", **({"analysis_pause_max": 0.0} if mode == "relearn-unpaused" else {}))
+    cfg = DaemonConfig(db=db, bind=endpoint, http="",
+                       **({"analysis_pause_max": 0.0} if mode == "relearn-unpaused" else {}))
     daemon = Daemon(cfg, jobs=[job] if relearn else []).start()
     started = time.monotonic()
     while relearn and worker_cpu(daemon) < 1.0:
@@ -383,32 +384,33 @@ def report(r: dict) -> None:
               f"full/partial {c['ratio']:5.1f}x  (goal >= 5x at 100,000)")
     if r.get("cycle"):
         c = r["cycle"][0]
-        print(f"    the cycle reads only the new rows, the full fit every row; the CI tests of both see a seeded sample of at most "
-              f"{c['ci_rows']:,} rows (PCLearner.max_rows), its submodels {c['submodel_rows']:,}; both run in "
-              f"this process (the daemon runs the same job in its jobs worker)")
+        print(f"    the cycle reads only the new rows, the full fit every row; the CI tests of both see a seeded "
+              f"sample of at most {c['ci_rows']:,} rows (PCLearner.max_rows), its submodels {c['submodel_rows']:,}; "
+              f"both run in this process (the daemon runs the same job in its jobs worker)")
     if "scrape" in r:
         s, e = r["scrape"]["series"], r["scrape"]["empty"]
         print(f"(b) /metrics with {s['n']:,} job series: median {s['median_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms, "
               f"{s['bytes']:,} bytes (goal <= 100 ms); without them {e['median_ms']:.1f} ms")
     if "ingest" in r:
         i = r["ingest"]
-        print(f"(c) ingest idle {i['idle']['values_per_s']:,.0f} values/s (medians of {r['repeats']} alternating runs of "
-              f"{i['idle']['seconds']:.1f} s each; goal during a re-learn >= 90 % of idle)")
+        print(f"(c) ingest idle {i['idle']['values_per_s']:,.0f} values/s (medians of {r['repeats']} alternating "
+              f"runs of {i['idle']['seconds']:.1f} s each; goal during a re-learn >= 90 % of idle)")
         for mode, ratio, how in (("relearn", i["ratio"], "worker paused while the writer has a backlog (default)"),
                                  ("relearn-unpaused", i["ratio_unpaused"], "worker never paused")):
             m = i[mode]
             spans = m["relearn_s"]
             print(f"    during re-learns, {how}: {m['values_per_s']:,.0f} values/s = {ratio:.1%} of idle; the worker "
-                  f"(SCHED_IDLE) used {m['relearn_cpu_s']:.1f} CPU s and was paused {m['paused_s']:.1f} s; re-learns of "
-                  f"{r['relearn_rows']:,} task rows under way took {', '.join(f'{s:.0f}' for s in spans)} s "
+                  f"(SCHED_IDLE) used {m['relearn_cpu_s']:.1f} CPU s and was paused {m['paused_s']:.1f} s; "
+                  f"re-learns of {r['relearn_rows']:,} task rows under way took "
+                  f"{', '.join(f'{s:.0f}' for s in spans)} s "
                   f"(median {statistics.median(spans or [0]):.0f} s; each run's last one ends after ingest did)")
     if "bytes" in r:
         b = r["bytes"]
         sizes = b["bytes_per_node_day"]
         print(f"(d) store bytes per node-day ({b['metrics']} metrics at 1 Hz, a {b['phase_vector_keys']}-key phase "
               f"vector a second; {b['hours_simulated']} h simulated): samples {sizes['samples'] / 1e6:.1f} MB, "
-              f"phase vectors {sizes['bbv'] / 1e6:.1f} MB, per-minute aggregates {sizes['samples_minute'] / 1e6:.2f} MB "
-              f"({b['aggregate_rows_per_day']:,} rows)")
+              f"phase vectors {sizes['bbv'] / 1e6:.1f} MB, "
+              f"per-minute aggregates {sizes['samples_minute'] / 1e6:.2f} MB ({b['aggregate_rows_per_day']:,} rows)")
 
 
 if __name__ == "__main__":

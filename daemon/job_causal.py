@@ -196,7 +196,8 @@ class CausalJob(Job):
                 st.before = _sample(self._window_rows(cur, scope, st))
         pairs = {(e.src, e.dst) for e in model.edges()}
         if st.baseline is None and pairs == st.previous_edges and st.n_rows >= self.baseline_rows:
-            st.baseline, st.baseline_id = CausalModel.from_json(model.to_dict()), model_id   # a copy: the learner goes on
+            # a copy: the learner goes on
+            st.baseline, st.baseline_id = CausalModel.from_json(model.to_dict()), model_id
             st.before = _sample(model.data)
             ctx.write(functools.partial(store.results.set_baseline, scope=scope, model_id=model_id,
                                         how="first stable", now=now))

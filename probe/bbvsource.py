@@ -65,8 +65,9 @@ class ValgrindSource:
         out = tempfile.mkdtemp(prefix="causewatch-bbv-")
         try:
             with input_file(task_input) as path:
-                argv = [self.valgrind, "--tool=exp-bbv", "--trace-children=yes", f"--interval-size={self.interval_size}",
-                        f"--bb-out-file={out}/bb.%p", f"--pc-out-file={out}/pc.%p", "--", *worker.argv(path)]
+                argv = [self.valgrind, "--tool=exp-bbv", "--trace-children=yes",
+                        f"--interval-size={self.interval_size}", f"--bb-out-file={out}/bb.%p",
+                        f"--pc-out-file={out}/pc.%p", "--", *worker.argv(path)]
                 done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             if done.returncode:
                 raise InputError(f"valgrind run of {worker.argv(path)} exited with {done.returncode}: "

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+from tqdm import tqdm
 
 from causewatch.analytics.phases import formats
 from causewatch.analytics.phases.keyed import vectors_to_matrix
@@ -25,7 +26,7 @@ from causewatch.analytics.phases.simpoint import SimPoint
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource, quality
 from causewatch.probe.prediction import prediction_interval, relative_sd, span_stretch
-from causewatch.probe.kit import FORMAT, MANIFEST, Progress, Worker, measure_all
+from causewatch.probe.kit import FORMAT, MANIFEST, Worker, measure_all
 
 
 # a phase is CPU-bound when its timings on the (idle) reference keep one thread busy: wall ~ CPU time.
@@ -70,7 +71,7 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
     """Build a kit for `app` from `tasks` (JSON-able task inputs) in `out_dir`; return its manifest.
 
     Refuses (InputError) a reference noisier than `max_spread` / `max_other_cpu` after `retries` more
-    attempts at the reference runs."""
+    attempts at the reference runs. Progress bars go to stderr when it is a terminal or `show_progress`."""
     if len(tasks) < 2:
         raise InputError(f"a kit needs at least 2 tasks, got {len(tasks)}")
     if reference_runs < 1 or windows < 1 or repeats < 1 or warmup < 0:
@@ -82,11 +83,11 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
     out = Path(out_dir)
     (out / "inputs").mkdir(parents=True, exist_ok=True)
     source = bbvsource.source_for(bbv, worker)
-    step = Progress(f"BBVs ({source.name})", len(tasks), force=show_progress)
     vectors = []
-    for task in tasks:
-        vectors.append(source.record(worker, task))
-        step()
+    with _bar(f"BBVs ({source.name})", len(tasks), show_progress) as step:
+        for task in tasks:
+            vectors.append(source.record(worker, task))
+            step.update()
     model, kit_phases = _cluster(out, vectors, max_k, merge_distance, seed)
     kept = covering(kit_phases.weights_, coverage)
     reps = [int(kit_phases.simpoints_[p]) for p in kept]
@@ -144,9 +145,9 @@ def _quiet_reference(worker: Worker, tasks: list, reps: list[int], workers: int,
             earlier.append("; ".join(busy))
             continue
         meter = quality.CpuMeter()   # read once every child of the rounds is reaped: their CPU is ours
-        runs, timings = _reference_rounds(worker, tasks, reps, workers, rounds, windows, warmup, repeats,
-                                          Progress("reference runs", rounds * (len(tasks) + windows * len(reps)),
-                                                   force=show_progress))
+        with _bar("reference runs", rounds * (len(tasks) + windows * len(reps)), show_progress) as step:
+            runs, timings = _reference_rounds(worker, tasks, reps, workers, rounds, windows, warmup, repeats,
+                                              step.update)
         during = meter.read()
         spread = relative_sd([r[:, 0].sum() for r in runs])
         reasons = quality.noise(spread, during["other_cpu"], max_spread, max_other_cpu)
@@ -160,6 +161,11 @@ def _quiet_reference(worker: Worker, tasks: list, reps: list[int], workers: int,
     raise InputError(f"probe build: the reference is too noisy to trust ({attempts}): "
                      + " | ".join(earlier) + ". A kit's prediction intervals carry its reference's noise: build on "
                      "a quiet machine (stop other work), or accept the noise with --max-spread / --max-other-cpu")
+
+
+def _bar(label: str, total: int, force: bool) -> tqdm:
+    # disable=None: tqdm draws only when stderr is a terminal
+    return tqdm(total=total, desc=label, disable=False if force else None)
 
 
 def _reference_rounds(worker: Worker, tasks: list, reps: list[int], workers: int, rounds: int, windows: int,
@@ -232,7 +238,8 @@ def _phase_row(out: Path, p: int, task_input, rep: int, kit_phases: MergedPhases
             "weight_cpu": float(per_task[members, 1].sum() / max(per_task[covered, 1].sum(), 1e-12)),
             "weight_size": float(kit_phases.weights_[p]),
             "input": task_input, "input_file": f"inputs/{name}.json",
-            **_mean_se("ref_seconds", "ref_se", [t["seconds"] for t in timings], timings[0]["sd"], timings[0]["repeats"]),
+            **_mean_se("ref_seconds", "ref_se", [t["seconds"] for t in timings], timings[0]["sd"],
+                       timings[0]["repeats"]),
             **_mean_se("ref_cpu_seconds", "ref_cpu_se", [t["cpu_seconds"] for t in timings], timings[0]["cpu_sd"],
                        timings[0]["repeats"]),
             "cpu_bound": cpu_bound(timings)}

@@ -191,24 +191,6 @@ def check_manifest(manifest, where: str = "manifest") -> None:
         raise InputError(f"{where}: the manifest's quality needs {', '.join(quality.FIELDS)}")
 
 
-class Progress:
-    """A one-line progress bar on stderr (only when stderr is a terminal or `force`)."""
-
-    def __init__(self, label: str, total: int, force: bool = False, stream=None):
-        self.label, self.total, self.done = label, max(total, 1), 0
-        self.stream = stream or sys.stderr
-        self.enabled = force or self.stream.isatty()
-
-    def __call__(self, done: int | None = None) -> None:
-        self.done = self.done + 1 if done is None else done
-        if self.enabled:
-            filled = int(30 * self.done / self.total)
-            self.stream.write(f"\r{self.label:<22} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}")
-            if self.done >= self.total:
-                self.stream.write("\n")
-            self.stream.flush()
-
-
 def _measure_main() -> int:
     """`--measure`: one JSON job per stdin line, one JSON result per stdout line. The worker's own
     output to fd 1 goes to stderr, so it cannot corrupt the results."""

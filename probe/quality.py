@@ -60,7 +60,8 @@ def noise(spread: float | None, other_cpu: float, max_spread: float, max_other_c
     """Why a reference is too noisy to trust (nothing when it is quiet enough); `spread` None: not run."""
     reasons = []
     if spread is not None and spread > max_spread:
-        reasons.append(f"the reference runs spread by {100 * spread:.1f} % (relative sd; limit {100 * max_spread:.0f} %)")
+        reasons.append(f"the reference runs spread by {100 * spread:.1f} % "
+                       f"(relative sd; limit {100 * max_spread:.0f} %)")
     if other_cpu > max_other_cpu:
         reasons.append(f"other processes used {100 * other_cpu:.0f} % of the machine's CPU {when} "
                        f"(limit {100 * max_other_cpu:.0f} %)")

@@ -57,9 +57,11 @@ def _row(phase: dict, here: dict, stretch: dict | None) -> dict:
     # a kit without CPU timings (hand-written) predicts no CPU time rather than failing
     ref_cpu = max(phase.get("ref_cpu_seconds", 0.0), 1e-9)
     cpu_ratio = here["cpu_seconds"] / ref_cpu
-    cpu_se2 = relative_se2(here["cpu_seconds"], here["cpu_sd"], n) + relative_se2(ref_cpu, phase.get("ref_cpu_se", 0.0), 1)
+    cpu_se2 = (relative_se2(here["cpu_seconds"], here["cpu_sd"], n)
+               + relative_se2(ref_cpu, phase.get("ref_cpu_se", 0.0), 1))
     wall_ratio = here["seconds"] / phase["ref_seconds"]
-    wall_se2 = relative_se2(here["seconds"], here["sd"], n) + relative_se2(phase["ref_seconds"], phase.get("ref_se", 0.0), 1)
+    wall_se2 = (relative_se2(here["seconds"], here["sd"], n)
+                + relative_se2(phase["ref_seconds"], phase.get("ref_se", 0.0), 1))
     stretched = bool(stretch and phase.get("cpu_bound"))
     return {"phase": phase["phase"], "weight": phase["weight"], "weight_cpu": phase.get("weight_cpu", phase["weight"]),
             "seconds": here["seconds"], "median": here["median"], "ref_seconds": phase["ref_seconds"],

@@ -1,4 +1,5 @@
-"""Helpers for tests: free ports, a daemon child process, reading DuckDB files, running the CLI.
+"""Helpers for tests: free ports, a daemon child process, reading DuckDB files, running the CLI,
+the checkout folder of each package.
 
 Import as `from support import ...` (tests/ is on pytest's pythonpath).
 """
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import duckdb
@@ -28,10 +30,19 @@ def product_files():
     """(path relative to the checkout, path) of every product source file, each once."""
     for part in PARTS:
         for path in sorted((ROOT / part).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
-            if not rel.startswith(("causewatch/agent", "causewatch/daemon", "causewatch/analytics",
-                                   "causewatch/probe")):   # the symlinks to the parts
-                yield rel, path
+            yield path.relative_to(ROOT).as_posix(), path
+
+
+def package_folders() -> dict[str, Path]:
+    """Each package of the distribution and the checkout folder it is built from, as pyproject.toml's
+    `packages` and `package-dir` say (causewatch.analytics.causal -> analytics/causal)."""
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = setup["package-dir"]
+    folders = {}
+    for package in setup["packages"]:
+        base = max((m for m in mapped if package == m or package.startswith(m + ".")), key=len)
+        folders[package] = ROOT.joinpath(mapped[base], *package[len(base):].split(".")[1:])
+    return folders
 
 def free_port() -> int:
     """A free port below the kernel's ephemeral range (32768-60999 here): a port the kernel hands out

@@ -63,7 +63,8 @@ def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITes
         tests = {o: test.test(ds, v, o, parents) for o in others}
         src = max(tests, key=lambda o: tests[o].margin)
         found.append(Finding("markov_violation", src, v, float(row.bits), float(row.threshold), {
-            "rows": len(newest), "parents": parents, "tests": len(tested), "alpha_per_test": getattr(test, "alpha", None),
+            "rows": len(newest), "parents": parents, "tests": len(tested),
+            "alpha_per_test": getattr(test, "alpha", None),
             "bits_by_non_descendant": {o: round(r.bits, 4) for o, r in tests.items()},
             "margin_by_non_descendant": {o: round(r.margin, 2) for o, r in tests.items()}}))
     return found
@@ -93,7 +94,8 @@ def changed_mechanisms(baseline: CausalModel, before: pd.DataFrame, newest: pd.D
             found.append(Finding("mechanism_changed", TIME, v, float(result.bits), float(result.threshold), {
                 "rows_before": len(before), "rows": len(newest), "given": causes, "tests": len(judged),
                 "alpha_per_test": getattr(test, "alpha", None),
-                "before": _typical(before[v], v in baseline.discrete), "newest": _typical(newest[v], v in baseline.discrete)}))
+                "before": _typical(before[v], v in baseline.discrete),
+                "newest": _typical(newest[v], v in baseline.discrete)}))
     return found
 
 

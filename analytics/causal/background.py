@@ -40,7 +40,8 @@ class Background:
         named = set(self._rank) | {v for p in self.forbidden for v in p} | {v for p in self.required for v in p}
         unknown = named - nodes
         if unknown:
-            raise BackgroundError(f"background names unknown variables {sorted(unknown)}; variables are {sorted(nodes)}")
+            raise BackgroundError(f"background names unknown variables {sorted(unknown)}; "
+                                  f"variables are {sorted(nodes)}")
         for a, b in self.required:
             if frozenset((a, b)) in self.forbidden:
                 raise BackgroundError(f"edge {a}->{b} is both required and forbidden")

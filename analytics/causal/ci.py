@@ -353,7 +353,8 @@ LPB_REACH = 10.0
 
 class RCoTTest(CITest):
     """The randomized conditional correlation test (causewatch.analytics.causal.rcot) on normal scores
-    of the continuous columns and codes of the discrete ones. The statistic is 1 − p against 1 − alpha; bits are the Gaussian MI of the residuals' strongest canonical pair."""
+    of the continuous columns and codes of the discrete ones. The statistic is 1 − p against 1 − alpha;
+    bits are the Gaussian MI of the residuals' strongest canonical pair."""
 
     name = "rcot"
 

@@ -28,9 +28,9 @@ import os
 # Set before numba loads libgomp; an explicit OMP_WAIT_POLICY in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy import special  # noqa: E402
+import numba
+import numpy as np
+from scipy import special
 
 ESTIMATORS = ("kde", "lemeire")
 # "kde" bandwidth = this × Silverman's rule. Resubstitution counts each point's own kernel; at the

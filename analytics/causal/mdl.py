@@ -199,7 +199,8 @@ def _continuous_submodel(frame, target, cont, disc, classes):
     if not cont:
         rss = sum(float(((g[target] - g[target].mean()) ** 2).sum()) for _, g in groups)
         bits = model_bits(len(groups), 0, n) + data_bits(rss, n, float(frame[target].var(ddof=0)))
-        text = f"{target} = mean of {target} per ({', '.join(disc)})" if disc else f"{target} = {_g(frame[target].mean())}"
+        text = (f"{target} = mean of {target} per ({', '.join(disc)})" if disc
+                else f"{target} = {_g(frame[target].mean())}")
         return Submodel(target, tuple(disc), "mean", text, bits, len(groups))
     if len(cont) > 1:
         return _several_submodel(frame, target, cont, disc, groups, classes)

@@ -147,7 +147,8 @@ class CausalModel:
             "removed": [show(mine[p]) for p in sorted(mine.keys() - theirs.keys(), key=sorted)],
             "reoriented": [{"before": show(mine[p]), "after": show(theirs[p])}
                            for p in sorted(mine.keys() & theirs.keys(), key=sorted)
-                           if (mine[p].src, mine[p].dst, mine[p].directed) != (theirs[p].src, theirs[p].dst, theirs[p].directed)],
+                           if (mine[p].src, mine[p].dst, mine[p].directed)
+                           != (theirs[p].src, theirs[p].dst, theirs[p].directed)],
         }
 
     # ---- export -------------------------------------------------------------------------------
@@ -157,7 +158,8 @@ class CausalModel:
             "edges": [dataclasses.asdict(e) for e in self.edges()],
             "equivalences": self.equivalences,
             "discrete": sorted(self.discrete),
-            "sepsets": [{"pair": sorted(p), "given": list(s)} for p, s in sorted(self.sepsets.items(), key=lambda i: sorted(i[0]))],
+            "sepsets": [{"pair": sorted(p), "given": list(s)}
+                        for p, s in sorted(self.sepsets.items(), key=lambda i: sorted(i[0]))],
         }
 
     def to_json(self, **kw) -> str:

@@ -269,7 +269,8 @@ class RCoT:
             self._covs[(x, y)] = self._xy_features(x).T @ self._xy_features(y) / (self.values.shape[0] - 1)
         return self._covs[(x, y)]
 
-    def pvalue(self, x: int, y: int, z: tuple = (), near: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float, float]:
+    def pvalue(self, x: int, y: int, z: tuple = (),
+               near: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float, float]:
         """(statistic n·‖C_xy|z‖², its p-value, the largest squared canonical correlation of the
         residuals); the p-value is LPB's where the two-moment gamma's lies in `near`, else the gamma's.
         C_xy|z, the residuals' cross-covariance, is C_xy − C_xz·B_y − ε·B_x'·B_y (ε the ridge; the

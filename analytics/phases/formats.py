@@ -210,7 +210,7 @@ def write_weights(path, weights) -> None:
 
 def write_labels(path, labels, distances) -> None:
     """`<phase> <distance to its centre>` per interval, in interval order."""
-    Path(path).write_text("".join(f"{int(l)} {float(d)!r}\n" for l, d in zip(labels, distances)))
+    Path(path).write_text("".join(f"{int(label)} {float(d)!r}\n" for label, d in zip(labels, distances)))
 
 
 def _read_pairs(path, first, second):

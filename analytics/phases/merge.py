@@ -52,7 +52,8 @@ def merge_close_phases(X, labels, threshold: float = 0.5) -> MergedPhases:
     in common). SimPoint's BIC rewards splitting a very tight cluster, so intervals running the same
     code can land in several phases when their vectors are nearly noise-free. X stays sparse."""
     if not 0 <= threshold <= 2:
-        raise PhaseError(f"merge threshold must lie in [0, 2] (Manhattan distance of normalised vectors), got {threshold}")
+        raise PhaseError("merge threshold must lie in [0, 2] (Manhattan distance of normalised vectors), "
+                         f"got {threshold}")
     X = sp.csr_matrix(X, dtype=float)
     ids, inverse = np.unique(np.asarray(labels), return_inverse=True)
     inverse = inverse.ravel()

@@ -178,7 +178,8 @@ class SimPoint:
         if self.init not in ("k-means++", "samp"):
             raise PhaseError(f"init must be 'k-means++' or 'samp', got {self.init!r}")
         if not 0 <= self.variance_floor < 1:
-            raise PhaseError(f"variance_floor must lie in [0, 1) (a fraction of the variance at k = 1), got {self.variance_floor}")
+            raise PhaseError("variance_floor must lie in [0, 1) (a fraction of the variance at k = 1), "
+                             f"got {self.variance_floor}")
         projection, parts, sizes = _Projection(self.dim, self.seed), [], []
         for rows in [X] if not hasattr(X, "__next__") else X:   # a matrix, or chunks of a file
             rows = self._check(rows)

@@ -88,7 +88,8 @@ def load_frame(spec: str, args) -> tuple[pd.DataFrame, list[str], tuple[str, ...
             return pd.read_parquet(path), [], ()
         return pd.read_csv(path), [], ()
     except (ValueError, OSError) as e:
-        raise InputError(f"{spec}: cannot read as {'Parquet' if path.suffix.lower() in ('.parquet', '.pq') else 'CSV'} ({e})") from None
+        kind = "Parquet" if path.suffix.lower() in (".parquet", ".pq") else "CSV"
+        raise InputError(f"{spec}: cannot read as {kind} ({e})") from None
 
 
 def _load_duckdb(spec: str, args):

@@ -57,7 +57,8 @@ def _history(versions: list[dict], as_json: bool) -> int:
         return 0
     print(f"{'model':>6} {'scope':<20} {'rows':>6} {'edges':>6}  baseline")
     for v in versions:
-        print(f"{v['model_id']:>6} {v['scope']:<20.20} {v['n_rows']:>6} {v['edges']:>6}  {'yes' if v['baseline'] else ''}")
+        print(f"{v['model_id']:>6} {v['scope']:<20.20} {v['n_rows']:>6} {v['edges']:>6}  "
+              f"{'yes' if v['baseline'] else ''}")
     return 0
 
 

@@ -71,7 +71,8 @@ def _load_stored(args):
         chosen = known[known.target == args.target] if args.target else known
         chosen = chosen[chosen.kind == args.kind] if args.kind else chosen
         if len(chosen) != 1:
-            listing = "; ".join(f"--target {r.target} --kind {r.kind} ({r.vectors} vectors)" for r in known.itertuples())
+            listing = "; ".join(f"--target {r.target} --kind {r.kind} ({r.vectors} vectors)"
+                                for r in known.itertuples())
             problem = "has no vectors" if known.empty else (
                 "has several targets or kinds: choose one" if len(chosen) > 1 else "has no such vectors")
             raise InputError(f"{source.where}: the stored BBVs {problem}" + (f"; known: {listing}" if listing else ""))

@@ -19,7 +19,8 @@ from causewatch.probe import quality
 EPILOG = """examples:
   causewatch probe build mw --workload masterworker --tasks 40 --out kits/mw        # the bundled workload
   causewatch probe build sim --command "./worker {input}" --tasks-file tasks.json --out kits/sim --bbv valgrind
-  causewatch probe build mw --callable mypkg.work:run_one --tasks-file tasks.json --out kits/mw --register causewatch.duckdb
+  causewatch probe build mw --callable mypkg.work:run_one --tasks-file tasks.json --out kits/mw \\
+      --register causewatch.duckdb
   causewatch probe run kits/mw                   # table: phases, ratios, predicted task-seconds
   causewatch probe run kits/mw --json --send     # and send the probe_result to the daemon
   causewatch probe register kits/mw                         # with the running daemon (its HTTP API)
@@ -36,7 +37,8 @@ def add_arguments(parser) -> None:
     b.add_argument("app", help="application name the kit predicts")
     worker = b.add_mutually_exclusive_group()
     worker.add_argument("--callable", help="worker as module:function (called with one task input)")
-    worker.add_argument("--command", dest="worker_command", help="worker command line with {input} (a JSON file per task)")
+    worker.add_argument("--command", dest="worker_command",
+                        help="worker command line with {input} (a JSON file per task)")
     b.add_argument("--tasks-file", help="JSON list of task inputs (or one JSON value per line)")
     b.add_argument("--workload", choices=("masterworker",), help="use the bundled phased workload's tasks")
     b.add_argument("--tasks", type=int, default=40, help="with --workload: number of tasks (default 40)")
@@ -45,7 +47,8 @@ def add_arguments(parser) -> None:
     b.add_argument("--out", required=True, help="kit folder to write")
     b.add_argument("--kit", help="kit name (default APP-<timestamp>)")
     b.add_argument("--workers", type=int, default=2, help="worker processes of the reference runs")
-    b.add_argument("--bbv", default="auto", help="BBV source: auto, cprofile (callables), valgrind (exact), agent (sampled)")
+    b.add_argument("--bbv", default="auto",
+                   help="BBV source: auto, cprofile (callables), valgrind (exact), agent (sampled)")
     b.add_argument("--max-k", type=int, help="largest number of phases (default ceil(sqrt(tasks)) + 1)")
     b.add_argument("--merge-distance", type=float, default=0.5,
                    help="join phases whose centroids are this close (Manhattan distance of normalised "
@@ -58,7 +61,8 @@ def add_arguments(parser) -> None:
     b.add_argument("--min-spread", type=float, default=0.05,
                    help="the prediction interval's least half-width, relative (default 0.05)")
     b.add_argument("--max-spread", type=float, default=quality.MAX_SPREAD,
-                   help=f"refuse a reference whose runs spread more than this (relative sd; default {quality.MAX_SPREAD})")
+                   help="refuse a reference whose runs spread more than this "
+                        f"(relative sd; default {quality.MAX_SPREAD})")
     b.add_argument("--max-other-cpu", type=float, default=quality.MAX_OTHER_CPU,
                    help="refuse a reference during which other processes used more than this share of the "
                         f"machine's CPU (default {quality.MAX_OTHER_CPU})")
@@ -148,11 +152,13 @@ def _build(args) -> int:
 
 
 def _run(args) -> int:
-    from causewatch.probe.kit import Progress, load_manifest
+    from tqdm import tqdm
+
+    from causewatch.probe.kit import load_manifest
     from causewatch.probe.run import format_table, probe_result_body, run_kit
     manifest = load_manifest(args.kit)
-    result = run_kit(manifest, args.warmup, args.repeats,
-                     progress=Progress("probe", len(manifest["phases"]), force=sys.stderr.isatty()))
+    with tqdm(total=len(manifest["phases"]), desc="probe", disable=None) as bar:   # None: only on a terminal
+        result = run_kit(manifest, args.warmup, args.repeats, progress=bar.update)
     if args.send:
         _send(args, probe_result_body(result))
     print(json.dumps(result, indent=2) if args.json else format_table(result))

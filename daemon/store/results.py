@@ -66,7 +66,8 @@ def raise_anomaly(con: duckdb.DuckDBPyConnection, row: dict) -> int:
 def update_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float, model_id: int | None,
                    score: float, threshold: float, evidence: dict) -> None:
     con.execute("UPDATE anomalies SET updated = ?, model_id = coalesce(?, model_id), score = ?, threshold = ?, "
-                "evidence = ? WHERE anomaly_id = ?", [now, model_id, score, threshold, json.dumps(evidence), anomaly_id])
+                "evidence = ? WHERE anomaly_id = ?",
+                [now, model_id, score, threshold, json.dumps(evidence), anomaly_id])
 
 
 def resolve_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float) -> None:

@@ -69,9 +69,3 @@ def test_verbose_after_the_verb_reaches_the_command(tmp_path, capsys):
     # a flag after the verb used to be "unrecognized arguments"
     assert main(["phases", str(tmp_path / "none.txt"), "-v"]) == 2
     assert "none.txt" in capsys.readouterr().err
-
-
-def test_query_modes_match_the_library():
-    from causewatch.analytics.fuzzy.membership import MODES
-    from causewatch.commands.query import MODES as SHOWN
-    assert SHOWN == MODES

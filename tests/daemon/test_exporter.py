@@ -37,13 +37,15 @@ def test_newest_values_per_node_and_scope_with_last_seen(monkeypatch):
     families = {f.name: f for f in text_string_to_metric_families(exporter.exposition().decode())}
     cpu = families["causewatch_cpu_seconds"]
     assert cpu.type == "counter"
-    assert {(s.labels["cpu"], s.labels["mode"], s.value) for s in cpu.samples} == {("0", "user", 3.0), ("1", "user", 4.0)}
+    assert {(s.labels["cpu"], s.labels["mode"], s.value) for s in cpu.samples} == {
+        ("0", "user", 3.0), ("1", "user", 4.0)}
     memory = families["causewatch_memory_used_bytes"]
     assert [(s.labels["node"], s.labels["scope"], s.value) for s in memory.samples] == [("n1", "node", 200.0)]
     assert [s.value for s in families["causewatch_process_threads"].samples] == [5.0]     # the null is not shown
     seen = families["causewatch_agent_last_seen_timestamp_seconds"]
     assert {(s.labels["node"], s.value) for s in seen.samples} == {("n1", 1234.5), ("n2", 1234.5)}
-    assert {(s.labels["node"], s.value) for s in families["causewatch_node_frames_stored"].samples} == {("n1", 1), ("n2", 1)}
+    stored = families["causewatch_node_frames_stored"]
+    assert {(s.labels["node"], s.value) for s in stored.samples} == {("n1", 1), ("n2", 1)}
 
 
 def test_a_jobs_snapshot_replaces_its_previous_one_whole():

@@ -226,7 +226,8 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
         _ingest(store, _tasks(20 + i, seq, 80))
         job.run(ctx)
     assert cur.execute("SELECT count(*) FROM anomalies WHERE resolved IS NULL").fetchone() == (0,)
-    assert cur.execute("SELECT resolved IS NOT NULL FROM anomalies WHERE kind = 'markov_violation'").fetchall() == [(True,)]
+    assert cur.execute("SELECT resolved IS NOT NULL FROM anomalies "
+                       "WHERE kind = 'markov_violation'").fetchall() == [(True,)]
     assert b"causewatch_dependency_anomaly{" not in ctx.exporter.exposition()
 
 

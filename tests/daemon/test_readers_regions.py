@@ -97,8 +97,8 @@ def _store(path):
 
 def test_perfql_against_duckdb(tmp_path):
     con = _store(tmp_path / "s.duckdb")
-    got = perfql_matches(con, Query("(ratio is high) AND (duration is long)",
-                                     {**TERMS, "duration": TermSet("duration", {"long": Membership("linear", (0, 10))})}))
+    duration = TermSet("duration", {"long": Membership("linear", (0, 10))})
+    got = perfql_matches(con, Query("(ratio is high) AND (duration is long)", {**TERMS, "duration": duration}))
     # a/b = i/10 is high from 0.5; duration 1+i is long in proportion.
     assert got.region.tolist() == ["r9", "r8", "r7", "r6"]
     assert got.degree.iloc[0] == pytest.approx(1.0)

@@ -22,7 +22,7 @@ from causewatch.daemon.store import Store
 from causewatch.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support import run_cli  # noqa: E402
+from support import run_cli
 
 # Three days ahead of the wall clock: every ingest_log row (received now) is past a one-day window.
 NOW = math.floor(time.time() / 60) * 60 + 3 * DAY

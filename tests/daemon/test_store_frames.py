@@ -79,7 +79,8 @@ def test_one_commit_of_many_nodes_scopes_names_and_nulls_stores_each_value_once(
         values = rng.random((k + 1, len(names)))
         values[0, -1] = np.nan if k % 2 else values[0, -1]
         bodies.append((f"n{k % 3}", wire.samples_body(np.arange(k + 1) + 10.0 * k, names, values, f"s{k % 2}")))
-    store.commit_frames([wire.decode(wire.encode("samples", node, "b", k + 1, b)) for k, (node, b) in enumerate(bodies)])
+    store.commit_frames([wire.decode(wire.encode("samples", node, "b", k + 1, b))
+                         for k, (node, b) in enumerate(bodies)])
     expected = sorted((node, float(t), b["scope"], name, None if np.isnan(v) else float(v))
                       for node, b in bodies for t, row in zip(*wire.samples_arrays(b)[::2]) for name, v in
                       zip(b["names"], row))

@@ -22,7 +22,8 @@ from causewatch.daemon.worker import WorkerError
 def exporter():
     e = Exporter()
     e.frames_stored.labels("samples").inc(3)
-    e.publish("fuzzy", [gauge_family("causewatch_bottleneck_severity", "severity", ["region"], [({"region": "r"}, 0.5)])])
+    e.publish("fuzzy", [gauge_family("causewatch_bottleneck_severity", "severity", ["region"],
+                                     [({"region": "r"}, 0.5)])])
     return e
 
 

@@ -44,8 +44,8 @@ def _fill(path) -> None:
                     "counters FROM t")
         con.execute("INSERT INTO ingest_log SELECT node, boot, seq, 'task', t_start, t_start FROM t")
         con.executemany("INSERT INTO regions VALUES ('n1', 'b', ?, 'lu', ?, ?, 2.0, 1, 1.0, ?, NULL, NULL)",
-                        [(1000 + i, f"r{i % 4}", time.time() - 30, json.dumps({"cycles": 900 + i, "instructions": 1000}))
-                         for i in range(20)])
+                        [(1000 + i, f"r{i % 4}", time.time() - 30,
+                          json.dumps({"cycles": 900 + i, "instructions": 1000})) for i in range(20)])
         con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
                         "VALUES ('n1', 'b', ?, 'app:lu', 'python', ?, ?, ?, ?)",
                         [(2000 + i, float(i), i + 1.0, k, 5 + i % 3) for i in range(12) for k in

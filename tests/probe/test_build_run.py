@@ -1,5 +1,6 @@
 """Build a kit of the bundled workload on this node, run it here, check the prediction and the wire body."""
 
+import io
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from support import run_cli
 
 from causewatch import wire
 from causewatch.analytics.phases.formats import read_labels
+from causewatch.cli import main
 from causewatch.errors import InputError
 from causewatch.probe.build import covering, cpu_bound
 from causewatch.probe.quality import format_quality
@@ -31,6 +33,7 @@ def kit(tmp_path_factory):
                    # (tests/probe/test_quality.py refuses and accepts builds on their noise)
                    "--min-spread", "0.1", "--max-spread", "1", "--max-other-cpu", "1", "--json")
     assert done.returncode == 0, done.stderr
+    assert "reference runs" not in done.stderr   # no progress bars when stderr is no terminal
     return out, json.loads(done.stdout)
 
 
@@ -173,11 +176,25 @@ def test_probe_run_command_prints_table_and_json(kit):
     out, _ = kit
     table = run_cli("probe", "run", str(out), "--repeats", "1", "--warmup", "0")
     assert table.returncode == 0, table.stderr
+    assert table.stderr == ""   # no progress bar when stderr is no terminal
     assert "P = " in table.stdout and "predicted" in table.stdout
     as_json = run_cli("probe", "run", str(out), "--repeats", "1", "--json")
     assert json.loads(as_json.stdout)["kit"] == "mw-test"
     missing = run_cli("probe", "run", str(out / "nope"))
     assert missing.returncode == 2 and "cannot read the kit manifest" in missing.stderr
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_probe_run_draws_its_progress_on_a_terminal(kit, monkeypatch, capsys):
+    out, manifest = kit
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert main(["probe", "run", str(out), "--repeats", "1", "--warmup", "0", "--json"]) == 0
+    n = len(manifest["phases"])
+    assert "probe: 100%" in sys.stderr.getvalue() and f"{n}/{n}" in sys.stderr.getvalue()
 
 
 def test_probe_build_refuses_a_coverage_outside_0_1(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from causewatch.agent.ipsampler import IPSampler
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource
-from causewatch.probe.kit import Progress, Worker, check_manifest, load_manifest, measure, measure_all, wait_until_quiet
+from causewatch.probe.kit import Worker, check_manifest, load_manifest, measure, measure_all, wait_until_quiet
 
 MW = "causewatch.probe.workloads.masterworker:run_task"
 # a command worker whose two task kinds run different programs
@@ -70,16 +70,8 @@ def test_manifest_errors_name_the_problem(tmp_path):
     with pytest.raises(InputError, match="format"):
         check_manifest({"app": "x"})
     with pytest.raises(InputError, match="'phases'"):
-        check_manifest({"format": "causewatch-probe-kit/1", "app": "a", "kit": "k", "worker": {}, "reference_seconds": 1})
-
-
-def test_progress_bar_draws_on_its_stream(tmp_path):
-    with open(tmp_path / "err", "w") as stream:
-        bar = Progress("phase", 2, force=True, stream=stream)
-        bar()
-        bar()
-    text = (tmp_path / "err").read_text()
-    assert "1/2" in text and text.endswith("2/2\n")
+        check_manifest({"format": "causewatch-probe-kit/1", "app": "a", "kit": "k", "worker": {},
+                        "reference_seconds": 1})
 
 
 def test_cprofile_source_folds_by_function():

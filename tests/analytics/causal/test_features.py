@@ -1,16 +1,11 @@
 """The one preparation of model variables: columns named, sparse and constant columns left out with
-their reason, complete rows kept, samples pivoted wide; and `learn duckdb:FILE:samples` through it."""
+their reason, complete rows kept, samples pivoted wide (`causewatch learn` on a store:
+tests/commands/test_learn.py)."""
 
-import json
-
-import duckdb
 import numpy as np
 import pandas as pd
-import pytest
 
 from causewatch.analytics.causal import features
-from causewatch.cli import main
-from causewatch.daemon.store import migrate
 
 
 def test_sparse_column_is_dropped_before_rows_are_and_each_drop_has_its_reason():
@@ -72,35 +67,3 @@ def test_samples_pivot_one_column_per_scope_metric_per_node_and_bucket():
     assert wide.loc[(wide.node == "a") & (wide.t == 10.0), "node/cpu"].item() == 2.0
     assert wide.loc[(wide.node == "a") & (wide.t == 11.0), "pid:7/cpu"].item() == 5.0
     assert len(wide) == 3
-
-
-def test_learn_over_stored_samples_learns_between_metrics(tmp_path, capsys):
-    db = tmp_path / "cw.duckdb"
-    rng = np.random.default_rng(3)
-    t = np.arange(400, dtype=float)
-    load = rng.uniform(0, 1, 400)
-    rows = [("n1", ts, "node", "load", v) for ts, v in zip(t, load)]
-    rows += [("n1", ts, "node", "cpu_seconds", 2 * v + 0.05 * rng.normal()) for ts, v in zip(t, load)]
-    rows += [("n1", ts, "node", "unrelated", rng.normal()) for ts in t]
-    with duckdb.connect(str(db)) as con:
-        migrate(con)
-        con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", rows)
-    assert main(["learn", f"duckdb:{db}:samples", "--metric", "load", "--metric", "cpu_seconds",
-                 "--metric", "unrelated", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["nodes"] == ["node/cpu_seconds", "node/load", "node/unrelated"]
-    assert [{e["src"], e["dst"]} for e in out["edges"]] == [{"node/load", "node/cpu_seconds"}]
-    assert main(["learn", f"duckdb:{db}:samples", "--metric", "nothing"]) == 2
-    assert "no samples stored of nothing" in capsys.readouterr().err
-    assert main(["learn", f"duckdb:{db}:tasks", "--metric", "load"]) == 2
-    assert "--metric and --bucket apply only to samples" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("spec", ["duckdb:{db}:nope"])
-def test_learn_names_the_tables_a_file_has(tmp_path, capsys, spec):
-    db = tmp_path / "cw.duckdb"
-    with duckdb.connect(str(db)) as con:
-        migrate(con)
-    assert main(["learn", spec.format(db=db)]) == 2
-    err = capsys.readouterr().err
-    assert "no table 'nope'" in err and "samples" in err

@@ -2,7 +2,6 @@
 performance modeling of computer programs*: Fig. 1, and the LU-decomposition model of Fig. 4 / Fig. 9
 with its information equivalences resolved by the complexity criterion, §6.2 and Eq. 15)."""
 
-import pytest
 from causewatch.analytics.causal import papers
 from causewatch.analytics.causal.pc import PCLearner
 

@@ -180,7 +180,8 @@ def test_merge_joins_split_phases_and_keeps_distinct_ones():
 def test_merge_keeps_a_very_wide_matrix_sparse():
     """5 M block columns: a dense copy of these 40 rows would take 1.6 GB."""
     rng = np.random.default_rng(0)
-    rows, cols = np.repeat(np.arange(40), 3), np.concatenate([rng.choice(5_000_000, 3, replace=False) for _ in range(40)])
+    rows = np.repeat(np.arange(40), 3)
+    cols = np.concatenate([rng.choice(5_000_000, 3, replace=False) for _ in range(40)])
     cols[:60] = np.tile([11, 4_999_999, 123_456], 20)    # the first 20 rows run the same code
     X = sp.csr_matrix((np.ones(120), (rows, cols)), shape=(40, 5_000_000))
     merged = merge_close_phases(X, np.arange(40), threshold=0.1)

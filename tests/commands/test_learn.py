@@ -1,15 +1,17 @@
-"""Tests of the `causewatch learn` and `causewatch experiment` commands (in-process through
-causewatch.cli.main, one real child process for the entry point and for the experiment runner)."""
+"""`causewatch learn` on CSV, Parquet and a store's samples and tasks: the model, the test and level it
+chose, background flags and files, mistakes named (in-process through causewatch.cli.main; the
+entry point's help in a child process)."""
 
 import json
-import sys
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pytest
 from support import run_cli
 
 from causewatch.cli import main
+from causewatch.daemon.store import migrate
 
 
 @pytest.fixture
@@ -101,27 +103,33 @@ def test_entry_point_help_has_examples():
     assert out.returncode == 0 and "causewatch learn tasks --app lu" in out.stdout
 
 
-def test_experiment_records_parameters_and_counters_then_learns(tmp_path):
-    program = tmp_path / "work.py"
-    program.write_text("import sys\nn = int(sys.argv[1])\nsum(i * i for i in range(n * 20000))\n"
-                       "buf = bytearray(n * {'a': 1, 'b': 4}[sys.argv[2]] * 20000)\n")
-    out = tmp_path / "runs.csv"
-    res = run_cli("experiment", "--param", "n=1..100", "--param", "kind=a,b", "--runs", "25", "--out", str(out),
-                  "--estimator", "fisher-z", "--json", "--", sys.executable, str(program), "{n}", "{kind}")
-    assert res.returncode == 0, res.stderr
-    runs = pd.read_csv(out)
-    assert len(runs) == 25 and set(runs.kind) <= {"a", "b"} and runs.n.between(1, 100).all()
-    assert {"wall_seconds", "user_seconds", "max_rss_bytes", "minor_faults", "exit_code"} <= set(runs.columns)
-    assert (runs.exit_code == 0).all()
-    assert runs.max_rss_bytes.between(1e6, 100e6).all()  # the program's peak, not the forked parent's
-    assert np.corrcoef(runs.n, runs.user_seconds + runs.sys_seconds)[0, 1] > 0.5
-    model = json.loads(res.stdout)
-    assert "n" in model["nodes"]
-    assert all(e["src"] == "n" for e in model["edges"] if "n" in (e["src"], e["dst"]))
+def test_learn_over_stored_samples_learns_between_metrics(tmp_path, capsys):
+    db = tmp_path / "cw.duckdb"
+    rng = np.random.default_rng(3)
+    t = np.arange(400, dtype=float)
+    load = rng.uniform(0, 1, 400)
+    rows = [("n1", ts, "node", "load", v) for ts, v in zip(t, load)]
+    rows += [("n1", ts, "node", "cpu_seconds", 2 * v + 0.05 * rng.normal()) for ts, v in zip(t, load)]
+    rows += [("n1", ts, "node", "unrelated", rng.normal()) for ts in t]
+    with duckdb.connect(str(db)) as con:
+        migrate(con)
+        con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", rows)
+    assert main(["learn", f"duckdb:{db}:samples", "--metric", "load", "--metric", "cpu_seconds",
+                 "--metric", "unrelated", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["nodes"] == ["node/cpu_seconds", "node/load", "node/unrelated"]
+    assert [{e["src"], e["dst"]} for e in out["edges"]] == [{"node/load", "node/cpu_seconds"}]
+    assert main(["learn", f"duckdb:{db}:samples", "--metric", "nothing"]) == 2
+    assert "no samples stored of nothing" in capsys.readouterr().err
+    assert main(["learn", f"duckdb:{db}:tasks", "--metric", "load"]) == 2
+    assert "--metric and --bucket apply only to samples" in capsys.readouterr().err
 
 
-def test_experiment_refuses_bad_params(capsys):
-    assert main(["experiment", "--param", "n=9..1", "--", "true"]) == 2
-    assert "LO is above HI" in capsys.readouterr().err
-    assert main(["experiment", "--param", "n=1..3", "--", "echo", "{m}"]) == 2
-    assert "placeholder 'm'" in capsys.readouterr().err
+@pytest.mark.parametrize("spec", ["duckdb:{db}:nope"])
+def test_learn_names_the_tables_a_file_has(tmp_path, capsys, spec):
+    db = tmp_path / "cw.duckdb"
+    with duckdb.connect(str(db)) as con:
+        migrate(con)
+    assert main(["learn", spec.format(db=db)]) == 2
+    err = capsys.readouterr().err
+    assert "no table 'nope'" in err and "samples" in err

@@ -1,0 +1,40 @@
+"""`causewatch bottlenecks` over a real DuckDB store: the paper's Fig. 5 verdicts, term files, and a
+file that is no store refused."""
+
+import json
+
+import duckdb
+
+from causewatch.cli import main
+
+
+def test_bottlenecks_reproduce_fig5(fig5_db, capsys):
+    assert main(["bottlenecks", "--db", fig5_db, "--metric", "l2_miss_ratio", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["region"], r["bottleneck"]) for r in rows] == [
+        ("PARTICLE_LOAD", "Medium (degree=0.502)/High (degree=0.495)/"), ("MPI_SEND", "Negligible (degree=0.1)/")]
+    assert rows[0]["severity"] == 0.495 and rows[1]["severity"] == 0.0
+
+
+def test_bottlenecks_without_negligible_and_with_terms_file(fig5_db, tmp_path, capsys):
+    terms = tmp_path / "terms.toml"
+    terms.write_text('[metrics.l2_miss_ratio]\nexpr = "L2_TCM / L2_TCA"\n'
+                     'terms.any = {shape = "linear", params = [0, 1]}\n'
+                     'bottleneck.threshold = 0.1\nbottleneck.severity.bad = {shape = "linear", params = [0.1, 0.3]}\n')
+    assert main(["bottlenecks", "--db", fig5_db, "--terms", str(terms), "--metric", "l2_miss_ratio",
+                 "--no-negligible"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("Bad (degree=1)/") == 2 and "Bad (degree=0.5)/" in out
+
+
+def test_bottlenecks_bad_terms_file(fig5_db, tmp_path, capsys):
+    terms = tmp_path / "bad.toml"
+    terms.write_text("[metrics.x]\nterms.low = {shape = 'q', params = [1]}\n")
+    assert main(["bottlenecks", "--db", fig5_db, "--terms", str(terms)]) == 2
+    assert "metrics.x.terms.low: unknown shape 'q'" in capsys.readouterr().err
+
+
+def test_a_duckdb_file_that_is_no_store_is_refused(tmp_path, capsys):
+    duckdb.connect(str(tmp_path / "other.duckdb")).execute("CREATE TABLE t (x INTEGER)").close()
+    assert main(["bottlenecks", "--db", str(tmp_path / "other.duckdb")]) == 2
+    assert "not a causewatch store (no table ingest_log)" in capsys.readouterr().err

@@ -1,0 +1,60 @@
+"""`causewatch query` over a real DuckDB store (paper Fig. 5 data): PERFQL matches ranked by degree,
+errors pointing at their column; its tables fit 100 columns (long names shortened with …) unless
+--wide, and its membership modes are the library's."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from causewatch.analytics.fuzzy import membership
+from causewatch.cli import main
+from causewatch.commands.query import MODES, WIDTH, print_table
+
+
+def test_query_ranks_by_degree(fig5_db, capsys):
+    assert main(["query", "--db", fig5_db, "(L2_TCM/L2_TCA is very high) OR (l2_miss_ratio is low)", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["region"] for r in rows] == ["PARTICLE_LOAD", "SR_E_FIELD", "MPI_SEND"]
+    assert rows[0]["degree"] == pytest.approx(1.0) and rows[0]["L2_TCM/L2_TCA"] == pytest.approx(0.9497242344)
+
+
+def test_query_min_degree_top_and_table(fig5_db, capsys):
+    assert main(["query", "--db", fig5_db, "(l2_miss_ratio is not low)", "--min-degree", "0.5", "--top", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["node", "app", "region", "source", "l2_miss_ratio", "degree"]
+    assert [line.split()[2] for line in out[1:]] == ["MPI_SEND", "PARTICLE_LOAD"]   # ties in name order
+
+
+def test_query_error_points_at_the_column(fig5_db, capsys):
+    assert main(["query", "--db", fig5_db, "(L2_TCM/L2_TCA is hihg)"]) == 2
+    err = capsys.readouterr().err
+    assert "column 19: expected a term of high, low, medium, found 'hihg'" in err
+    assert err.rstrip().endswith(" " * 18 + "^")
+
+
+def test_query_on_a_missing_store_is_an_input_error(tmp_path, capsys):
+    assert main(["query", "--db", str(tmp_path / "nope" / "x.duckdb"), "(time_share is high)"]) == 2
+    assert "cannot open the DuckDB store" in capsys.readouterr().err
+
+
+def _frame():
+    name = "std::_Rb_tree<int, int, std::_Identity<int>, std::less<int>, std::allocator<int> >::_M_erase"
+    return pd.DataFrame({"node": ["n1", "n2"], "region": [name, "main"], "metric": ["time_share"] * 2,
+                         "value": [0.5, 0.25], "bottleneck": ["Medium (degree=0.502)/High (degree=0.495)/"] * 2})
+
+
+def test_tables_fit_100_columns(capsys):
+    print_table(_frame())
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= WIDTH and "…" in lines[1] and "main" in lines[2]
+
+
+def test_wide_keeps_every_character(capsys):
+    print_table(_frame(), wide=True)
+    out = capsys.readouterr().out
+    assert "_M_erase" in out and "…" not in out and max(map(len, out.splitlines())) > WIDTH
+
+
+def test_the_modes_shown_are_the_librarys():
+    assert MODES == membership.MODES
