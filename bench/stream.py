@@ -36,7 +36,7 @@ from causewatch.config import AgentConfig, DaemonConfig
 from causewatch.daemon import store as store_mod
 from causewatch.daemon import tables
 from causewatch.daemon.exporter import Exporter, gauge_family
-from causewatch.analytics.causal.pc import PCLearner
+from causewatch.analytics.causal import PCLearner
 from causewatch.daemon.job_causal import SUBMODEL_ROWS, CausalJob
 from causewatch.daemon.job_retention import RetentionJob
 from causewatch.daemon.jobs import JobContext

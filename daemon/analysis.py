@@ -6,7 +6,7 @@ The daemon never imports this module: it names its functions ("causewatch.daemon
 
 from __future__ import annotations
 
-from causewatch.analytics.fuzzy.terms import TermsError, load_terms
+from causewatch.analytics.fuzzy import TermsError, load_terms
 from causewatch.config import DaemonConfig
 from causewatch.daemon import remote
 from causewatch.daemon.job_causal import CausalJob

@@ -72,6 +72,6 @@ def test_verbose_after_the_verb_reaches_the_command(tmp_path, capsys):
 
 
 def test_query_modes_match_the_library():
-    from causewatch.analytics.fuzzy.membership import MODES
+    from causewatch.analytics.fuzzy import MODES
     from causewatch.commands.query import MODES as SHOWN
     assert SHOWN == MODES
