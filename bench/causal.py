@@ -30,19 +30,20 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pandas as pd
-from causewatch.analytics.causal import papers, rcot
-from causewatch.analytics.causal.background import Background
-from causewatch.analytics.causal.ci import (
+from causewatch.analytics.causal import (
     DEFAULT_ALPHA,
     AutoTest,
+    Background,
     Dataset,
     DSeparationOracle,
     FisherZTest,
     KDEMITest,
+    PCLearner,
     RCoTTest,
     oracle_dataset,
+    papers,
+    rcot,
 )
-from causewatch.analytics.causal.pc import PCLearner
 
 MECHANISMS = [np.tanh, np.sin, lambda v: v ** 2 / 2, lambda v: np.exp(-v ** 2), lambda v: np.abs(v),
               lambda v: np.cbrt(v) * 2]

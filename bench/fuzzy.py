@@ -11,8 +11,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from causewatch.analytics.fuzzy import hedges, perfql
-from causewatch.analytics.fuzzy.score import Membership, owa
+from causewatch.analytics.fuzzy import Membership, hedges, owa, perfql
 from causewatch.daemon.readers.regions import perfql_matches, region_summaries
 from causewatch.daemon.store import migrate
 

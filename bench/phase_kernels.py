@@ -22,9 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from causewatch.analytics.phases import SimPoint, adjusted_rand_index
 from causewatch.analytics.phases import formats as fm
-from causewatch.analytics.phases.ari import adjusted_rand_index
-from causewatch.analytics.phases.simpoint import SimPoint
 
 POOL = {   # name: one repetition's loop; every kernel runs it `reps` times
     "k_sum": "for (unsigned i = 0; i < 1000; i++) s += i * 3u;",

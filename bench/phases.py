@@ -26,9 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from causewatch.analytics.phases.ari import adjusted_rand_index
-from causewatch.analytics.phases.formats import read_frequency_vectors, read_labels
-from causewatch.analytics.phases.simpoint import SimPoint
+from causewatch.analytics.phases import SimPoint, adjusted_rand_index, read_frequency_vectors, read_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INPUTS = ROOT.parent / "shared" / "conformance" / "phases"

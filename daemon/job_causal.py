@@ -18,12 +18,8 @@ import time
 import pandas as pd
 import pyarrow as pa
 
-from causewatch.analytics.causal import anomalies, features
-from causewatch.analytics.causal.background import Background
-from causewatch.analytics.causal.ci import KDEMITest
-from causewatch.analytics.causal.model import CausalModel
-from causewatch.analytics.causal.pc import PCLearner
-from causewatch.analytics.phases.tracker import PhaseTracker
+from causewatch.analytics.causal import Background, CausalModel, KDEMITest, PCLearner, anomalies, features
+from causewatch.analytics.phases import PhaseTracker
 from causewatch.daemon import readers, store
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import Job, JobContext

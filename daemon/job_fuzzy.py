@@ -9,8 +9,7 @@ import time
 
 import pyarrow as pa
 
-from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks
-from causewatch.analytics.fuzzy.terms import TermSet
+from causewatch.analytics.fuzzy import TermSet, find_bottlenecks
 from causewatch.daemon import readers, store
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import Job, JobContext

@@ -6,7 +6,7 @@ Registered in daemon/entrypoints.py; the daemon reaches them through runners.Wor
 
 from __future__ import annotations
 
-from causewatch.analytics.fuzzy.terms import TermsError, load_terms
+from causewatch.analytics.fuzzy import TermsError, load_terms
 from causewatch.config import DaemonConfig
 from causewatch.daemon import remote
 from causewatch.daemon.job_causal import CausalJob

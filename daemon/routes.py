@@ -17,10 +17,8 @@ from collections.abc import Callable
 import pandas as pd
 import pyarrow as pa
 
-from causewatch.analytics.causal.drawing import model_svg
-from causewatch.analytics.causal.model import CausalModel
-from causewatch.analytics.fuzzy import perfql
-from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_bottlenecks
+from causewatch.analytics.causal import CausalModel, model_svg
+from causewatch.analytics.fuzzy import find_bottlenecks, perfql, summarise_bottlenecks
 from causewatch.analytics.fuzzy.summaries import records
 from causewatch.daemon import readers, store
 from causewatch.daemon.cursor import Cursor

@@ -19,10 +19,7 @@ import numpy as np
 import psutil
 from tqdm import tqdm
 
-from causewatch.analytics.phases import formats
-from causewatch.analytics.phases.keyed import vectors_to_matrix
-from causewatch.analytics.phases.merge import MergedPhases, merge_close_phases
-from causewatch.analytics.phases.simpoint import SimPoint
+from causewatch.analytics.phases import MergedPhases, SimPoint, formats, merge_close_phases, vectors_to_matrix
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource, quality
 from causewatch.probe.prediction import prediction_interval, relative_sd, span_stretch

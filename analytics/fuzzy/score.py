@@ -1,5 +1,5 @@
 """Soft performance analysis after Truong & Fahringer: score (Eq. 1), OWA (Eq. 2), classification,
-bottleneck search (Fig. 4/5), similarity (Eq. 3); re-exports the rest of the fuzzy toolkit."""
+bottleneck search (Fig. 4/5), similarity (Eq. 3)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from causewatch.analytics.fuzzy.hedges import HEDGES, intensify
-from causewatch.analytics.fuzzy.linguistic import ExpressionError, degrees, parse
-from causewatch.analytics.fuzzy.membership import MODES, Membership, MembershipError, PointSet
-from causewatch.analytics.fuzzy.terms import (Bottleneck, TermLearner, TermSet, TermsError, default_terms, dump_terms,
-                                        load_terms, parse_terms)
-
-__all__ = ["BASES", "Bottleneck", "ExpressionError", "HEDGES", "MODES", "Membership", "MembershipError", "PointSet",
-           "TermLearner", "TermSet", "TermsError", "base_values", "bottleneck_search", "classify", "default_terms",
-           "degrees", "dump_terms", "format_degrees", "intensify", "load_terms", "owa", "parse", "parse_terms",
-           "performance_score", "similarity", "similarity_to_base"]
+from causewatch.analytics.fuzzy.membership import Membership
+from causewatch.analytics.fuzzy.terms import Bottleneck
 
 BASES = ("parent", "program", "cluster", "max")
 UNIT_LINEAR = Membership("linear", (0.0, 1.0))

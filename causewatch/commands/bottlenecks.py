@@ -33,7 +33,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks, summarise_bottlenecks
+    from causewatch.analytics.fuzzy import find_bottlenecks, summarise_bottlenecks
     from causewatch.analytics.fuzzy.summaries import records
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")

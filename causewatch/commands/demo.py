@@ -186,9 +186,8 @@ def report(con, seconds: float, folder: Path, hog: Hog) -> dict:
     """What is in the store, from the store: ingest figures, then each analysis' latest output, the
     hog's stretch and each anomaly timed against it, and each scope's newest model drawn as SVG in the
     demo folder (open anomalies in red)."""
+    from causewatch.analytics.causal import CausalModel, model_svg
     from causewatch.analytics.causal.anomalies import MIN_BITS
-    from causewatch.analytics.causal.drawing import model_svg
-    from causewatch.analytics.causal.model import CausalModel
     from causewatch.daemon import readers
     from causewatch.probe.rank import rank_nodes
     rep = readers.report.overview(con)

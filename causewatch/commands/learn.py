@@ -18,8 +18,7 @@ from causewatch.errors import InputError
 if TYPE_CHECKING:   # for annotations only: the libraries load in the functions, so --help stays light
     import pandas as pd
 
-    from causewatch.analytics.causal.background import Background
-    from causewatch.analytics.causal.pc import PCLearner
+    from causewatch.analytics.causal import Background, PCLearner
 
 EPILOG = """examples:
   causewatch learn runs.csv --discrete dtype --tier inputs:n,dtype --tier outputs:seconds
@@ -126,7 +125,7 @@ def _load_stored(table: str, args):
     has) or `samples` (one column per scope/metric, a row per node and time bucket), read through
     its API or from its stopped store."""
     from causewatch.analytics.causal import features
-    from causewatch.analytics.phases.tracker import PhaseTracker
+    from causewatch.analytics.phases import PhaseTracker
     _only_for(args, table)
     with open_source(args) as source:
         if table == "tasks":
@@ -145,7 +144,7 @@ def _names(text: str) -> list[str]:
 
 
 def background_from_args(args, inputs: list[str]) -> Background:
-    from causewatch.analytics.causal.background import Background
+    from causewatch.analytics.causal import Background
     tiers: dict[str, list[str]] = {}
     for spec in args.tier:
         name, sep, vs = spec.partition(":")
@@ -190,9 +189,7 @@ def variables(frame: pd.DataFrame, args, drop: tuple[str, ...] = ()) -> pd.DataF
 
 def learn(frame: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
     """PC-stable over `frame`'s columns (already the model's variables) with the flags' background."""
-    from causewatch.analytics.causal.background import BackgroundError
-    from causewatch.analytics.causal.ci import CIError, make_ci_test
-    from causewatch.analytics.causal.pc import PCLearner
+    from causewatch.analytics.causal import BackgroundError, CIError, PCLearner, make_ci_test
     discrete = _names(args.discrete)
     bg = background_from_args(args, [c for c in inputs if c in frame.columns])
     params = {} if args.estimator == "lemeire" or args.alpha is None else {"alpha": args.alpha}

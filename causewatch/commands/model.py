@@ -63,8 +63,7 @@ def _history(versions: list[dict], as_json: bool) -> int:
 
 
 def _show(found: dict, marked: set, args) -> int:
-    from causewatch.analytics.causal.drawing import model_svg
-    from causewatch.analytics.causal.model import CausalModel
+    from causewatch.analytics.causal import CausalModel, model_svg
     model = CausalModel.from_json(found)
     if args.dot:
         Path(args.dot).write_text(model.to_dot(found["scope"]))

@@ -81,8 +81,7 @@ def _load_stored(args):
 
 
 def run(args) -> int:
-    from causewatch.analytics.phases import formats
-    from causewatch.analytics.phases.simpoint import SimPoint
+    from causewatch.analytics.phases import SimPoint, formats
     for flag in ("save_simpoints", "save_weights", "save_labels"):
         check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
     try:

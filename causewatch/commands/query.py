@@ -49,7 +49,7 @@ def add_arguments(parser) -> None:
 
 
 def termsets(args):
-    from causewatch.analytics.fuzzy.terms import TermsError, load_terms
+    from causewatch.analytics.fuzzy import TermsError, load_terms
     try:
         return load_terms(args.terms)
     except OSError as e:

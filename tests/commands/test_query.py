@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from causewatch.analytics.fuzzy import membership
+from causewatch.analytics import fuzzy
 from causewatch.cli import main
 from causewatch.commands.query import MODES, WIDTH, print_table
 
@@ -57,4 +57,4 @@ def test_wide_keeps_every_character(capsys):
 
 
 def test_the_modes_shown_are_the_librarys():
-    assert MODES == membership.MODES
+    assert MODES == fuzzy.MODES

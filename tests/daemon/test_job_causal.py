@@ -309,7 +309,7 @@ def test_a_restarted_job_whose_baseline_tasks_are_gone_says_so_and_still_judges_
 
 def test_submodels_of_a_long_window_come_from_a_sample_and_agree_with_all_rows():
     """Beyond SUBMODEL_ROWS the formulas are fitted on a seeded sample: the same function forms as on every row."""
-    from causewatch.analytics.causal.pc import PCLearner
+    from causewatch.analytics.causal import PCLearner
     from causewatch.daemon.job_causal import SUBMODEL_ROWS, submodels
     rng = np.random.default_rng(3)
     n = 3 * SUBMODEL_ROWS

@@ -7,8 +7,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from causewatch.analytics.fuzzy.perfql import PerfQLError, Query
-from causewatch.analytics.fuzzy.score import Membership, TermSet
+from causewatch.analytics.fuzzy import Membership, PerfQLError, Query, TermSet
 from causewatch.analytics.fuzzy.summaries import metric_name
 from causewatch.daemon.readers.regions import perfql_matches, region_summaries
 from causewatch.daemon.store import migrate

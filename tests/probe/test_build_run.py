@@ -11,7 +11,7 @@ import pytest
 from support import run_cli
 
 from causewatch import wire
-from causewatch.analytics.phases.formats import read_labels
+from causewatch.analytics.phases import read_labels
 from causewatch.cli import main
 from causewatch.errors import InputError
 from causewatch.probe.build import covering, cpu_bound

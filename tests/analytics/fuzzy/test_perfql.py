@@ -7,9 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causewatch.analytics.fuzzy import perfql
-from causewatch.analytics.fuzzy.score import Membership, TermSet
-from causewatch.analytics.fuzzy.bottlenecks import find_bottlenecks
+from causewatch.analytics.fuzzy import Membership, TermSet, find_bottlenecks, perfql
 from causewatch.analytics.fuzzy.perfql import PerfQLError, Query, parse_metric
 
 TERMS = {"ratio": TermSet("ratio", {"low": Membership("z", (0.2, 0.4)), "high": Membership("s", (0.5, 0.9))},

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from causewatch.analytics.fuzzy import (Bottleneck, Membership, TermLearner, TermsError, bottleneck_search, classify,
+                                        default_terms, dump_terms, format_degrees, owa, parse_terms, performance_score,
+                                        similarity, similarity_to_base)
 from causewatch.analytics.fuzzy import score as fuzzy
-from causewatch.analytics.fuzzy.score import (Bottleneck, Membership, TermLearner, TermsError, bottleneck_search,
-                                        classify, default_terms, dump_terms, format_degrees, owa, parse_terms,
-                                        performance_score, similarity, similarity_to_base)
 
 # Fig. 5: L2 cache miss ratio bottleneck search on 3DPIC, 4 processes, threshold 0.7.
 PAPER_BOTTLENECK = Bottleneck(0.7, {"low": Membership("z", (0.7, 0.8)), "medium": Membership("pi", (0.85, 0.2)),
