@@ -1,7 +1,8 @@
-"""Every read verb of a causewatch store, declared once: its name (the route /api/NAME and what the CLI's
-sources read), its parameters, and its reader, bound where the readers are (routes.py, `@VERB.reads`).
+"""Every verb of a causewatch store's API, declared once: its name (the route /api/NAME and what the CLI's
+sources call), its parameters, and its handler, bound where the handlers are (routes.py, `@VERB.handles`).
 
-The declarations load no pandas: the CLI's daemon source builds its requests from them alone.
+A read verb (GET) is handled by handler(cursor, **params); a write verb (POST) by handler(cursor, write,
+body, **params). The declarations load no pandas: the CLI's daemon source builds its requests from them.
 """
 
 from __future__ import annotations
@@ -33,29 +34,33 @@ class Param:
 
 
 class Verb:
-    """A read verb: `read(cursor, **kwargs)` calls its reader; `parse` turns a query string's
-    parameters into those keywords and `query` turns keywords into the query string's."""
+    """A verb: `call(*leading, **kwargs)` calls its handler with every parameter (defaults filled in);
+    `parse` turns a query string's parameters into those keywords and `query` keywords into its."""
 
-    def __init__(self, name: str, *params: Param):
-        self.name, self.path = name, f"/api/{name}"
+    def __init__(self, name: str, *params: Param, method: str = "GET"):
+        self.name, self.path, self.method = name, f"/api/{name}", method
         self.params = {p.name: p for p in params}
-        self.reader: Callable | None = None
+        self.handler: Callable | None = None
 
     def __repr__(self) -> str:
         return f"Verb({self.name!r})"
 
-    def reads(self, fn: Callable) -> Callable:
-        """Decorator: `fn(cursor, **params)` is this verb's reader."""
-        self.reader = fn
+    def handles(self, fn: Callable) -> Callable:
+        """Decorator: `fn` is this verb's handler."""
+        self.handler = fn
         return fn
 
-    def read(self, cursor, **kwargs):
+    def call(self, *leading, **kwargs):
+        self._check(kwargs)
+        if self.handler is None:
+            raise RuntimeError(f"{self.name}: no handler bound (causewatch.daemon.routes binds them)")
+        return self.handler(*leading, **{name: kwargs.get(name, p.default) for name, p in self.params.items()})
+
+    def _check(self, kwargs: dict) -> None:
         unknown = set(kwargs) - set(self.params)
         if unknown:
-            raise TypeError(f"{self.name}: no parameter {', '.join(sorted(unknown))} (takes {', '.join(self.params)})")
-        if self.reader is None:
-            raise RuntimeError(f"{self.name}: no reader bound (causewatch.daemon.routes binds them)")
-        return self.reader(cursor, **{name: kwargs.get(name, p.default) for name, p in self.params.items()})
+            raise TypeError(f"{self.name}: no parameter {', '.join(sorted(unknown))} "
+                            f"(takes {', '.join(self.params) or 'none'})")
 
     def parse(self, query: dict[str, list[str]]) -> dict:
         """Keywords from a parsed query string; a value that does not convert is an InputError naming it."""
@@ -72,9 +77,7 @@ class Verb:
 
     def query(self, **kwargs) -> dict:
         """The query-string parameters of these keywords (None left out, a list for `many`)."""
-        unknown = set(kwargs) - set(self.params)
-        if unknown:
-            raise TypeError(f"{self.name}: no parameter {', '.join(sorted(unknown))} (takes {', '.join(self.params)})")
+        self._check(kwargs)
         return {k: v for k, v in kwargs.items() if v is not None}
 
 
@@ -95,5 +98,8 @@ MODELS = Verb("models", Param("scope"))
 MODEL = Verb("model", Param("scope"), Param("model_id", int), Param("format", default="json"))
 ANOMALIES = Verb("anomalies", Param("scope"), Param("open", int, default=0), Param("limit", int, default=200))
 
-VERBS = {v.path: v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, REGIONS, TASKS, SAMPLES, BBV_TARGETS, BBV,
-                             MODELS, MODEL, ANOMALIES)}
+KITS = Verb("kits", method="POST")        # body {"manifest": {...}, "path": "..."}
+BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST")
+
+VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, REGIONS, TASKS, SAMPLES,
+                                         BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, KITS, BASELINE)}

@@ -10,6 +10,7 @@ import json
 import time
 
 from causewatch.commands.source import add_source_arguments, open_source
+from causewatch.daemon import verbs
 
 EPILOG = """examples:
   causewatch anomalies                 # open ones
@@ -27,7 +28,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     with open_source(args) as source:
-        found = source.anomalies(args.scope, open_only=not args.all, limit=args.limit)
+        found = source.read(verbs.ANOMALIES, scope=args.scope, open=int(not args.all), limit=args.limit)
     if args.json:
         print(json.dumps(found, indent=2, default=str))
         return 0

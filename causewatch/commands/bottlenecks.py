@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 
-from causewatch.commands.query import add_store_arguments, print_table, since, termsets
+from causewatch.commands.query import add_store_arguments, print_table, termsets
 from causewatch.commands.source import open_source
+from causewatch.daemon import verbs
 from causewatch.errors import InputError
 
 EPILOG = """examples:
@@ -39,7 +40,7 @@ def run(args) -> int:
         raise InputError(f"--top must be at least 1, got {args.top}")
     with open_source(args) as source:
         try:
-            frame = source.regions(since(args), nodes=args.node)
+            frame = source.read(verbs.REGIONS, last=args.last, node=args.node)
             found = find_bottlenecks(frame, termsets(args), args.metric, args.mode, args.negligible)
         except ValueError as e:
             raise InputError(f"bottlenecks: {e}") from None

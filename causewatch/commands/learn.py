@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from causewatch.commands import check_output, waiting
 from causewatch.commands.source import add_source_arguments, open_source
+from causewatch.daemon import verbs
 from causewatch.errors import InputError
 
 if TYPE_CHECKING:   # for annotations only: the libraries load in the functions, so --help stays light
@@ -129,11 +130,12 @@ def _load_stored(table: str, args):
     _only_for(args, table)
     with open_source(args) as source:
         if table == "tasks":
-            frame, inputs = features.name_task_columns(*source.tasks(args.app))
+            tasks = source.read(verbs.TASKS, app=args.app)
+            frame, inputs = features.name_task_columns(tasks, tasks.attrs["params"], tasks.attrs["counters"])
             if frame.empty:
                 raise InputError("no tasks stored" + (f" of app {args.app!r}" if args.app else ""))
             return features.with_code_phase(frame, PhaseTracker()), inputs, tuple(features.BOOKKEEPING)
-        long = source.samples(args.metric)
+        long = source.read(verbs.SAMPLES, metric=args.metric)
         if long.empty:
             raise InputError("no samples stored" + (f" of {', '.join(args.metric)}" if args.metric else ""))
         return features.samples_wide(long, args.bucket or 1.0), [], ("node", "t")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from causewatch.commands import check_output
 from causewatch.commands.source import add_source_arguments, open_source
+from causewatch.daemon import verbs
 from causewatch.errors import InputError
 
 EPILOG = """examples:
@@ -41,13 +42,14 @@ def run(args) -> int:
         if args.pin is not None:
             if not args.scope:
                 raise InputError("--pin needs --scope")
-            source.pin_baseline(args.scope, args.pin)
+            source.write(verbs.BASELINE, scope=args.scope, model_id=args.pin)
             print(f"baseline of {args.scope}: model {args.pin}")
             return 0
         if args.history:
-            return _history(source.models(args.scope), args.json)
-        found = source.model(args.scope, args.model_id)
-        marked = {(a["src"], a["dst"]) for a in source.anomalies(found["scope"], open_only=True)} if args.svg else set()
+            return _history(source.read(verbs.MODELS, scope=args.scope), args.json)
+        found = source.read(verbs.MODEL, scope=args.scope, model_id=args.model_id)
+        marked = {(a["src"], a["dst"]) for a in source.read(verbs.ANOMALIES, scope=found["scope"], open=1)} \
+            if args.svg else set()
     return _show(found, marked, args)
 
 

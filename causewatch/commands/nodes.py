@@ -9,6 +9,7 @@ import json
 import time
 
 from causewatch.commands.source import add_source_arguments, open_source
+from causewatch.daemon import verbs
 
 EPILOG = """examples:
   causewatch nodes
@@ -24,7 +25,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     with open_source(args) as source:
-        nodes = source.nodes()
+        nodes = source.read(verbs.NODES)
     if args.json:
         print(json.dumps(nodes, indent=2, default=str))
         return 0

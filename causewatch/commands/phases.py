@@ -10,6 +10,7 @@ import json
 
 from causewatch.commands import check_output
 from causewatch.commands.source import add_source_arguments, open_source
+from causewatch.daemon import verbs
 from causewatch.errors import InputError
 
 EPILOG = """examples:
@@ -67,7 +68,7 @@ def _load_stored(args):
     frames, are not one clustering."""
     from causewatch.analytics.phases.keyed import bbv_matrix
     with open_source(args) as source:
-        known = source.bbv_targets()
+        known = source.read(verbs.BBV_TARGETS)
         chosen = known[known.target == args.target] if args.target else known
         chosen = chosen[chosen.kind == args.kind] if args.kind else chosen
         if len(chosen) != 1:
@@ -76,7 +77,7 @@ def _load_stored(args):
             problem = "has no vectors" if known.empty else (
                 "has several targets or kinds: choose one" if len(chosen) > 1 else "has no such vectors")
             raise InputError(f"{source.where}: the stored BBVs {problem}" + (f"; known: {listing}" if listing else ""))
-        X, _, _ = bbv_matrix(source.bbv_rows(chosen.target.iloc[0], chosen.kind.iloc[0]))
+        X, _, _ = bbv_matrix(source.read(verbs.BBV, target=chosen.target.iloc[0], kind=chosen.kind.iloc[0]))
         return X
 
 

@@ -13,6 +13,7 @@ import sys
 
 from causewatch.commands import check_output
 from causewatch.commands.source import add_source_arguments, open_source
+from causewatch.daemon import verbs
 from causewatch.errors import InputError
 from causewatch.probe import quality
 
@@ -188,9 +189,10 @@ def _registry(where: str):
 def _register_folder(source, kit: str) -> dict:
     from causewatch.probe.registry import kit_folder_row
     row = kit_folder_row(kit)
+    manifest = json.loads(row["manifest"])
     with source:
-        source.register_kit(row)
-    return json.loads(row["manifest"])
+        source.write(verbs.KITS, {"manifest": manifest, "path": row["path"]})
+    return manifest
 
 
 def _register(args) -> int:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 
 from causewatch.commands.source import add_source_arguments, open_source
+from causewatch.daemon import verbs
 from causewatch.errors import InputError
 
 MODES = ("exact", "compatible")   # analytics.fuzzy.membership.MODES, named here so --help loads no numpy
@@ -58,10 +58,6 @@ def termsets(args):
         raise InputError(str(e)) from None
 
 
-def since(args) -> float | None:
-    return None if args.last is None else time.time() - args.last
-
-
 def print_table(frame, wide: bool = False) -> None:
     """The frame as text; unless `wide`, the longest text columns are shortened (with …) to fit WIDTH."""
     from pandas.api.types import is_numeric_dtype
@@ -97,7 +93,8 @@ def run(args) -> int:
     with open_source(args) as source:
         try:
             query = perfql.Query(args.query, termsets(args), args.mode)
-            frame = source.regions(since(args), nodes=args.node, metrics=query.required_metrics())
+            frame = source.read(verbs.REGIONS, last=args.last, node=args.node,
+                                metric=sorted(query.required_metrics()))
             result = query.evaluate(frame, args.min_degree, args.top)
         except ValueError as e:
             raise InputError(f"query: {e}") from None

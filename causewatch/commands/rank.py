@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from causewatch.commands.source import add_source_arguments, open_source
+from causewatch.daemon import verbs
 
 EPILOG = """examples:
   causewatch rank mw                              # ask the daemon at 127.0.0.1:9464
@@ -36,7 +37,7 @@ def _age(seconds: float) -> str:
 def run(args) -> int:
     from causewatch.probe.rank import RATIO
     with open_source(args) as source:
-        nodes = source.rank(args.app)
+        nodes = source.read(verbs.RANK, app=args.app)["nodes"]
     if args.json:
         print(json.dumps({"app": args.app, "ratio": RATIO, "nodes": nodes}, indent=2))
         return 0

@@ -1,5 +1,6 @@
 """Where a data verb reads: a running daemon's HTTP API (`--daemon URL`, the default) or a stopped
-daemon's store file (`--db FILE`). Both give the same frames, so a verb answers the same either way.
+daemon's store file (`--db FILE`). Both call the verbs daemon/verbs.py declares, `read(verb, **params)`
+and `write(verb, body, **params)`, and give the same answers, so a command answers the same either way.
 
 The daemon stays the only process that holds its DuckDB file; writes (kit registration, a pinned
 baseline) go through its API too.
@@ -8,11 +9,11 @@ baseline) go through its API too.
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 from pathlib import Path
 
 from causewatch.config import DaemonConfig
+from causewatch.daemon import verbs
 from causewatch.errors import InputError
 
 DEFAULT_DAEMON = f"http://{DaemonConfig.http}"
@@ -54,62 +55,29 @@ class _Source:
 
 
 class StoreSource(_Source):
-    """A stopped daemon's store, read-only through daemon.readers."""
+    """A stopped daemon's store: each verb's handler (daemon/routes.py) on a read-only cursor of the file."""
 
     def __init__(self, path: str):
-        from causewatch.daemon import readers
-        self.path, self.where, self.readers = path, path, readers
+        from causewatch.daemon import readers, routes  # noqa: F401 (routes binds the verbs' handlers)
+        self.path = self.where = path
         self.con = readers.shared.open_store(path, need=("ingest_log",))
 
     def close(self) -> None:
         self.con.close()
 
-    def regions(self, since=None, nodes=None, metrics=None):
-        return self.readers.regions.region_summaries(self.con, since, nodes=nodes, metrics=metrics)
+    def read(self, verb, **params):
+        return verb.call(self.con, **params)
 
-    def tasks(self, app=None):
-        return self.readers.tasks.task_frame(self.con, app)
-
-    def samples(self, metrics=None, scope=None):
-        return self.readers.samples.samples_frame(self.con, metrics, scope)
-
-    def bbv_targets(self):
-        return self.readers.phases.bbv_targets(self.con)
-
-    def bbv_rows(self, target, kind):
-        return self.readers.phases.bbv_rows(self.con, target, kind)
-
-    def rank(self, app):
-        from causewatch.probe.rank import rank_nodes
-        probes = self.readers.probes
-        return rank_nodes(app, probes.latest_probes(self.con, app), probes.registered_kits(self.con), time.time())
-
-    def nodes(self):
-        return self.readers.report.nodes(self.con)
-
-    def models(self, scope=None):
-        return self.readers.models.models(self.con, scope)
-
-    def model(self, scope=None, model_id=None) -> dict:
-        return self.readers.models.model_record(self.con, scope, model_id)
-
-    def anomalies(self, scope=None, open_only=False, limit=200):
-        return self.readers.models.anomalies(self.con, scope, open_only, limit)
-
-    def register_kit(self, row: dict) -> None:
-        from causewatch.daemon.store.results import register_kit_file
+    def write(self, verb, body=None, **params):
+        """A write verb on the file, in the writer's transaction (DuckDB allows one writing process)."""
+        from causewatch.daemon.store import Store
         self.con.close()   # our read-only handle would block the writer
-        register_kit_file(self.path, row)
-
-    def pin_baseline(self, scope: str, model_id: int) -> None:
-        import duckdb
-
-        from causewatch.daemon.store.results import set_baseline
-        if self.readers.models.model_graph(self.con, scope, model_id) is None:
-            raise InputError(f"scope {scope!r} has no model {model_id}")
-        self.con.close()
-        with duckdb.connect(self.path) as con:
-            set_baseline(con, scope, model_id, "pinned", time.time())
+        store = Store(self.path)
+        try:
+            with store.cursor() as cur:
+                return verb.call(cur, store.run, body, **params)
+        finally:
+            store.close()
 
 
 class DaemonSource(_Source):
@@ -124,19 +92,19 @@ class DaemonSource(_Source):
 
     def unreachable(self) -> str | None:
         try:
-            self._get("/api/stats", {})
+            self.read(verbs.STATS)
         except InputError as e:
             return str(e)
         return None
 
-    def _get(self, path: str, params: dict):
-        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None}, doseq=True)
-        return self._call(f"{self.url}{path}?{query}")
+    def read(self, verb, **params):
+        query = urllib.parse.urlencode(verb.query(**params), doseq=True)
+        return self._call(f"{self.url}{verb.path}?{query}")
 
-    def _post(self, path: str, params: dict, body=None):
-        query = urllib.parse.urlencode(params)
+    def write(self, verb, body=None, **params):
+        query = urllib.parse.urlencode(verb.query(**params))
         data = json.dumps(body).encode() if body is not None else b""
-        return self._call(f"{self.url}{path}?{query}", data=data, method="POST",
+        return self._call(f"{self.url}{verb.path}?{query}", data=data, method="POST",
                           headers={"Content-Type": "application/json"})
 
     def _call(self, url: str, **request):
@@ -158,49 +126,9 @@ class DaemonSource(_Source):
                              f"{request.full_url}: HTTP {e.code} {str(detail)[:200]}") from None
         except (urllib.error.URLError, OSError) as e:
             raise InputError(f"{self.url}: cannot reach the daemon ({getattr(e, 'reason', e)})") from None
-        return _frame(data) if ctype.startswith("application/vnd.apache.arrow") else json.loads(data)
-
-    @staticmethod
-    def _last(since):
-        return None if since is None else max(time.time() - since, 0.0)
-
-    def regions(self, since=None, nodes=None, metrics=None):
-        return self._get("/api/regions", {"last": self._last(since), "node": nodes,
-                                          "metric": None if metrics is None else sorted(metrics)})
-
-    def tasks(self, app=None):
-        frame = self._get("/api/tasks", {"app": app})
-        return frame, frame.attrs.get("params", {}), frame.attrs.get("counters", {})
-
-    def samples(self, metrics=None, scope=None):
-        return self._get("/api/samples", {"metric": metrics, "scope": scope})
-
-    def bbv_targets(self):
-        return self._get("/api/bbv-targets", {})
-
-    def bbv_rows(self, target, kind):
-        return self._get("/api/bbv", {"target": target, "kind": kind})
-
-    def rank(self, app):
-        return self._get("/api/rank", {"app": app})["nodes"]
-
-    def nodes(self):
-        return self._get("/api/nodes", {})
-
-    def models(self, scope=None):
-        return self._get("/api/models", {"scope": scope})
-
-    def model(self, scope=None, model_id=None) -> dict:
-        return self._get("/api/model", {"scope": scope, "model_id": model_id})
-
-    def anomalies(self, scope=None, open_only=False, limit=200):
-        return self._get("/api/anomalies", {"scope": scope, "open": int(open_only), "limit": limit})
-
-    def register_kit(self, row: dict) -> None:
-        self._post("/api/kits", {}, {"manifest": json.loads(row["manifest"]), "path": row["path"]})
-
-    def pin_baseline(self, scope: str, model_id: int) -> None:
-        self._post("/api/baseline", {"scope": scope, "model_id": model_id})
+        if ctype.startswith("application/vnd.apache.arrow"):
+            return _frame(data)
+        return json.loads(data) if ctype == "application/json" else verbs.Text(data.decode(), ctype)
 
 
 def _frame(data: bytes):

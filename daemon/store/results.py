@@ -9,7 +9,6 @@ import json
 import duckdb
 import pyarrow as pa
 
-from causewatch.daemon.store.schema import migrate
 
 # The facts of a node that a probe result depends on, as one JSON object from a `nodes` row aliased n:
 # the machine's boot (the agent's hello carries /proc/sys/kernel/random/boot_id) and its hardware.
@@ -98,12 +97,3 @@ def register_kit(con: duckdb.DuckDBPyConnection, row: dict) -> None:
     con.execute("INSERT INTO probe_kits VALUES (?, ?, ?, ?, ?)",
                 [row["app"], row["kit"], row["path"], row["manifest"], row["registered"]])
 
-
-def register_kit_file(db: str, row: dict) -> None:
-    """Register a kit in the store file `db` of a stopped daemon (DuckDB allows one writing process)."""
-    con = duckdb.connect(db)
-    try:
-        migrate(con)
-        register_kit(con, row)
-    finally:
-        con.close()

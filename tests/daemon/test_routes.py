@@ -57,7 +57,7 @@ def test_a_post_route_writes_through_the_host(host):
 def test_bad_input_is_a_400_or_404_naming_it(host):
     assert ask(host, "GET", "/api/query", q="(L2_TCM is )")[:2][0] == 400
     code, reply, _ = ask(host, "GET", "/api/rank")
-    assert code == 400 and "app=NAME" in reply["error"]
+    assert code == 400 and reply["error"] == "GET /api/rank needs ?app=NAME"
     code, reply, _ = ask(host, "POST", "/api/baseline", scope="app:3dpic", model_id=9)
     assert code == 400 and "no model 9" in reply["error"]
     code, reply, _ = ask(host, "POST", "/api/kits", raw=b"{not json")

@@ -148,7 +148,7 @@ def test_a_verb_that_reaches_neither_daemon_nor_store_says_so(tmp_path, capsys, 
     ("/api/bbv", 400, "needs ?target=NAME&kind=native|python"),
     ("/api/model?scope=nope", 400, "has no model"),
     ("/api/anomalies?limit=x", 400, "limit: expected a int"),
-    ("/api/nothing", 404, "no route /api/nothing"),
+    ("/api/nothing", 404, "no route GET /api/nothing"),
 ])
 def test_bad_api_requests_are_named(tmp_path, path, code, message):
     import urllib.error

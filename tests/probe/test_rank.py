@@ -6,13 +6,15 @@ import duckdb
 import pytest
 from support import run_cli
 
+from causewatch.cli import main
+from causewatch.daemon import verbs
 from causewatch.daemon.readers.probes import latest_probes, predicted_times, registered_kits
-from causewatch.daemon.routes import rank
-from causewatch.daemon.store import migrate
-from causewatch.daemon.store.results import register_kit, register_kit_file
+from causewatch.daemon import routes  # noqa: F401 (binds the verbs' handlers)
+from causewatch.daemon.store import Store, migrate
+from causewatch.daemon.store.results import register_kit
 from causewatch.errors import InputError
 from causewatch.probe.rank import rank_nodes
-from causewatch.probe.registry import kit_folder_row, kit_row
+from causewatch.probe.registry import kit_row
 
 
 def manifest(app="mw", kit="k1"):
@@ -50,11 +52,11 @@ def test_rank_uses_each_nodes_latest_result(tmp_path):
     assert ranked[0]["reference_node"] == "ref-node" and ranked[0]["phases"] == [{"phase": 0}]
     assert rank_nodes("nothing", latest_probes(con, "nothing"), [], now=0.0) == []
     assert sorted(predicted_times(con)) == [("mw", "a", 10.0), ("mw", "b", 20.0), ("other", "c", 1.0)]
-    answer = rank({"app": ["mw"]}, con)
+    answer = verbs.RANK.call(con, app="mw")
     assert [n["node"] for n in answer["nodes"]] == ["a", "b"] and "reference" in answer["ratio"]
     assert answer["nodes"][0]["age_seconds"] > 1e6     # from the real clock: ts 2.0 is in 1970
     with pytest.raises(InputError, match="app"):
-        rank({}, con)
+        verbs.RANK.call(con)
 
 
 def test_rank_command_reads_a_stopped_daemons_store(tmp_path):
@@ -78,9 +80,10 @@ def test_register_kit_replaces_same_name(tmp_path):
     kit.mkdir()
     (kit / "manifest.json").write_text(json.dumps(manifest()))
     db = str(tmp_path / "s.duckdb")
-    register_kit_file(db, kit_folder_row(str(kit)))
+    Store(db).close()
+    assert main(["probe", "register", str(kit), "--db", db]) == 0
     (kit / "manifest.json").write_text(json.dumps(dict(manifest(), reference_seconds=5.0)))
-    register_kit_file(db, kit_folder_row(str(kit)))
+    assert main(["probe", "register", str(kit), "--db", db]) == 0
     with duckdb.connect(db) as con:
         kits = registered_kits(con)
     assert len(kits) == 1 and kits[0]["manifest"]["reference_seconds"] == 5.0

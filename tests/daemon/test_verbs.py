@@ -1,0 +1,35 @@
+"""The API's verbs, declared once (daemon/verbs.py): each has a handler whose parameters are the declared
+ones, query strings convert or are refused by name, and the declarations load no pandas (the CLI's
+daemon source builds its requests from them alone)."""
+
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+from causewatch.daemon import routes, verbs
+from causewatch.errors import InputError
+
+
+@pytest.mark.parametrize("verb", list(verbs.VERBS.values()), ids=lambda v: f"{v.method} {v.path}")
+def test_every_verb_has_a_handler_taking_its_declared_parameters(verb):
+    assert verb.handler is not None and verb.handler.__module__ == routes.__name__
+    leading = ["con"] if verb.method == "GET" else ["con", "write", "body"]
+    assert list(inspect.signature(verb.handler).parameters) == leading + list(verb.params)
+
+
+def test_query_strings_convert_or_are_refused_by_name():
+    assert verbs.QUERY.parse({"q": ["(cpi is high)"], "node": ["n1", "n2"], "top": ["1", "5"]}) == \
+        {"q": "(cpi is high)", "node": ["n1", "n2"], "top": 5}
+    with pytest.raises(InputError, match="limit: expected a int, got 'x'"):
+        verbs.ANOMALIES.parse({"limit": ["x"]})
+    assert verbs.REGIONS.query(last=60.0, node=None, metric=["cpi"]) == {"last": 60.0, "metric": ["cpi"]}
+    with pytest.raises(TypeError, match="regions: no parameter nodes"):
+        verbs.REGIONS.query(nodes=["n1"])
+
+
+def test_the_declarations_and_the_daemon_source_load_no_pandas():
+    code = "import sys, causewatch.daemon.verbs, causewatch.commands.source; print('pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
