@@ -1,7 +1,7 @@
 """The contract between the daemon and its analysis jobs: the Job base class and the JobContext a job
 gets, the same in a worker process (remote.context) and in a test's own process.
 
-Where jobs run is the runner's business (daemon/runners.py); a job sees only its context.
+Where jobs run is a runner's business (daemon/scheduler.py); a job sees only its context.
 """
 
 from __future__ import annotations

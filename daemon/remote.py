@@ -1,5 +1,5 @@
 """A worker's window onto the daemon: a read cursor, a writer, a sender and a publisher, each answered
-through `call` (worker.ask in a worker process; a host.Host itself when a test runs the same code in one).
+through `call` (worker.ask in a worker process; a worker.Host itself when a test runs the same code in one).
 
 Entry points that run in a worker build their context here: `context()` for jobs, `answer()` for the API.
 """

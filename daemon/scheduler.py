@@ -1,7 +1,10 @@
-"""Job scheduler: runs the jobs of a runner (daemon/runners.py) on their intervals, on one thread.
+"""Job scheduler: runs the jobs of a runner on their intervals, on one thread, and the runners: where
+jobs run, in this process (LocalJobs, for tests and benches) or in a worker process (WorkerJobs, the
+daemon's). A distributed runner is one more class with a runner's three methods.
 
-Hello events go first, then whichever jobs are due. A job that raises is logged and counted; the
-daemon and the other jobs carry on.
+A runner's `schedule()` builds its jobs and names them with their intervals; `run(name)` and
+`hello(name, node, body)` call one job's hook and return when it is done. Hello events go first, then
+whichever jobs are due. A job that raises is logged and counted; the daemon and the other jobs carry on.
 """
 
 from __future__ import annotations
@@ -10,10 +13,55 @@ import logging
 import queue
 import threading
 import time
+from typing import Protocol
 
-from causewatch.daemon.runners import Runner
+from causewatch.daemon.calls import Entry
+from causewatch.daemon.jobs import Job, JobContext
+from causewatch.daemon.worker import Worker
 
 log = logging.getLogger("causewatch.daemon.scheduler")
+
+
+class Runner(Protocol):
+    def schedule(self) -> list[tuple[str, float]]: ...
+
+    def run(self, name: str) -> None: ...
+
+    def hello(self, name: str, node: str, body: dict) -> None: ...
+
+
+class LocalJobs:
+    """`jobs` run here, each hook with `ctx`."""
+
+    def __init__(self, jobs: list[Job], ctx: JobContext):
+        self.jobs = {job.name: job for job in jobs}
+        self.ctx = ctx
+
+    def schedule(self) -> list[tuple[str, float]]:
+        return [(job.name, job.interval) for job in self.jobs.values()]
+
+    def run(self, name: str) -> None:
+        self.jobs[name].run(self.ctx)
+
+    def hello(self, name: str, node: str, body: dict) -> None:
+        self.jobs[name].on_hello(self.ctx, node, body)
+
+
+class WorkerJobs:
+    """The jobs of a worker process: `setup` (its first request in each new child) is
+    (Entry.INSTALL_JOBS, (cfg, jobs)), so a child that died is rebuilt before its next run."""
+
+    def __init__(self, worker: Worker):
+        self.worker = worker
+
+    def schedule(self) -> list[tuple[str, float]]:
+        return self.worker.start()
+
+    def run(self, name: str) -> None:
+        self.worker(Entry.RUN_JOB, name)
+
+    def hello(self, name: str, node: str, body: dict) -> None:
+        self.worker(Entry.JOB_HELLO, name, node, body)
 
 
 class Scheduler:

@@ -12,16 +12,14 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from causewatch.config import DaemonConfig
+from causewatch.daemon.calls import Entry
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.httpapi import Api, HttpApi
 from causewatch.daemon.ingest import Ingest
-from causewatch.daemon.calls import Entry
-from causewatch.daemon.host import Host
 from causewatch.daemon.jobs import Job
-from causewatch.daemon.runners import WorkerJobs
-from causewatch.daemon.scheduler import Scheduler
+from causewatch.daemon.scheduler import Scheduler, WorkerJobs
 from causewatch.daemon.store import Store
-from causewatch.daemon.worker import Worker
+from causewatch.daemon.worker import Host, Worker
 from causewatch.systemd import sd_notify
 
 log = logging.getLogger("causewatch.daemon")
@@ -29,9 +27,9 @@ API_NICE = 0   # the API worker: the priority routes had in the daemon (SCHED_ID
 
 
 class Daemon:
-    """The process that ingests. Its analyses (`jobs`: jobset.default_jobs unless given; [] for none) and
+    """The process that ingests. Its analyses (`jobs`: entrypoints.default_jobs unless given; [] for none) and
     its HTTP API routes run in two spawned worker processes, the jobs worker and the API worker, which
-    read and write the store through this process (host.Host): it never imports pandas, scipy, numba or
+    read and write the store through this process (worker.Host): it never imports pandas, scipy, numba or
     the analytics, and a long re-learn never holds up an API answer."""
 
     def __init__(self, cfg: DaemonConfig, jobs: list[Job] | None = None):

@@ -72,6 +72,6 @@ def test_the_ingesting_daemon_loads_no_analysis_stack():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", f"the daemon process loads {out.stdout.strip()}"
-    out = subprocess.run([sys.executable, "-c", code.replace("causewatch.daemon.server", "causewatch.daemon.jobset")],
-                         capture_output=True, text=True, timeout=120)
+    jobs = code.replace("causewatch.daemon.server", "causewatch.daemon.entrypoints")
+    out = subprocess.run([sys.executable, "-c", jobs], capture_output=True, text=True, timeout=120)
     assert "pandas" in out.stdout   # the check sees a module that does load them

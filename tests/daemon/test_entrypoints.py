@@ -1,5 +1,5 @@
 """The seams between the daemon and its worker processes: every calls.Entry key resolves to a function
-registered by reference, every calls.Ask has a handler in host.Host, and no daemon module names an entry
+registered by reference, every calls.Ask has a handler in worker.Host, and no daemon module names an entry
 point by a "module:function" string (a probe kit's worker callable is data, not a daemon seam)."""
 
 import ast
@@ -12,7 +12,7 @@ from support import product_files
 from causewatch.daemon import entrypoints, worker
 from causewatch.daemon.calls import Ask, Entry
 from causewatch.daemon.exporter import Exporter
-from causewatch.daemon.host import Host
+from causewatch.daemon.worker import Host
 
 
 def test_every_entry_key_resolves_to_a_registered_function():

@@ -13,10 +13,10 @@ from causewatch.analytics.causal.features import name_task_columns
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.calls import Entry
-from causewatch.daemon.host import Host
+from causewatch.daemon.worker import Host
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.readers.tasks import task_frame
-from causewatch.daemon.runners import LocalJobs, WorkerJobs
+from causewatch.daemon.scheduler import LocalJobs, WorkerJobs
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.results import set_baseline
 from causewatch.daemon.worker import Worker
@@ -122,8 +122,8 @@ def test_job_learns_stores_updates_and_flags_violations(store):
 
 
 def test_a_job_in_the_jobs_worker_learns_what_it_learns_in_process(tmp_path):
-    """The daemon's way (runners.WorkerJobs: the job in a worker process, its reads, writes and gauges
-    asked of a host.Host over the store) stores the same models and anomalies as a run in this process."""
+    """The daemon's way (scheduler.WorkerJobs: the job in a worker process, its reads, writes and gauges
+    asked of a worker.Host over the store) stores the same models and anomalies as a run in this process."""
     stores = [Store(str(tmp_path / f"{name}.duckdb")) for name in ("inline", "worker")]
     exporter = Exporter()
     worker = Worker(niceness=0, host=Host(stores[1].cursor, stores[1].run, lambda *a: True, exporter),

@@ -1,5 +1,5 @@
 """The API's routes in this process, on a real DuckDB file, through the very path the API worker takes
-(remote.answer, its reads and writes asked of a host.Host): no daemon, no socket, no child process."""
+(remote.answer, its reads and writes asked of a worker.Host): no daemon, no socket, no child process."""
 
 import json
 import time
@@ -10,7 +10,7 @@ import pytest
 from causewatch import wire
 from causewatch.daemon import remote, routes
 from causewatch.daemon.exporter import Exporter
-from causewatch.daemon.host import Host
+from causewatch.daemon.worker import Host
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.results import insert_model
 

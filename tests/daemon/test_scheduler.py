@@ -7,8 +7,8 @@ from causewatch import config
 from causewatch.config import DaemonConfig
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.jobs import Job, JobContext
-from causewatch.daemon.jobset import default_jobs
-from causewatch.daemon.runners import LocalJobs
+from causewatch.daemon.entrypoints import default_jobs
+from causewatch.daemon.scheduler import LocalJobs
 from causewatch.daemon.scheduler import Scheduler
 from causewatch.errors import ConfigError
 

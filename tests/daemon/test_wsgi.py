@@ -1,6 +1,6 @@
 """The daemon's WSGI application called directly, without a socket: /metrics through client_python's
 app (gzip, OpenMetrics, name[]), the API's routes through the path the API worker takes (remote.answer
-on a host.Host over a real DuckDB file), and the daemon-side checks (POST's origin, body size, a dead worker)."""
+on a worker.Host over a real DuckDB file), and the daemon-side checks (POST's origin, body size, a dead worker)."""
 
 import functools
 import gzip
@@ -12,7 +12,7 @@ import pytest
 
 from causewatch.daemon import remote
 from causewatch.daemon.exporter import Exporter, gauge_family
-from causewatch.daemon.host import Host
+from causewatch.daemon.worker import Host
 from causewatch.daemon.httpapi import MAX_BODY, Api
 from causewatch.daemon.store import Store
 from causewatch.daemon.worker import WorkerError
