@@ -182,7 +182,7 @@ def read_spans(path: str) -> list[tuple[float, float]]:
 
 
 def worker_cpu(daemon: Daemon) -> float:
-    pid = daemon.worker.pid
+    pid = daemon.jobs_worker.pid
     return sum(psutil.Process(pid).cpu_times()[:2]) if pid else 0.0
 
 
@@ -203,10 +203,10 @@ def serve(mode: str, db: str, endpoint: str) -> None:
                              "(analysis_nice = 19), so on a machine whose cores other work keeps busy it waits; "
                              "measure on a quieter machine")
         time.sleep(0.1)
-    began, cpu, paused = time.monotonic(), worker_cpu(daemon), daemon.worker.paused_seconds
+    began, cpu, paused = time.monotonic(), worker_cpu(daemon), daemon.jobs_worker.paused_seconds
     print("ready", flush=True)
     sys.stdin.read()     # the parent closes our stdin to stop us
-    ended, cpu, paused = time.monotonic(), worker_cpu(daemon) - cpu, daemon.worker.paused_seconds - paused
+    ended, cpu, paused = time.monotonic(), worker_cpu(daemon) - cpu, daemon.jobs_worker.paused_seconds - paused
     while relearn and not any(b >= ended for _, b in read_spans(job.spans)) and time.monotonic() < ended + 300:
         time.sleep(0.1)
     daemon.stop()

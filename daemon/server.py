@@ -38,13 +38,13 @@ class Daemon:
         self.store = Store(cfg.db, cfg.store_memory_bytes)
         self.ingest = Ingest(cfg, self.store, self.exporter)
         host = Host(self.store.cursor, self.ingest.call, self.ingest.send, self.exporter)
-        # While frames wait for the writer the worker is paused (a re-learn's cache and memory traffic slows
+        # While frames wait for the writer the jobs worker is paused (a re-learn's cache and memory traffic slows
         # ingest even at SCHED_IDLE), for at most analysis_pause_max s at a stretch: it still finishes.
         backlog = (lambda: self.ingest.backlog_bytes() > 0) if cfg.analysis_pause_max else None
-        self.worker = Worker(cfg.analysis_nice, busy=backlog, max_pause=cfg.analysis_pause_max, host=host,
-                             setup=(Entry.INSTALL_JOBS, (cfg, jobs)), name="causewatch-jobs")
+        self.jobs_worker = Worker(cfg.analysis_nice, busy=backlog, max_pause=cfg.analysis_pause_max, host=host,
+                                  setup=(Entry.INSTALL_JOBS, (cfg, jobs)), name="causewatch-jobs")
         self.api_worker = Worker(API_NICE, host=host, name="causewatch-api")
-        self.scheduler = Scheduler(WorkerJobs(self.worker), self.exporter.job_errors) if jobs != [] else None
+        self.scheduler = Scheduler(WorkerJobs(self.jobs_worker), self.exporter.job_errors) if jobs != [] else None
         # One long-lived thread calls the API worker: the child's death signal (PR_SET_PDEATHSIG) follows
         # the thread that spawned it, and the HTTP server's threads end with their request.
         self._api_thread = ThreadPoolExecutor(1, thread_name_prefix="api")
@@ -73,9 +73,9 @@ class Daemon:
         self.api_worker.stop()
         self._api_thread.shutdown()
         if self.scheduler is not None:
-            self.scheduler.stop(interrupt=self.worker.stop)
+            self.scheduler.stop(interrupt=self.jobs_worker.stop)
         else:
-            self.worker.stop()
+            self.jobs_worker.stop()
         self.ingest.stop()
         self.store.close()
 

@@ -82,14 +82,14 @@ def test_routes_answer_while_the_analysis_worker_is_busy(live):
     from a third process (neither the daemon nor the jobs worker)."""
     def sleep_in_the_worker():
         with pytest.raises(WorkerError):   # cut short by the stop below
-            live.worker(time.sleep, 20)
+            live.jobs_worker(time.sleep, 20)
 
     busy = threading.Thread(target=sleep_in_the_worker, daemon=True)
     busy.start()
-    assert wait_for(lambda: live.worker.pid is not None)
+    assert wait_for(lambda: live.jobs_worker.pid is not None)
     code, body = get(live, "/api/stats")
     assert busy.is_alive()   # the jobs worker is still in its request
     assert code == 200 and json.loads(body)["tables"]["regions"] == 3
-    assert live.api_worker.pid not in (None, live.worker.pid, os.getpid())
-    live.worker.stop()
+    assert live.api_worker.pid not in (None, live.jobs_worker.pid, os.getpid())
+    live.jobs_worker.stop()
     busy.join(10)

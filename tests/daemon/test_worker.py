@@ -155,16 +155,16 @@ def test_the_daemon_pauses_its_worker_while_frames_wait_for_the_writer(tmp_path)
     try:
         sender.send("samples", samples(0))
         assert sender.flush(10)
-        daemon.worker(sum, work(0.05))
-        assert daemon.worker.paused_seconds == 0.0   # nothing waits for the writer
+        daemon.jobs_worker(sum, work(0.05))
+        assert daemon.jobs_worker.paused_seconds == 0.0   # nothing waits for the writer
         # a long transaction holds the writer: the agent's next frames queue up behind it
         holder = threading.Thread(target=daemon.ingest.call, args=(lambda con: holding.set() or release.wait(20),))
         holder.start()
         assert holding.wait(10)
         sender.send("samples", samples(1))
         assert wait_for(lambda: daemon.ingest.backlog_bytes() > 0)
-        daemon.worker(sum, work(0.2))
-        paused = daemon.worker.paused_seconds
+        daemon.jobs_worker(sum, work(0.2))
+        paused = daemon.jobs_worker.paused_seconds
         release.set()
         holder.join()
         assert sender.flush(10)   # the frame is stored and acked once the writer is free
