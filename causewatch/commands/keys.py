@@ -12,7 +12,6 @@ from causewatch.errors import InputError
 
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")   # a node name: no path separators, no leading dot
 
-HELP = "make a CURVE key pair (NAME.key public, NAME.key_secret secret); optionally authorize an agent"
 EPILOG = """examples:
   causewatch keys /etc/causewatch/keys --name server          # the daemon's pair
   causewatch keys ./agent-keys --name node17                  # an agent's pair

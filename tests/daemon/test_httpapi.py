@@ -77,7 +77,7 @@ def test_stats_and_unknown_route(live):
     assert code == 404 and "/api/query" in body
 
 
-def test_routes_answer_while_the_analysis_worker_is_busy(live):
+def test_routes_answer_while_the_jobs_worker_is_busy(live):
     """The API has its own worker: a route answers while a long request runs in the jobs worker,
     from a third process (neither the daemon nor the jobs worker)."""
     def sleep_in_the_worker():
