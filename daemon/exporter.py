@@ -2,8 +2,8 @@
 
 Ingest counters are fixed series; the agents' newest sample values are node metrics (NodeState);
 each analysis job publishes its gauges as one snapshot, swapped in whole at the end of its run
-(Snapshots), so a scrape never sees a half-updated set. All of it is one CollectorRegistry, which
-httpapi serves through client_python's WSGI app.
+(Snapshots), so a scrape never sees a half-updated set. `render` gives the exposition in the format a
+scrape asks for, using client_python's content negotiation and encoders.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from causewatch import wire
@@ -25,6 +26,7 @@ from causewatch import wire
 _PER_CPU = re.compile(r"^(?P<base>.+)\.cpu(?P<cpu>\d+)$")
 _CPU_MODE = re.compile(r"^cpu_(?P<mode>[a-z_]+)_seconds_total$")
 _NOT_IN_NAMES = re.compile(r"[^a-zA-Z0-9_:]")
+EOF = b"# EOF\n"   # OpenMetrics' closing line: one per exposition
 
 
 def gauge_family(name: str, help: str, labels: Sequence[str],
@@ -37,18 +39,39 @@ def gauge_family(name: str, help: str, labels: Sequence[str],
 
 
 class Snapshots:
-    """A collector of each publisher's families from its latest complete run."""
+    """Each publisher's families from its latest complete run, rendered once per exposition format: a
+    job publishes once per run, a scrape may come many times, and 10^4 series cost ~45 ms of CPU to
+    render, holding the daemon's GIL beside ingest (docs/perf-log.md)."""
 
     def __init__(self):
-        self._published: dict[str, tuple[Metric, ...]] = {}
+        # (families by publisher, their rendering by content type): replaced whole by a publish, so a
+        # scrape that read the old state renders into a dict nobody reads again
+        self._state: tuple[dict[str, tuple[Metric, ...]], dict[str, bytes]] = ({}, {})
 
     def publish(self, publisher: str, families: Iterable[Metric]) -> None:
-        # A new dict replaces the old one in a single assignment: a scrape sees one or the other.
-        self._published = {**self._published, publisher: tuple(families)}
+        self._state = ({**self._state[0], publisher: tuple(families)}, {})
 
     def collect(self) -> Iterable[Metric]:
-        for families in self._published.values():
+        for families in self._state[0].values():
             yield from families
+
+    def rendered(self, encoder, ctype: str) -> bytes:
+        """Every publisher's families as `encoder` renders them (OpenMetrics' closing line left off)."""
+        published, rendered = self._state
+        if ctype not in rendered:
+            families = tuple(f for fs in published.values() for f in fs)
+            rendered[ctype] = encoder(_Fixed(families)).removesuffix(EOF)
+        return rendered[ctype]
+
+
+class _Fixed:
+    """A collector of families known in advance."""
+
+    def __init__(self, families: tuple[Metric, ...]):
+        self.families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return iter(self.families)
 
 
 def node_series(metric: str) -> tuple[str, dict[str, str]]:
@@ -126,15 +149,15 @@ class NodeState:
 
 
 class Restricted:
-    """A registry's series whose sample names are in `names` (what `/metrics?name[]=` asks for). The
-    registry's own restricted_registry finds collectors by the names they describe, and NodeState's and
-    the jobs' names are only known when they collect."""
+    """The series of `collectors` whose sample names are in `names` (what `/metrics?name[]=` asks for).
+    A registry's own restricted_registry finds collectors by the names they describe, and NodeState's
+    and the jobs' names are only known when they collect."""
 
-    def __init__(self, registry: CollectorRegistry, names: Iterable[str]):
-        self.registry, self.names = registry, set(names)
+    def __init__(self, collectors: Iterable, names: Iterable[str]):
+        self.collectors, self.names = tuple(collectors), set(names)
 
     def collect(self) -> Iterable[Metric]:
-        for metric in self.registry.collect():
+        for metric in (m for c in self.collectors for m in c.collect()):
             samples = [s for s in metric.samples if s.name in self.names]
             if samples:
                 kept = Metric(metric.name, metric.documentation, metric.type, metric.unit)
@@ -143,8 +166,8 @@ class Restricted:
 
 
 class Exporter:
-    """Every series /metrics serves, as one collector (`collect`, `restricted_registry`): ingest's
-    counters, the agents' newest values (NodeState) and the jobs' snapshots."""
+    """Every series /metrics serves: ingest's counters and the agents' newest values (NodeState) in
+    `registry`, and the jobs' snapshots."""
 
     def __init__(self):
         self.registry = CollectorRegistry()
@@ -169,18 +192,22 @@ class Exporter:
         self.snapshots = Snapshots()
         self.nodes = NodeState()
         r.register(self.nodes)
-        r.register(self.snapshots)
 
     def publish(self, publisher: str, families: Iterable[Metric]) -> None:
         """Replace every gauge `publisher` exported before with `families` (its complete new state)."""
         self.snapshots.publish(publisher, families)
 
-    def collect(self) -> Iterable[Metric]:
-        return self.registry.collect()
-
-    def restricted_registry(self, names: Iterable[str]) -> Restricted:
-        return Restricted(self.registry, names)
+    def render(self, accept: str | None = None, names: list[str] | None = None) -> tuple[bytes, str]:
+        """(exposition, content type) in the format `accept` asks for, as client_python's make_wsgi_app
+        chooses it (text, or OpenMetrics): the registry rendered now, the jobs' snapshots as rendered
+        once since they were published; with `names`, only those series."""
+        encoder, ctype = choose_encoder(accept)
+        if names:
+            return encoder(Restricted((self.registry, self.snapshots), names)), ctype
+        live = encoder(self.registry)
+        ending = EOF if live.endswith(EOF) else b""
+        return live.removesuffix(EOF) + self.snapshots.rendered(encoder, ctype) + ending, ctype
 
     def exposition(self) -> bytes:
-        """The registry in Prometheus' text format (what a plain scrape of /metrics gets)."""
-        return generate_latest(self.registry)
+        """The exposition in Prometheus' text format (what a plain scrape of /metrics gets)."""
+        return self.render()[0]

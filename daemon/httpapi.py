@@ -1,6 +1,7 @@
-"""The daemon's HTTP side, one WSGI application on the standard library's threading server: /metrics is
-client_python's app (gzip, OpenMetrics when asked, `name[]` filters); /api/ requests are answered by the
-API worker (routes.answer in a child process: the daemon itself never loads pandas or the analytics).
+"""The daemon's HTTP side, one WSGI application on the standard library's threading server: /metrics in
+the format asked for (text or OpenMetrics, as client_python negotiates it), gzipped when accepted,
+filtered by `name[]`; /api/ requests are answered by the API worker (routes.answer in a child process:
+the daemon itself never loads pandas or the analytics).
 
 POSTs are taken from loopback or with the configured bearer token; that check, the body's size limit
 and /metrics stay in the daemon, so a scrape never waits for the worker.
@@ -8,6 +9,7 @@ and /metrics stay in the daemon, so a scrape never waits for the worker.
 
 from __future__ import annotations
 
+import gzip
 import hmac
 import ipaddress
 import json
@@ -19,7 +21,7 @@ from http import HTTPStatus
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import make_wsgi_app
+from prometheus_client.exposition import gzip_accepted
 
 from causewatch.daemon.worker import WorkerError
 
@@ -40,16 +42,17 @@ def _json(code: int, obj) -> tuple[int, bytes, str]:
 
 class Api:
     """The WSGI application. `answer(method, path, params, body)` -> (status, bytes, content type) is
-    routes.answer where the daemon runs it (its API worker); `registry` is what /metrics serves (a
-    collector with restricted_registry, e.g. the Exporter)."""
+    routes.answer where the daemon runs it (its API worker); `exporter` renders /metrics.
 
-    def __init__(self, registry, answer: Callable, token: str = ""):
-        self.metrics = make_wsgi_app(registry)
-        self.answer, self.token = answer, token
+    /metrics is not client_python's make_wsgi_app, whose negotiation and gzip rule it shares: that app
+    renders every series on each scrape, and the jobs' snapshots are rendered once per publish."""
+
+    def __init__(self, exporter, answer: Callable, token: str = ""):
+        self.exporter, self.answer, self.token = exporter, answer, token
 
     def __call__(self, environ: dict, start_response: Callable) -> list[bytes]:
         if environ.get("PATH_INFO") == "/metrics":
-            return self.metrics(environ, start_response)
+            return self._metrics(environ, start_response)
         try:
             code, data, ctype = self._api(environ)
         except WorkerError as e:   # the API worker died or the daemon is stopping
@@ -58,6 +61,19 @@ class Api:
         start_response(f"{code} {HTTPStatus(code).phrase}", [("Content-Type", ctype),
                                                               ("Content-Length", str(len(data)))])
         return [data]
+
+    def _metrics(self, environ: dict, start_response: Callable) -> list[bytes]:
+        if environ["REQUEST_METHOD"] not in ("GET", "HEAD"):
+            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
+            return [b""]
+        names = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("name[]")
+        body, ctype = self.exporter.render(environ.get("HTTP_ACCEPT"), names)
+        headers = [("Content-Type", ctype)]
+        if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING")):
+            body = gzip.compress(body)
+            headers.append(("Content-Encoding", "gzip"))
+        start_response("200 OK", headers + [("Content-Length", str(len(body)))])
+        return [body]
 
     def _api(self, environ: dict) -> tuple[int, bytes, str]:
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/")

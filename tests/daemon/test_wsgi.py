@@ -53,8 +53,19 @@ def test_metrics_in_text_gzip_openmetrics_and_filtered_by_name(app):
     assert headers["Content-Encoding"] == "gzip" and gzip.decompress(packed) == text
     _, headers, om = call(app, "/metrics", Accept="application/openmetrics-text; version=1.0.0")
     assert headers["Content-Type"].startswith("application/openmetrics-text") and om.endswith(b"# EOF\n")
+    assert om.count(b"# EOF") == 1 and b'causewatch_bottleneck_severity{region="r"} 0.5' in om
     _, _, only = call(app, "/metrics", query="name[]=causewatch_bottleneck_severity")
     assert b"causewatch_bottleneck_severity" in only and b"causewatch_frames_stored" not in only
+
+
+def test_a_jobs_new_snapshot_replaces_its_rendered_one_in_every_format(app, exporter):
+    accepts = ("", "application/openmetrics-text; version=1.0.0")
+    before = [call(app, "/metrics", Accept=a)[2] for a in accepts]   # rendered, then kept
+    exporter.publish("fuzzy", [gauge_family("causewatch_bottleneck_severity", "severity", ["region"],
+                                            [({"region": "s"}, 0.25)])])
+    after = [call(app, "/metrics", Accept=a)[2] for a in accepts]
+    for old, new in zip(before, after):
+        assert b'region="r"' in old and b'region="r"' not in new and b'severity{region="s"} 0.25' in new
 
 
 def test_api_routes_answer_through_the_worker_path(app):
