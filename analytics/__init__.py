@@ -1,7 +1,7 @@
 """causewatch.analytics: three libraries usable offline on a CSV, each a sub-package.
 
 causal (entropy/MI, PC learner, MDL), fuzzy (scores, bottlenecks, PERFQL), phases (SimPoint, tracker).
-They take frames and matrices, never a store connection, and import nothing else of causewatch. Each
+They take DataFrames and matrices, never a store connection, and import nothing else of causewatch. Each
 re-exports the public names its docstring lists (`from causewatch.analytics.fuzzy import Membership`),
 loaded from their modules on first use (_lazy).
 """

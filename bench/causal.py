@@ -281,7 +281,7 @@ def families(quick: bool):
     def paper(fn, **kw):
         def make(seed):
             ex = fn(n=rows or 1000, seed=seed, **kw)
-            return ex.dag, ex.frame, ex.discrete, ex.background
+            return ex.dag, ex.df, ex.discrete, ex.background
         return make
 
     r1, r2 = rows or 1000, rows or 2000

@@ -1,6 +1,6 @@
 """Causal structure learning after Lemeire et al.: KDE mutual information, CI tests, PC-stable, MDL.
 
-Frames in, models out. Every name below imports from here (`from causewatch.analytics.causal import
+DataFrames in, models out. Every name below imports from here (`from causewatch.analytics.causal import
 PCLearner`), loaded from its module on first use.
 
 Learning

@@ -37,19 +37,19 @@ class CIResult:
 class Dataset:
     """A table for CI tests: float columns, discrete flags, and a content version (hash)."""
 
-    def __init__(self, frame: pd.DataFrame, discrete: Iterable[str] = ()):
+    def __init__(self, df: pd.DataFrame, discrete: Iterable[str] = ()):
         discrete = set(discrete)
-        unknown = discrete - set(frame.columns)
+        unknown = discrete - set(df.columns)
         if unknown:
-            raise CIError(f"discrete columns {sorted(unknown)} are not in the data (columns: {list(frame.columns)})")
-        self.names = [str(c) for c in frame.columns]
-        self.discrete = np.array([c in discrete or not _numeric(frame[c]) for c in frame.columns], dtype=bool)
+            raise CIError(f"discrete columns {sorted(unknown)} are not in the data (columns: {list(df.columns)})")
+        self.names = [str(c) for c in df.columns]
+        self.discrete = np.array([c in discrete or not _numeric(df[c]) for c in df.columns], dtype=bool)
         cols = []
-        for c, disc in zip(frame.columns, self.discrete):
-            col = frame[c]
+        for c, disc in zip(df.columns, self.discrete):
+            col = df[c]
             cols.append(entropy.encode_discrete(col.astype(str).to_numpy()) if disc and not _numeric(col)
                         else col.to_numpy(dtype=np.float64))
-        self.values = np.column_stack(cols) if cols else np.empty((len(frame), 0))
+        self.values = np.column_stack(cols) if cols else np.empty((len(df), 0))
         if not np.isfinite(self.values).all():
             bad = [n for n, ok in zip(self.names, np.isfinite(self.values).all(axis=0)) if not ok]
             raise CIError(f"columns {bad} hold NaN or infinite values; drop or impute those rows first")
@@ -68,7 +68,7 @@ class Dataset:
         except KeyError:
             raise CIError(f"no column {name!r}; columns are {self.names}") from None
 
-    def frame(self) -> pd.DataFrame:
+    def df(self) -> pd.DataFrame:
         return pd.DataFrame(self.values, columns=self.names)
 
     def sample(self, max_rows: int | None, seed: int = 0) -> Dataset:

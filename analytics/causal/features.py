@@ -1,7 +1,7 @@
 """From stored rows to a causal model's variables: task columns named, code phases added, samples
 pivoted wide, then the columns and rows a model is learnt over, with the reason each one was dropped.
 
-One preparation for the daemon's causal job and `causewatch learn`; frames in, frames out (no SQL).
+One preparation for the daemon's causal job and `causewatch learn`; DataFrames in, DataFrames out (no SQL).
 """
 
 from __future__ import annotations
@@ -25,38 +25,38 @@ COPY_R = 0.999    # a numeric column this correlated with an earlier one is the 
 SAME_QUANTITY = {"task_clock_seconds": "cpu_seconds"}
 
 
-def name_task_columns(frame: pd.DataFrame, params: dict[str, str], counters: dict[str, str]
+def name_task_columns(df: pd.DataFrame, params: dict[str, str], counters: dict[str, str]
                       ) -> tuple[pd.DataFrame, list[str]]:
-    """Name the positional parameter and counter columns of a task frame by their keys; a counter
+    """Name the positional parameter and counter columns of a task DataFrame by their keys; a counter
     whose key is taken (by a parameter, duration or cpu_seconds) becomes `counter.<key>`. Parameters
-    that are all numbers become numbers, the rest stay text (discrete). Returns (frame, inputs):
+    that are all numbers become numbers, the rest stay text (discrete). Returns (df, inputs):
     the parameter columns, which are the model's inputs."""
     names = dict(params)
     taken = set(params.values()) | set(TASK_MEASURES)
     names.update({col: (f"counter.{k}" if k in taken else k) for col, k in counters.items()})
-    frame = frame.rename(columns=names)
+    df = df.rename(columns=names)
     for k in params.values():
-        numeric = pd.to_numeric(frame[k], errors="coerce")
-        if numeric.notna().sum() == frame[k].notna().sum():
-            frame[k] = numeric
-    return frame, list(params.values())
+        numeric = pd.to_numeric(df[k], errors="coerce")
+        if numeric.notna().sum() == df[k].notna().sum():
+            df[k] = numeric
+    return df, list(params.values())
 
 
-def with_code_phase(frame: pd.DataFrame, tracker: PhaseTracker, seen_until: float = 0.0) -> pd.DataFrame:
+def with_code_phase(df: pd.DataFrame, tracker: PhaseTracker, seen_until: float = 0.0) -> pd.DataFrame:
     """`code_phase`: the online tracker's phase of each task's code vector, a discrete variable for the
     model (absent when no task carries a vector). Rows received up to `seen_until` taught the tracker
     before (they were read and left for later), so they are only looked up: none teaches it twice."""
-    if "bbv" not in frame or frame["bbv"].isna().all():
-        return frame
+    if "bbv" not in df or df["bbv"].isna().all():
+        return df
     ids = []
-    for text, seen in zip(frame["bbv"], frame["received"] <= seen_until):
+    for text, seen in zip(df["bbv"], df["received"] <= seen_until):
         if not isinstance(text, str):
             ids.append(None)
             continue
         vector = json.loads(text)
         phase = tracker.predict(vector) if seen else tracker.update(vector)
         ids.append(f"phase-{phase}" if phase >= 0 else None)
-    return frame.assign(code_phase=ids)
+    return df.assign(code_phase=ids)
 
 
 def samples_wide(long: pd.DataFrame, bucket: float = 1.0) -> pd.DataFrame:
@@ -84,18 +84,18 @@ class Variables:
                 + (f" (left out: {why})" if why else ""))
 
 
-def model_variables(frame: pd.DataFrame, columns: list[str] | None = None,
+def model_variables(df: pd.DataFrame, columns: list[str] | None = None,
                     drop: tuple[str, ...] = ()) -> Variables:
     """The variables a model is learnt over. Without `columns`: every column but `drop`, less those
     missing from more than 1 − MIN_PRESENT of the rows; then only complete rows; then no column that
     never varies, and none that measures a quantity another column holds (SAME_QUANTITY by name, else
     a linear copy of an earlier column, |r| >= COPY_R; kept, the two would be joined in an arbitrary
     direction run to run). With `columns`: those (all must exist), complete rows, none constant."""
-    dropped = {c: "bookkeeping, not a variable" for c in drop if c in frame}
+    dropped = {c: "bookkeeping, not a variable" for c in drop if c in df}
     if columns is None:
         dropped.update({c: f"the same quantity as {same}, measured again" for c, same in SAME_QUANTITY.items()
-                        if c in frame and same in frame})
-    data = frame.drop(columns=list(dropped))
+                        if c in df and same in df})
+    data = df.drop(columns=list(dropped))
     if columns is not None:
         dropped.update({c: "not chosen" for c in data.columns if c not in columns})
         data = data[columns]
@@ -112,7 +112,7 @@ def model_variables(frame: pd.DataFrame, columns: list[str] | None = None,
     if columns is None:
         dropped.update(_copies(data))
         data = data[[c for c in data.columns if c not in dropped]]
-    return Variables(data, len(frame), dropped)
+    return Variables(data, len(df), dropped)
 
 
 def _copies(data: pd.DataFrame) -> dict[str, str]:

@@ -187,23 +187,23 @@ class Submodel:
     groups: int
 
 
-def _group_keys(frame: pd.DataFrame, discrete_parents: Sequence[str]):
+def _group_keys(df: pd.DataFrame, discrete_parents: Sequence[str]):
     if not discrete_parents:
-        return [((), frame)]
-    return list(frame.groupby(list(discrete_parents), sort=True))
+        return [((), df)]
+    return list(df.groupby(list(discrete_parents), sort=True))
 
 
-def _continuous_submodel(frame, target, cont, disc, classes):
-    groups = _group_keys(frame, disc)
-    n = len(frame)
+def _continuous_submodel(df, target, cont, disc, classes):
+    groups = _group_keys(df, disc)
+    n = len(df)
     if not cont:
         rss = sum(float(((g[target] - g[target].mean()) ** 2).sum()) for _, g in groups)
-        bits = model_bits(len(groups), 0, n) + data_bits(rss, n, float(frame[target].var(ddof=0)))
+        bits = model_bits(len(groups), 0, n) + data_bits(rss, n, float(df[target].var(ddof=0)))
         text = (f"{target} = mean of {target} per ({', '.join(disc)})" if disc
-                else f"{target} = {_g(frame[target].mean())}")
+                else f"{target} = {_g(df[target].mean())}")
         return Submodel(target, tuple(disc), "mean", text, bits, len(groups))
     if len(cont) > 1:
-        return _several_submodel(frame, target, cont, disc, groups, classes)
+        return _several_submodel(df, target, cont, disc, groups, classes)
     # One curve per discrete combination; the function type (its operations) is counted once.
     best = None
     for cls in classes:
@@ -222,14 +222,14 @@ def _continuous_submodel(frame, target, cont, disc, classes):
             if best is None or total < best[0]:
                 best = (total, fits)
     if best is None:
-        return _continuous_submodel(frame, target, [], disc, classes)
+        return _continuous_submodel(df, target, [], disc, classes)
     total, fits = best
     text = "; ".join((f"[{', '.join(map(str, k if isinstance(k, tuple) else (k,)))}] " if disc else "")
                      + f"{target} = {f.formula}" for k, f in fits)
     return Submodel(target, tuple(cont) + tuple(disc), fits[0][1].kind, text, total, len(fits))
 
 
-def _several_submodel(frame, target, cont, disc, groups, classes):
+def _several_submodel(df, target, cont, disc, groups, classes):
     """Several continuous parents: the shortest of a linear model, an additive model of one curve per
     parent, and (positive data) a product of powers, each fitted per discrete-parent combination."""
     best = None
@@ -238,7 +238,7 @@ def _several_submodel(frame, target, cont, disc, groups, classes):
         if any(f is None for f in fits):
             continue
         n_params, n_ops, rss = (sum(f[i] for f in fits) for i in range(3))
-        bits = model_bits(n_params, n_ops, len(frame)) + data_bits(rss, len(frame), float(frame[target].var(ddof=0)))
+        bits = model_bits(n_params, n_ops, len(df)) + data_bits(rss, len(df), float(df[target].var(ddof=0)))
         if best is None or bits < best.bits:
             best = Submodel(target, tuple(cont) + tuple(disc), kind, "; ".join(f[3] for f in fits), bits, len(groups))
     return best
@@ -282,15 +282,15 @@ def _product_fit(X, y, cont, target, classes):
     return len(cont) + 1, 2 * len(cont), float(r @ r), text
 
 
-def _discrete_submodel(frame, target, parents):
-    n = len(frame)
-    k = frame[target].nunique()
+def _discrete_submodel(df, target, parents):
+    n = len(df)
+    k = df[target].nunique()
     if parents:
-        counts = frame.groupby(list(parents) + [target], sort=True).size()
+        counts = df.groupby(list(parents) + [target], sort=True).size()
         parent_counts = counts.groupby(level=list(range(len(parents)))).transform("sum")
         cells = counts.groupby(level=list(range(len(parents)))).ngroups
     else:
-        counts = frame.groupby(target).size()
+        counts = df.groupby(target).size()
         parent_counts, cells = n, 1
     data = -float((counts * np.log2(counts / parent_counts)).sum())
     return Submodel(target, tuple(parents), "table",
@@ -298,7 +298,7 @@ def _discrete_submodel(frame, target, parents):
                     model_bits(cells * (k - 1), 0, n) + data, cells)
 
 
-def fit_submodel(frame: pd.DataFrame, target: str, parents: Sequence[str], discrete: Iterable[str] = (),
+def fit_submodel(df: pd.DataFrame, target: str, parents: Sequence[str], discrete: Iterable[str] = (),
                  classes: Iterable[str] = CLASSES) -> Submodel:
     """MDL regression of `target` on its parents (Lemeire et al. §7.2).
 
@@ -310,24 +310,24 @@ def fit_submodel(frame: pd.DataFrame, target: str, parents: Sequence[str], discr
     discrete = set(discrete)
     parents = list(parents)
     if target in discrete:
-        binned = frame[[target] + parents].copy()
+        binned = df[[target] + parents].copy()
         for p in parents:
             if p not in discrete:
                 binned[p] = pd.qcut(binned[p], 4, labels=False, duplicates="drop")
         return _discrete_submodel(binned, target, parents)
     cont = [p for p in parents if p not in discrete]
     disc = [p for p in parents if p in discrete]
-    return _continuous_submodel(frame, target, cont, disc, list(classes))
+    return _continuous_submodel(df, target, cont, disc, list(classes))
 
 
-def relation_bits(frame: pd.DataFrame, target: str, variables: Sequence[str], discrete: Iterable[str] = ()) -> float:
+def relation_bits(df: pd.DataFrame, target: str, variables: Sequence[str], discrete: Iterable[str] = ()) -> float:
     """Description length of target = f(variables) on columns divided by their sd: how the learner
     ranks information-equivalent variables (the relation of least complexity is kept). Dividing
     makes the target's residual code the same for every candidate; not centring keeps positive
     data positive, so log, power and product fits stay available (t = ops·c/f is a product)."""
     discrete = set(discrete)
     cols = [target, *variables]
-    std = frame[cols].copy()
+    std = df[cols].copy()
     for c in cols:
         if c not in discrete:
             std[c] = std[c] / (float(std[c].std(ddof=0)) or 1.0)

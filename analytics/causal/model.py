@@ -108,9 +108,9 @@ class CausalModel:
     # ---- analysis -----------------------------------------------------------------------------
     def fit_submodels(self, data: pd.DataFrame | None = None) -> dict[str, mdl.Submodel]:
         """MDL regression of every node on its parents (in one DAG of the class); formulas as text."""
-        frame = self._frame(data)
+        df = self._df(data)
         dag = self.dag_extension()
-        return {v: mdl.fit_submodel(frame, v, sorted(dag.predecessors(v)), self.discrete) for v in self.nodes}
+        return {v: mdl.fit_submodel(df, v, sorted(dag.predecessors(v)), self.discrete) for v in self.nodes}
 
     def markov_violations(self, data: pd.DataFrame, threshold: float | None = None,
                           ci_test: CITest | None = None) -> pd.DataFrame:
@@ -119,9 +119,9 @@ class CausalModel:
         A node violates the Markov condition when that information exceeds `threshold` (bits) or,
         without one, the CI test's own threshold. Columns: variable, bits, threshold, violated.
         """
-        frame = self._frame(data)
+        df = self._df(data)
         dag = self.dag_extension()
-        ds = Dataset(frame[self.nodes], [v for v in self.nodes if v in self.discrete])
+        ds = Dataset(df[self.nodes], [v for v in self.nodes if v in self.discrete])
         test = ci_test or KDEMITest()
         rows = []
         for v in self.nodes:
@@ -193,14 +193,14 @@ class CausalModel:
             lines.append(f"{i}. {e.src} {'-->' if e.directed else '---'} {e.dst}")
         return "\n".join(lines) + "\n"
 
-    def _frame(self, data):
-        frame = self.data if data is None else data
-        if frame is None:
+    def _df(self, data):
+        df = self.data if data is None else data
+        if df is None:
             raise ModelError("no data: pass a DataFrame (the model was not learned from data here)")
-        missing = set(self.nodes) - set(frame.columns)
+        missing = set(self.nodes) - set(df.columns)
         if missing:
             raise ModelError(f"data lacks the model's columns {sorted(missing)}")
-        return frame
+        return df
 
 
 def _block_test(test: CITest, ds: Dataset, v: str, others: list[str], parents: list[str]) -> tuple[float, float]:

@@ -16,7 +16,7 @@ from causewatch.analytics.causal.background import Background
 
 @dataclasses.dataclass
 class Example:
-    frame: pd.DataFrame
+    df: pd.DataFrame
     discrete: list[str]
     dag: nx.DiGraph
     background: Background
@@ -63,10 +63,10 @@ def lu(n: int = 1000, seed: int = 0, noise: float = 0.05) -> Example:
     l2m_op = noisy(0.01 * elem / (1 + np.exp(-(size ** 2 * elem - CACHE_BYTES) / (0.1 * CACHE_BYTES))) + 0.002)
     c_op = noisy(instr_op * cpi + MISS_PENALTY * l2m_op)
     t_comp = noisy(ops * c_op / (clock * 1e9))
-    frame = pd.DataFrame({"n": size, "datatype": dtype, "optimization": opt, "f_clock": clock, "ops": ops,
+    df = pd.DataFrame({"n": size, "datatype": dtype, "optimization": opt, "f_clock": clock, "ops": ops,
                           "instr_op": instr_op, "l2m_op": l2m_op, "c_op": c_op, "t_comp": t_comp})
     dag = nx.DiGraph([("n", "ops"), ("datatype", "instr_op"), ("optimization", "instr_op"), ("n", "l2m_op"),
                       ("datatype", "l2m_op"), ("datatype", "c_op"), ("instr_op", "c_op"), ("l2m_op", "c_op"),
                       ("ops", "t_comp"), ("c_op", "t_comp"), ("f_clock", "t_comp")])
     background = Background(tiers={"inputs": ["n", "datatype", "optimization", "f_clock"], "outputs": ["t_comp"]})
-    return Example(frame, ["datatype", "optimization"], dag, background)
+    return Example(df, ["datatype", "optimization"], dag, background)

@@ -99,8 +99,8 @@ class PCLearner:
     # ---- public estimator API -------------------------------------------------------------------
     def fit(self, data: pd.DataFrame | Dataset) -> PCLearner:
         self._validate()
-        self.frame_ = data.frame() if isinstance(data, Dataset) else data.reset_index(drop=True)
-        self.data_ = data if isinstance(data, Dataset) else Dataset(self.frame_, self.discrete)
+        self.df_ = data.df() if isinstance(data, Dataset) else data.reset_index(drop=True)
+        self.data_ = data if isinstance(data, Dataset) else Dataset(self.df_, self.discrete)
         self._previous: dict = {}
         return self._run()
 
@@ -108,11 +108,11 @@ class PCLearner:
         """Append rows and re-learn, re-testing only CI decisions that were close to their threshold."""
         if not hasattr(self, "data_"):
             return self.fit(new_rows)
-        missing = set(self.frame_.columns) - set(new_rows.columns)
+        missing = set(self.df_.columns) - set(new_rows.columns)
         if missing:
             raise PCError(f"new rows lack the columns {sorted(missing)}")
-        self.frame_ = pd.concat([self.frame_, new_rows[self.frame_.columns]], ignore_index=True)
-        self.data_ = Dataset(self.frame_, [n for n, d in zip(self.data_.names, self.data_.discrete) if d])
+        self.df_ = pd.concat([self.df_, new_rows[self.df_.columns]], ignore_index=True)
+        self.data_ = Dataset(self.df_, [n for n, d in zip(self.data_.names, self.data_.discrete) if d])
         self._previous = self.decisions_
         return self._run()
 
@@ -148,7 +148,7 @@ class PCLearner:
         self.model_ = CausalModel.from_search(
             nodes=self.data_.names, arcs=arcs, undirected=undirected, strengths=self.strengths_,
             sepsets=self.sepsets_, equivalences=self.equivalences_,
-            discrete=[n for n, d in zip(self.data_.names, self.data_.discrete) if d], data=self.frame_)
+            discrete=[n for n, d in zip(self.data_.names, self.data_.discrete) if d], data=self.df_)
         return self
 
     def _ci(self, x: str, y: str, z=()) -> CIResult:
@@ -241,7 +241,7 @@ class PCLearner:
         x–y edge is the more complex one (it is then removed as usual). I(x;y | s') > 0 must be
         decisive (margin at least EQUIVALENCE_MARGIN): a chance rejection at level alpha makes two
         correlated variables look equivalent for an independent third, and its edge would stay."""
-        frame = None
+        df = None
         for target, other in ((y, x), (x, y)):
             for w in s:
                 if w not in adj[target] or self.background_.is_required(w, target):
@@ -250,11 +250,11 @@ class PCLearner:
                 if self._ci(other, target, rest).margin < EQUIVALENCE_MARGIN or \
                         not self._ci(w, target, rest + (other,)).independent:
                     continue
-                frame = self.tested_.frame() if frame is None else frame
+                df = self.tested_.df() if df is None else df
                 disc = [n for n, d in zip(self.data_.names, self.data_.discrete) if d]
-                if not (_determined(frame, other, w, disc) or _determined(frame, w, other, disc)):
+                if not (_determined(df, other, w, disc) or _determined(df, w, other, disc)):
                     continue
-                costs = {v: mdl.relation_bits(frame, target, (v,), disc) for v in (other, w)}
+                costs = {v: mdl.relation_bits(df, target, (v,), disc) for v in (other, w)}
                 keep = min((other, w), key=lambda v: (costs[v], v))
                 drop = w if keep == other else other
                 self.equivalences_.append({"target": target, "variables": sorted((other, w)), "kept": keep,
@@ -315,17 +315,17 @@ class PCLearner:
         return sum(c in s for s in found) / len(found)
 
 
-def _determined(frame: pd.DataFrame, a: str, b: str, discrete) -> bool:
+def _determined(df: pd.DataFrame, a: str, b: str, discrete) -> bool:
     """Whether a is a function of b: a's values constant within b's levels (b discrete), else the
     MDL curve b -> a leaving at most 1 - DETERMINED_R2 of a's variance."""
-    y = frame[a].to_numpy(float)
+    y = df[a].to_numpy(float)
     var = float(y.var())
     if var == 0:
         return True
-    if b in discrete or frame[b].nunique() <= 2:
-        rss = float(((y - frame.groupby(b)[a].transform("mean").to_numpy(float)) ** 2).sum())
+    if b in discrete or df[b].nunique() <= 2:
+        rss = float(((y - df.groupby(b)[a].transform("mean").to_numpy(float)) ** 2).sum())
     else:
-        rss = mdl.fit_curve(frame[b].to_numpy(float), y).rss
+        rss = mdl.fit_curve(df[b].to_numpy(float), y).rss
     return rss <= (1 - DETERMINED_R2) * var * len(y)
 
 

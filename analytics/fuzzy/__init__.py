@@ -29,7 +29,7 @@ Term sets
 
 Scores and similarity
     BASES — what a value is scored against: parent, program, cluster, max
-    base_values — V of Eq. 1 for every row of a region-summary frame
+    base_values — V of Eq. 1 for every row of a region-summary DataFrame
     performance_score — Eq. 1: a value's score against its base
     owa — Eq. 2: the weighted average of several scores
     classify — the degree of every value in every term
@@ -39,16 +39,16 @@ Scores and similarity
 Bottlenecks
     bottleneck_search — Fig. 4: bottleneck degrees of values against one Bottleneck
     format_degrees — degrees as the paper's figures print them
-    find_bottlenecks — the bottleneck search over a region-summary frame, every term set with a bottleneck
+    find_bottlenecks — the bottleneck search over a region-summary DataFrame, every term set with a bottleneck
     summarise_bottlenecks — one row per region and metric: value, severity, degrees
 
 PERFQL
-    Query — a parsed PERFQL statement bound to term sets, evaluated on a region-summary frame
+    Query — a parsed PERFQL statement bound to term sets, evaluated on a region-summary DataFrame
     PerfQLError — a malformed statement (the ExpressionError class)
 
 Submodules
     perfql — the PERFQL language: its grammar, parser and Query
-    summaries — the region-summary frame: KEYS, BASE_METRICS, metric_name, records (pandas only)
+    summaries — the region-summary DataFrame: KEYS, BASE_METRICS, metric_name, records (pandas only)
 
 The other modules are internal: hedges, linguistic, membership, terms, score, bottlenecks (their public
 names are above).

@@ -1,5 +1,5 @@
 """PERFQL (Statement := Expr | Statement OR Expr; Expr := Term | Expr AND Term; Term := (METRIC is
-F_Expr)) parsed and evaluated on a region-summary frame, matching regions ranked by degree."""
+F_Expr)) parsed and evaluated on a region-summary DataFrame, matching regions ranked by degree."""
 
 from __future__ import annotations
 
@@ -116,32 +116,32 @@ def conditions(node) -> list[Condition]:
     return [node] if isinstance(node, Condition) else conditions(node[1]) + conditions(node[2])
 
 
-def _values(node, frame: pd.DataFrame, columns: dict[str, str], text: str) -> np.ndarray:
+def _values(node, df: pd.DataFrame, columns: dict[str, str], text: str) -> np.ndarray:
     kind = node[0]
     if kind == "num":
-        return np.full(len(frame), node[1])
+        return np.full(len(df), node[1])
     if kind == "name":
         col = columns.get(node[1].lower())
         if col is None:
             raise ExpressionError(text, node[2], f"a metric of the region summaries ({', '.join(sorted(columns))})",
                                   repr(node[1]))
-        return frame[col].to_numpy(float)
+        return df[col].to_numpy(float)
     if kind == "neg":
-        return -_values(node[1], frame, columns, text)
-    return _OPS[kind](_values(node[1], frame, columns, text), _values(node[2], frame, columns, text))
+        return -_values(node[1], df, columns, text)
+    return _OPS[kind](_values(node[1], df, columns, text), _values(node[2], df, columns, text))
 
 
-def metric_array(node, frame: pd.DataFrame, text: str) -> np.ndarray:
+def metric_array(node, df: pd.DataFrame, text: str) -> np.ndarray:
     """Values of a metric expression (AST of parse_metric) on every row; NaN where there is none
     (a missing metric value, a division by zero, an overflow). `text` is quoted by errors."""
-    columns = {c.lower(): c for c in frame.columns if c not in KEYS}
+    columns = {c.lower(): c for c in df.columns if c not in KEYS}
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        v = _values(node, frame, columns, text)
+        v = _values(node, df, columns, text)
     return np.where(np.isfinite(v), v, np.nan)
 
 
 class Query:
-    """A parsed PERFQL statement bound to term sets; evaluate it on a region-summary frame."""
+    """A parsed PERFQL statement bound to term sets; evaluate it on a region-summary DataFrame."""
 
     def __init__(self, text: str, termsets: Mapping[str, TermSet] | None = None, mode: str = "compatible"):
         self.text, self.mode = text, mode
@@ -188,44 +188,44 @@ class Query:
         trees = [t for c in conditions(self.tree) for t in (c.metric, self._compiled[id(c)][0])]
         return {n for t in trees for n, _ in metric_names(t)}
 
-    def metric_values(self, cond: Condition, frame: pd.DataFrame) -> np.ndarray:
+    def metric_values(self, cond: Condition, df: pd.DataFrame) -> np.ndarray:
         tree = self._compiled[id(cond)][0]
-        have = {c.lower() for c in frame.columns}
+        have = {c.lower() for c in df.columns}
         if tree is not cond.metric and not all(n.lower() in have for n, _ in metric_names(tree)) \
                 and cond.metric[1].lower() in have:
             tree = cond.metric  # the set's inputs are not recorded but the metric itself is (e.g. cpi)
-        return metric_array(tree, frame, self.text)
+        return metric_array(tree, df, self.text)
 
-    def degrees(self, frame: pd.DataFrame) -> np.ndarray:
+    def degrees(self, df: pd.DataFrame) -> np.ndarray:
         def walk(node):
             if isinstance(node, Condition):
                 fs = self._compiled[id(node)][1]
-                return np.nan_to_num(fs(self.metric_values(node, frame)), nan=0.0)
+                return np.nan_to_num(fs(self.metric_values(node, df)), nan=0.0)
             op = np.minimum if node[0] == "and" else np.maximum
             return op(walk(node[1]), walk(node[2]))
         return walk(self.tree)
 
-    def evaluate(self, frame: pd.DataFrame, min_degree: float = 0.0, top: int | None = None) -> pd.DataFrame:
-        """Rows of `frame` with degree > 0 (beyond rounding dust) and >= min_degree, best first (ties in
+    def evaluate(self, df: pd.DataFrame, min_degree: float = 0.0, top: int | None = None) -> pd.DataFrame:
+        """Rows of `df` with degree > 0 (beyond rounding dust) and >= min_degree, best first (ties in
         key order): the keys, the value of every metric of the query (named as written), the degree."""
-        if not len(frame):  # nothing recorded: nothing matches (and no column to check names against)
+        if not len(df):  # nothing recorded: nothing matches (and no column to check names against)
             return pd.DataFrame(columns=[*KEYS, *(c.metric_text for c in conditions(self.tree)), "degree"])
-        deg = self.degrees(frame)
+        deg = self.degrees(df)
         keep = np.flatnonzero((deg > DEGREE_EPS) & (deg >= min_degree))
-        rows = _ranked(frame, keep, deg[keep], top)
-        sub = frame.iloc[rows]
-        out = sub[[k for k in KEYS if k in frame]].reset_index(drop=True)
+        rows = _ranked(df, keep, deg[keep], top)
+        sub = df.iloc[rows]
+        out = sub[[k for k in KEYS if k in df]].reset_index(drop=True)
         for cond in conditions(self.tree):
             out[cond.metric_text] = self.metric_values(cond, sub)
         out["degree"] = deg[rows]
         return out
 
 
-def _ranked(frame: pd.DataFrame, rows: np.ndarray, degree: np.ndarray, top: int | None) -> np.ndarray:
+def _ranked(df: pd.DataFrame, rows: np.ndarray, degree: np.ndarray, top: int | None) -> np.ndarray:
     """`rows` best degree first, ties in key order, cut to `top`. Arrow's sort and top-k selection
     keep this cheap when half a million rows tie at degree 1."""
-    keys = [k for k in KEYS if k in frame]
-    table = pa.table({"degree": degree, **{k: pa.array(frame[k].iloc[rows], pa.string()) for k in keys}})
+    keys = [k for k in KEYS if k in df]
+    table = pa.table({"degree": degree, **{k: pa.array(df[k].iloc[rows], pa.string()) for k in keys}})
     sort_keys = [("degree", "descending"), *[(k, "ascending") for k in keys]]
     if top is not None and top < len(rows):
         order = pc.select_k_unstable(table, k=top, sort_keys=sort_keys)

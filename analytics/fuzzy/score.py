@@ -17,28 +17,28 @@ UNIT_LINEAR = Membership("linear", (0.0, 1.0))
 DEGREE_EPS = 1e-9
 
 
-def base_values(frame: pd.DataFrame, metric: str, base: str) -> np.ndarray:
-    """V of Eq. 1 for every row of a region-summary frame (columns node, app, region, source, metric).
+def base_values(df: pd.DataFrame, metric: str, base: str) -> np.ndarray:
+    """V of Eq. 1 for every row of a region-summary DataFrame (columns node, app, region, source, metric).
 
     parent: the value of the row named in the row's `parent` column (same node, app, source), the
     program total where there is none; program: the sum over the program's regions (node, app,
     source) — meant for additive metrics such as time and counts; cluster: the maximum over the
-    nodes for the same (app, region, source); max: the maximum observed anywhere in the frame.
+    nodes for the same (app, region, source); max: the maximum observed anywhere in the DataFrame.
     """
-    v = frame[metric].astype(float)
+    v = df[metric].astype(float)
     if base == "max":
-        return np.full(len(frame), np.nanmax(v.to_numpy()) if len(frame) else np.nan)
+        return np.full(len(df), np.nanmax(v.to_numpy()) if len(df) else np.nan)
     if base == "cluster":
-        return v.groupby([frame["app"], frame["region"], frame["source"]]).transform("max").to_numpy()
-    program = v.groupby([frame["node"], frame["app"], frame["source"]]).transform("sum").to_numpy()
+        return v.groupby([df["app"], df["region"], df["source"]]).transform("max").to_numpy()
+    program = v.groupby([df["node"], df["app"], df["source"]]).transform("sum").to_numpy()
     if base == "program":
         return program
     if base == "parent":
-        if "parent" not in frame:
+        if "parent" not in df:
             return program
         keys = ["node", "app", "source"]
-        own = frame[keys + ["region"]].assign(_v=v.to_numpy())
-        wanted = frame[keys + ["parent"]].rename(columns={"parent": "region"})
+        own = df[keys + ["region"]].assign(_v=v.to_numpy())
+        wanted = df[keys + ["parent"]].rename(columns={"parent": "region"})
         parent = wanted.merge(own.drop_duplicates(keys + ["region"]), on=keys + ["region"], how="left")["_v"]
         return np.where(parent.notna(), parent.to_numpy(float), program)
     raise ValueError(f"unknown base {base!r}; expected one of {', '.join(BASES)}")

@@ -1,4 +1,4 @@
-"""The region-summary frame shared by PERFQL, the bottleneck search and their readers: its key
+"""The region-summary DataFrame shared by PERFQL, the bottleneck search and their readers: its key
 columns, its base metrics, and the one rule that turns a counter key into a metric (column) name."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def metric_name(key: str) -> str:
     return re.sub(r"\W", "_", key)
 
 
-def records(frame: pd.DataFrame) -> list[dict]:
+def records(df: pd.DataFrame) -> list[dict]:
     """Rows as JSON-ready dicts (NaN becomes null)."""
-    rows = frame.to_dict(orient="records")
+    rows = df.to_dict(orient="records")
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]

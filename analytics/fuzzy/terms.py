@@ -157,10 +157,10 @@ class TermLearner:
         names = self.names or _NAMES.get(self.n_terms) or [f"term_{k + 1}" for k in range(self.n_terms)]
         if self.n_terms < 2 or len(names) != self.n_terms:
             raise TermsError(f"need n_terms >= 2 and one name per term, got {self.n_terms} and {names}")
-        frame = X if isinstance(X, pd.DataFrame) else pd.DataFrame({"x": np.asarray(X, float).ravel()})
+        df = X if isinstance(X, pd.DataFrame) else pd.DataFrame({"x": np.asarray(X, float).ravel()})
         self.centers_, self.terms_ = {}, {}
-        for metric in frame.columns:
-            c = self._centers(frame[metric].to_numpy(float))
+        for metric in df.columns:
+            c = self._centers(df[metric].to_numpy(float))
             shapes = [Membership("linear", (c[1], c[0]))]
             shapes += [Membership("triangle", tuple(c[k - 1:k + 2])) for k in range(1, self.n_terms - 1)]
             shapes.append(Membership("linear", (c[-2], c[-1])))

@@ -18,7 +18,7 @@ def test_fig1_is_learnt_with_its_v_structure():
     exact = 0
     for seed in range(10):
         ex = papers.fig1(n=1000, seed=seed)
-        model = PCLearner().fit(ex.frame).model_
+        model = PCLearner().fit(ex.df).model_
         exact += {(e.src, e.dst, e.directed) for e in model.edges()} == {(a, b, True) for a, b in ex.dag.edges}
     assert exact >= 9
 
@@ -29,7 +29,7 @@ def test_lu_model_keeps_ops_for_t_comp_and_finds_the_cycle_relations():
     # simpler relation, not n. L2M_op -> C_op and instr_op -> C_op are found (C_op is not the cause
     # of instr_op), and no edge joins n and T_comp. With the papers' tiers as background.
     ex = papers.lu(n=1000, seed=0, noise=0.05)
-    learner = PCLearner(background=ex.background, discrete=ex.discrete).fit(ex.frame)
+    learner = PCLearner(background=ex.background, discrete=ex.discrete).fit(ex.df)
     model = learner.model_
     t_comp = [q for q in model.equivalences if q["target"] == "t_comp" and q["variables"] == ["n", "ops"]]
     assert [q["kept"] for q in t_comp] == ["ops"]
@@ -48,7 +48,7 @@ def test_lu_model_over_seeds_keeps_the_simpler_relation_and_finds_c_op_to_t_comp
     found = 0
     for seed in range(6):
         ex = papers.lu(n=1000, seed=seed, noise=0.05)
-        model = PCLearner(background=ex.background, discrete=ex.discrete).fit(ex.frame).model_
+        model = PCLearner(background=ex.background, discrete=ex.discrete).fit(ex.df).model_
         arcs = _arcs(model)
         assert [q["kept"] for q in model.equivalences if q["target"] == "t_comp"] == ["ops"]
         assert not any({e.src, e.dst} == {"n", "t_comp"} for e in model.edges())

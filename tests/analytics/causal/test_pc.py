@@ -84,7 +84,7 @@ def test_oracle_gives_the_true_cpdag_on_random_dags(seed):
 
 
 def _fig1_data(seed, n=400):
-    return papers.fig1(n=n, seed=seed).frame
+    return papers.fig1(n=n, seed=seed).df
 
 
 def test_deterministic_chain_keeps_the_simplest_edge_and_records_the_equivalence():
