@@ -328,7 +328,7 @@ def node_day_bytes(folder: Path, hours: int, metrics: int, keys: int) -> dict:
     frame = day[day.minute < aggregates.minute.min() + 86400.0]
     path = folder / "day-minute.duckdb"
     store = Store(str(path))
-    store.run(lambda con: results.insert_frame(con, "samples_minute", frame))
+    store.run(lambda con: results.insert_rows(con, "samples_minute", frame))
     store.close()
     sizes["samples_minute"] = file_bytes(path) - base
     return {"hours_simulated": hours, "metrics": metrics, "phase_vector_keys": keys,

@@ -44,11 +44,11 @@ def submodels(model) -> dict:
     CausalModel.fit_submodels on at most SUBMODEL_ROWS rows of the window (a seeded sample: MDL chooses
     among forms of a few parameters, which that many rows settle, so a cycle's cost does not grow with
     the window); a fit that fails costs the model its formulas, not its storage."""
-    frame = model.data
-    if frame is not None and len(frame) > SUBMODEL_ROWS:
-        frame = frame.sample(SUBMODEL_ROWS, random_state=0)
+    df = model.data
+    if df is not None and len(df) > SUBMODEL_ROWS:
+        df = df.sample(SUBMODEL_ROWS, random_state=0)
     try:
-        fitted = model.fit_submodels(frame)
+        fitted = model.fit_submodels(df)
     except ValueError as e:  # MDLError and pandas' own
         log.info("causal model: no submodels (%s)", e)
         return {}
@@ -112,10 +112,10 @@ class CausalJob(Job):
 
     def run(self, ctx: JobContext) -> None:
         with ctx.read() as cur:
-            fresh = {app: readers.tasks.task_frame(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
+            fresh = {app: readers.tasks.task_df(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
                      for app in readers.tasks.task_apps(cur)}
-        for app, (frame, params, counters) in fresh.items():
-            self._update(ctx, f"app:{app}", *features.name_task_columns(frame, params, counters))
+        for app, (df, params, counters) in fresh.items():
+            self._update(ctx, f"app:{app}", *features.name_task_columns(df, params, counters))
         ctx.exporter.publish(self.name, self._families())
 
     def _families(self) -> list:
@@ -132,16 +132,16 @@ class CausalJob(Job):
                 gauge_family(MARKOV_GAUGE, MARKOV_HELP, ["scope", "variable"], markov),
                 gauge_family(ANOMALY_GAUGE, ANOMALY_HELP, ["scope", "src", "dst", "kind"], open_)]
 
-    def _update(self, ctx, scope: str, frame: pd.DataFrame, inputs: list[str]) -> None:
+    def _update(self, ctx, scope: str, df: pd.DataFrame, inputs: list[str]) -> None:
         st = self.scopes.setdefault(scope, _Scope())
-        if frame.empty:
+        if df.empty:
             return
-        frame = features.with_code_phase(frame, st.tracker, st.tracked_until)
-        st.tracked_until = max(st.tracked_until, float(frame["received"].max()))
-        if st.learner is not None and set(st.columns) <= set(frame.columns):
-            data = frame[st.columns].dropna().reset_index(drop=True)  # the model's variables, as they are
+        df = features.with_code_phase(df, st.tracker, st.tracked_until)
+        st.tracked_until = max(st.tracked_until, float(df["received"].max()))
+        if st.learner is not None and set(st.columns) <= set(df.columns):
+            data = df[st.columns].dropna().reset_index(drop=True)  # the model's variables, as they are
         else:
-            data = features.model_variables(frame, drop=tuple(features.BOOKKEEPING)).data
+            data = features.model_variables(df, drop=tuple(features.BOOKKEEPING)).data
         grown = st.learner is not None and list(data.columns) == st.columns
         if grown and len(data) < self.min_new:
             return  # too few new rows to be worth a refit; they are read again next time
@@ -160,11 +160,11 @@ class CausalJob(Job):
             st.n_rows += len(data)
         else:
             st.columns, st.n_rows = list(data.columns), min(len(data), self.max_rows)
-            st.window_start = float(frame["t_start"].min())
-        st.received = float(frame["received"].max())
+            st.window_start = float(df["t_start"].min())
+        st.received = float(df["received"].max())
         if violations is not None:
             st.violations = violations
-        model_id = self._store(ctx, scope, st, float(frame["t_start"].max()), fitted)
+        model_id = self._store(ctx, scope, st, float(df["t_start"].max()), fitted)
         self._track(ctx, scope, st, model_id, data if grown or violations is not None else None)
 
     def _store(self, ctx: JobContext, scope: str, st: _Scope, window_end: float, fitted: dict) -> int:
@@ -218,12 +218,12 @@ class CausalJob(Job):
         """The baseline's variables on the tasks of its window, read back from the store (a pinned
         or reloaded baseline), code phases looked up in the tracker; None if some are missing (retention
         may have deleted them): mechanism changes are then not judged, and the log says so once."""
-        frame, params, counters = readers.tasks.task_frame(cur, scope.removeprefix("app:"),
-                                                           started=readers.models.model_window(cur, st.baseline_id))
-        frame, _ = features.name_task_columns(frame, params, counters)
-        frame = features.with_code_phase(frame, st.tracker, seen_until=float("inf"))
+        df, params, counters = readers.tasks.task_df(cur, scope.removeprefix("app:"),
+                                                     started=readers.models.model_window(cur, st.baseline_id))
+        df, _ = features.name_task_columns(df, params, counters)
+        df = features.with_code_phase(df, st.tracker, seen_until=float("inf"))
         nodes = list(st.baseline.nodes)
-        rows = frame[nodes].dropna().reset_index(drop=True) if set(nodes) <= set(frame.columns) else None
+        rows = df[nodes].dropna().reset_index(drop=True) if set(nodes) <= set(df.columns) else None
         if rows is None or rows.empty:
             log.warning("causal model %s: the tasks of baseline model %d are no longer stored (retention?): "
                         "mechanism changes are not judged until a new baseline is pinned", scope, st.baseline_id)

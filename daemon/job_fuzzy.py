@@ -31,10 +31,10 @@ class FuzzyJob(Job):
     def run(self, ctx: JobContext) -> None:
         now = self.clock()
         with ctx.read() as cur:
-            frame = readers.regions.region_summaries(cur, since=now - self.window)
-        found = find_bottlenecks(frame, self.termsets, mode=self.mode).assign(ts=now)[COLUMNS]
+            df = readers.regions.region_summaries(cur, since=now - self.window)
+        found = find_bottlenecks(df, self.termsets, mode=self.mode).assign(ts=now)[COLUMNS]
         if len(found):
-            ctx.write(functools.partial(store.results.insert_frame, table="scores",
+            ctx.write(functools.partial(store.results.insert_rows, table="scores",
                                         rows=pa.Table.from_pandas(found, preserve_index=False)))
         worst = found.groupby(["node", "region", "metric"], sort=False)["severity"].max()
         series = [({"node": n, "region": r, "metric": m}, s) for (n, r, m), s in worst.items()]

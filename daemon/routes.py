@@ -2,7 +2,7 @@
 one: run in the API worker for the daemon's HTTP API, and by the CLI's store source on a stopped store.
 
 A read verb's handler takes a cursor and its parameters and returns something JSON-able, text, or a
-DataFrame (sent as an Arrow IPC stream, so a CLI reading a live daemon gets the frame a stopped store
+DataFrame (sent as an Arrow IPC stream, so a CLI reading a live daemon gets the DataFrame a stopped store
 gives); a write verb's also gets the writer and the request's JSON body. An InputError is a 400 naming
 the bad thing.
 """
@@ -86,15 +86,15 @@ def regions(con: Cursor, last, node, metric) -> pd.DataFrame:
 def tasks(con: Cursor, app) -> pd.DataFrame:
     """Stored tasks (Arrow) with positional param/counter columns; `attrs` (the Arrow schema's
     metadata) map them to their keys: {"params": {"p0": key}, "counters": {"c0": key}}."""
-    frame, pkeys, ckeys = readers.tasks.task_frame(con, app)
-    frame.attrs.update(params=pkeys, counters=ckeys)
-    return frame
+    df, pkeys, ckeys = readers.tasks.task_df(con, app)
+    df.attrs.update(params=pkeys, counters=ckeys)
+    return df
 
 
 @verbs.SAMPLES.handles
 def samples(con: Cursor, metric, scope) -> pd.DataFrame:
     """Stored samples, long (Arrow): /api/samples?metric=cpu_seconds&scope=node."""
-    return readers.samples.samples_frame(con, metric, scope)
+    return readers.samples.samples_df(con, metric, scope)
 
 
 @verbs.BBV_TARGETS.handles
@@ -165,11 +165,11 @@ def pin_baseline(con: Cursor, write, body, scope, model_id) -> dict:
     return {"scope": scope, "baseline": model_id}
 
 
-def arrow_bytes(frame: pd.DataFrame) -> bytes:
-    """A frame as an Arrow IPC stream; `frame.attrs` travel as JSON in the schema metadata."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+def arrow_bytes(df: pd.DataFrame) -> bytes:
+    """A DataFrame as an Arrow IPC stream; `df.attrs` travel as JSON in the schema metadata."""
+    table = pa.Table.from_pandas(df, preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                           b"causewatch": json.dumps(frame.attrs).encode()})
+                                           b"causewatch": json.dumps(df.attrs).encode()})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)

@@ -221,7 +221,7 @@ def _waits(con, hog: Hog) -> dict:
     for a CPU per second of CPU used (cpu_wait_seconds / cpu_seconds)."""
     from causewatch.analytics.causal.features import name_task_columns
     from causewatch.daemon import readers
-    frame = name_task_columns(*readers.tasks.task_frame(con, "demo"))[0]
+    frame = name_task_columns(*readers.tasks.task_df(con, "demo"))[0]
     if WAIT not in frame or hog.started is None:
         return {}
     t = frame["t_start"] - hog.origin

@@ -36,8 +36,8 @@ def _regions(con, since, until, nodes_, metrics) -> pd.DataFrame:
                 FROM r GROUP BY node, app, region),
         p AS (SELECT node, app, max(t_start + duration) - min(t_start) AS span FROM r GROUP BY node, app)
         SELECT agg.*, agg.duration / nullif(p.span, 0) AS time_share FROM agg JOIN p USING (node, app)"""
-    frame = shared.fetch(con, sql, ([[shared.json_pointer(k) for k in keys]] if keys else []) + params)
-    return frame.rename(columns={f"c{i + 1}": metric_name(k) for i, k in enumerate(keys)})
+    df = shared.fetch(con, sql, ([[shared.json_pointer(k) for k in keys]] if keys else []) + params)
+    return df.rename(columns={f"c{i + 1}": metric_name(k) for i, k in enumerate(keys)})
 
 
 def _counter_sql(key: str, i: int) -> str:
@@ -79,17 +79,17 @@ def region_summaries(con, since: float | None = None, until: float | None = None
     A metric a row does not have is NaN.
     """
     parts = [_regions(con, since, until, nodes, metrics), _bbv(con, since, until, nodes)]
-    frame = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
+    df = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
     for col in BASE_METRICS:
-        if col not in frame:
-            frame[col] = np.nan
-    numeric = [c for c in frame.columns if c not in KEYS and c != "parent"]
-    frame[numeric] = frame[numeric].astype(float)
-    return frame
+        if col not in df:
+            df[col] = np.nan
+    numeric = [c for c in df.columns if c not in KEYS and c != "parent"]
+    df[numeric] = df[numeric].astype(float)
+    return df
 
 
 def perfql_matches(con, query, since: float | None = None, until: float | None = None,
                    nodes: list[str] | None = None, min_degree: float = 0.0, top: int | None = None) -> pd.DataFrame:
     """A parsed PERFQL `query` (analytics.fuzzy.perfql.Query) over the region summaries it needs."""
-    frame = region_summaries(con, since, until, nodes, metrics=query.required_metrics())
-    return query.evaluate(frame, min_degree, top)
+    df = region_summaries(con, since, until, nodes, metrics=query.required_metrics())
+    return query.evaluate(df, min_degree, top)

@@ -12,7 +12,7 @@ def samples_per_metric(con) -> dict[str, int]:
     return dict(con.execute("SELECT metric, count(*) FROM samples GROUP BY metric ORDER BY metric").fetchall())
 
 
-def samples_frame(con, metrics: list[str] | None = None, scope: str | None = None) -> pd.DataFrame:
+def samples_df(con, metrics: list[str] | None = None, scope: str | None = None) -> pd.DataFrame:
     """Stored samples in their long form (node, ts, scope, metric, value), oldest first."""
     where, params = ["TRUE"], []
     if metrics:

@@ -12,12 +12,12 @@ def task_apps(con) -> list[str]:
     return [r[0] for r in con.execute("SELECT DISTINCT app FROM tasks ORDER BY app").fetchall()]
 
 
-def task_frame(con, app: str | None = None, since: float | None = None,
-               started: tuple[float, float] | None = None) -> tuple[pd.DataFrame, dict, dict]:
+def task_df(con, app: str | None = None, since: float | None = None,
+            started: tuple[float, float] | None = None) -> tuple[pd.DataFrame, dict, dict]:
     """Tasks received after `since` (and started within `started`, both ends included) with their
     params and counters JSON unpacked, one column per key.
 
-    Returns (frame, params, counters): frame has received, t_start, bbv (the task's code vector as
+    Returns (df, params, counters): df has received, t_start, bbv (the task's code vector as
     JSON), duration, cpu_seconds and columns p0.. / c0.. in the order of the two key lists, which map
     each positional column to its agent-supplied key (analytics.causal.features names them).
     """
@@ -35,5 +35,5 @@ def task_frame(con, app: str | None = None, since: float | None = None,
     pointers = [shared.json_pointer(k) for k in pkeys + ckeys]
     sql = (f"SELECT l.received, t.t_start, t.bbv, t.duration, t.cpu_seconds{cols} "
            f"FROM {joined} WHERE {where} ORDER BY l.received, t.node, t.seq")
-    frame = con.execute(sql, pointers + params).df()
-    return frame, {f"p{i}": k for i, k in enumerate(pkeys)}, {f"c{i}": k for i, k in enumerate(ckeys)}
+    df = con.execute(sql, pointers + params).df()
+    return df, {f"p{i}": k for i, k in enumerate(pkeys)}, {f"c{i}": k for i, k in enumerate(ckeys)}

@@ -24,7 +24,7 @@ def hello_facts(body: dict) -> dict:
             "cores": body.get("cores"), "memory_bytes": body.get("memory_bytes")}
 
 
-def insert_frame(con: duckdb.DuckDBPyConnection, table: str, rows) -> None:
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows) -> None:
     """Append rows (an Arrow table, or a DataFrame) whose columns are a subset of `table`'s, named alike."""
     con.register("analysis_batch", rows)
     try:
@@ -41,7 +41,7 @@ def insert_model(con: duckdb.DuckDBPyConnection, scope: str, window: tuple[float
     con.execute("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [model_id, scope, window[0], window[1], n_rows, learned_at, json.dumps(graph)])
     if len(edges):
-        insert_frame(con, "edges", edges.append_column("model_id", pa.array([model_id] * len(edges), pa.int64())))
+        insert_rows(con, "edges", edges.append_column("model_id", pa.array([model_id] * len(edges), pa.int64())))
     return model_id
 
 

@@ -15,7 +15,7 @@ from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.calls import Entry
 from causewatch.daemon.worker import Host
 from causewatch.daemon.jobs import JobContext
-from causewatch.daemon.readers.tasks import task_frame
+from causewatch.daemon.readers.tasks import task_df
 from causewatch.daemon.scheduler import LocalJobs, WorkerJobs
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.results import set_baseline
@@ -67,9 +67,9 @@ def _ctx(store):
     return JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
 
 
-def test_task_frame_unpacks_params_and_counters(store):
+def test_task_df_unpacks_params_and_counters(store):
     _ingest(store, _tasks(0, 0, 10))
-    frame, inputs = name_task_columns(*task_frame(store.cursor(), "lu"))
+    frame, inputs = name_task_columns(*task_df(store.cursor(), "lu"))
     assert inputs == ["dtype", "n"]
     assert {"duration", "cpu_seconds", "instructions", "l2_misses"} <= set(frame.columns)
     assert pd.api.types.is_numeric_dtype(frame["n"]) and not pd.api.types.is_numeric_dtype(frame["dtype"])
@@ -78,12 +78,12 @@ def test_task_frame_unpacks_params_and_counters(store):
 HOSTILE_KEYS = ['it\'s "odd"', "x') OR (1=1", "x\\", "*", "a/b", "~0", "$.a", "[0]", "é"]
 
 
-def test_task_frame_reads_keys_hostile_to_sql_and_json_paths(store):
+def test_task_df_reads_keys_hostile_to_sql_and_json_paths(store):
     frame = _tasks(0, 0, 3)
     frame["params"] = [json.dumps({k: i + j for j, k in enumerate(HOSTILE_KEYS)}) for i in range(3)]
     frame["counters"] = [json.dumps({k: 0.5 * i for k in HOSTILE_KEYS + ["duration"]}) for i in range(3)]
     _ingest(store, frame)
-    out, inputs = name_task_columns(*task_frame(store.cursor(), "lu"))
+    out, inputs = name_task_columns(*task_df(store.cursor(), "lu"))
     assert sorted(inputs) == sorted(HOSTILE_KEYS)
     for j, k in enumerate(HOSTILE_KEYS):
         assert out[k].tolist() == [j, j + 1, j + 2]
