@@ -40,8 +40,8 @@ def run(args) -> int:
         raise InputError(f"--top must be at least 1, got {args.top}")
     with open_source(args) as source:
         try:
-            frame = source.read(verbs.REGIONS, last=args.last, node=args.node)
-            found = find_bottlenecks(frame, termsets(args), args.metric, args.mode, args.negligible)
+            df = source.read(verbs.REGIONS, last=args.last, node=args.node)
+            found = find_bottlenecks(df, termsets(args), args.metric, args.mode, args.negligible)
         except ValueError as e:
             raise InputError(f"bottlenecks: {e}") from None
     table = summarise_bottlenecks(found).head(args.top)

@@ -221,11 +221,11 @@ def _waits(con, hog: Hog) -> dict:
     for a CPU per second of CPU used (cpu_wait_seconds / cpu_seconds)."""
     from causewatch.analytics.causal.features import name_task_columns
     from causewatch.daemon import readers
-    frame = name_task_columns(*readers.tasks.task_df(con, "demo"))[0]
-    if WAIT not in frame or hog.started is None:
+    df = name_task_columns(*readers.tasks.task_df(con, "demo"))[0]
+    if WAIT not in df or hog.started is None:
         return {}
-    t = frame["t_start"] - hog.origin
-    ratio = frame[WAIT] / frame["cpu_seconds"]
+    t = df["t_start"] - hog.origin
+    ratio = df[WAIT] / df["cpu_seconds"]
     stretches = {"before": t < hog.started, "during": (t >= hog.started) & (t < (hog.stopped or float("inf"))),
                  "after": t >= (hog.stopped or float("inf"))}
     return {f"wait_per_cpu_s_{name}": _round(ratio[mask].median()) if mask.any() else None

@@ -185,14 +185,14 @@ def record_runs(specs: list[ParamSpec], command: list[str], runs: int, seed: int
     return pd.concat([draws, pd.DataFrame(rows)], axis=1)
 
 
-def write_runs(frame: pd.DataFrame, out: str) -> None:
+def write_runs(df: pd.DataFrame, out: str) -> None:
     if out.startswith("duckdb:"):
         import duckdb
         file, _, table = out[len("duckdb:"):].rpartition(":")
         if not file or not table:
             raise InputError(f"--out {out!r}: expected duckdb:FILE:TABLE")
         with duckdb.connect(file) as con:
-            con.register("experiment_runs", frame)
+            con.register("experiment_runs", df)
             exists = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
                                  [table]).fetchone()[0]
             verb = f'INSERT INTO "{table}" BY NAME' if exists else f'CREATE TABLE "{table}" AS'
@@ -200,9 +200,9 @@ def write_runs(frame: pd.DataFrame, out: str) -> None:
         return
     path = Path(out)
     if path.suffix.lower() in (".parquet", ".pq"):
-        frame.to_parquet(path, index=False)
+        df.to_parquet(path, index=False)
     else:
-        frame.to_csv(path, index=False)
+        df.to_csv(path, index=False)
 
 
 def run(args) -> int:
@@ -218,17 +218,17 @@ def run(args) -> int:
     check_output(args.tetrad, "--tetrad")
     from tqdm import tqdm
     with tqdm(total=args.runs, desc="runs", unit="run", disable=args.json or getattr(args, "quiet", False)) as bar:
-        frame = record_runs(specs, command, args.runs, args.seed, args.timeout, lambda done, total: bar.update())
-    failed = int((frame.exit_code != 0).sum())
+        df = record_runs(specs, command, args.runs, args.seed, args.timeout, lambda done, total: bar.update())
+    failed = int((df.exit_code != 0).sum())
     if failed and not args.json:
-        print(f"{failed} of {len(frame)} runs exited with a non-zero code", file=sys.stderr)
+        print(f"{failed} of {len(df)} runs exited with a non-zero code", file=sys.stderr)
     if args.out:
-        write_runs(frame, args.out)
+        write_runs(df, args.out)
     if args.no_learn:
         if args.json:
-            print(frame.to_json(orient="records"))
+            print(df.to_json(orient="records"))
         return 0
-    data = frame[frame.exit_code == 0].drop(columns=["exit_code"])
+    data = df[df.exit_code == 0].drop(columns=["exit_code"])
     with waiting("learning", args.json or getattr(args, "quiet", False)):
         learner = learn_cmd.learn(learn_cmd.variables(data, args), args, [s.name for s in specs])
     return learn_cmd.report(learner, args)

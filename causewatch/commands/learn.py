@@ -71,7 +71,7 @@ def add_learning_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print {nodes, edges, equivalences} as JSON")
 
 
-def load_frame(spec: str, args) -> tuple[pd.DataFrame, list[str], tuple[str, ...]]:
+def load_df(spec: str, args) -> tuple[pd.DataFrame, list[str], tuple[str, ...]]:
     """The table DATA names, the columns known to be inputs (task parameters) and the bookkeeping
     columns that are not variables."""
     import pandas as pd
@@ -131,10 +131,10 @@ def _load_stored(table: str, args):
     with open_source(args) as source:
         if table == "tasks":
             tasks = source.read(verbs.TASKS, app=args.app)
-            frame, inputs = features.name_task_columns(tasks, tasks.attrs["params"], tasks.attrs["counters"])
-            if frame.empty:
+            df, inputs = features.name_task_columns(tasks, tasks.attrs["params"], tasks.attrs["counters"])
+            if df.empty:
                 raise InputError("no tasks stored" + (f" of app {args.app!r}" if args.app else ""))
-            return features.with_code_phase(frame, PhaseTracker()), inputs, tuple(features.BOOKKEEPING)
+            return features.with_code_phase(df, PhaseTracker()), inputs, tuple(features.BOOKKEEPING)
         long = source.read(verbs.SAMPLES, metric=args.metric)
         if long.empty:
             raise InputError("no samples stored" + (f" of {', '.join(args.metric)}" if args.metric else ""))
@@ -170,18 +170,18 @@ def background_from_args(args, inputs: list[str]) -> Background:
     return Background(tiers=tiers, forbidden=forbidden, required=required)
 
 
-def variables(frame: pd.DataFrame, args, drop: tuple[str, ...] = ()) -> pd.DataFrame:
+def variables(df: pd.DataFrame, args, drop: tuple[str, ...] = ()) -> pd.DataFrame:
     """The model's variables by the shared preparation (analytics.causal.features), said on stderr."""
     from causewatch.analytics.causal import features
     wanted = _names(args.columns) if args.columns else None
     if wanted:
-        missing = [c for c in wanted if c not in frame.columns]
+        missing = [c for c in wanted if c not in df.columns]
         if missing:
-            raise InputError(f"--columns: no column(s) {missing}; the data has {list(frame.columns)}")
-    unknown = [c for c in _names(args.discrete) if c not in frame.columns]
+            raise InputError(f"--columns: no column(s) {missing}; the data has {list(df.columns)}")
+    unknown = [c for c in _names(args.discrete) if c not in df.columns]
     if unknown:
-        raise InputError(f"--discrete: no column(s) {unknown}; the data has {list(frame.columns)}")
-    chosen = features.model_variables(frame, wanted, drop)
+        raise InputError(f"--discrete: no column(s) {unknown}; the data has {list(df.columns)}")
+    chosen = features.model_variables(df, wanted, drop)
     if chosen.data.shape[1] < 2:
         raise InputError(f"need at least 2 columns that vary over complete rows; got {chosen.summary()}")
     if not (args.json or getattr(args, "quiet", False)):
@@ -189,18 +189,18 @@ def variables(frame: pd.DataFrame, args, drop: tuple[str, ...] = ()) -> pd.DataF
     return chosen.data
 
 
-def learn(frame: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
-    """PC-stable over `frame`'s columns (already the model's variables) with the flags' background."""
+def learn(df: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
+    """PC-stable over `df`'s columns (already the model's variables) with the flags' background."""
     from causewatch.analytics.causal import BackgroundError, CIError, PCLearner, make_ci_test
     discrete = _names(args.discrete)
-    bg = background_from_args(args, [c for c in inputs if c in frame.columns])
+    bg = background_from_args(args, [c for c in inputs if c in df.columns])
     params = {} if args.estimator == "lemeire" or args.alpha is None else {"alpha": args.alpha}
     try:
         test = make_ci_test(args.estimator, **params)
         learner = PCLearner(ci_test=test, max_depth=args.max_depth, background=bg,
-                            discrete=[d for d in discrete if d in frame.columns],
+                            discrete=[d for d in discrete if d in df.columns],
                             equivalences=not args.no_equivalences)
-        return learner.fit(frame)
+        return learner.fit(df)
     except (BackgroundError, CIError, ValueError) as e:
         raise InputError(str(e)) from None
 
@@ -208,8 +208,8 @@ def learn(frame: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
 def run(args) -> int:
     check_output(args.dot, "--dot")
     check_output(args.tetrad, "--tetrad")
-    frame, inputs, drop = load_frame(args.data, args)
-    data = variables(frame, args, drop)
+    df, inputs, drop = load_df(args.data, args)
+    data = variables(df, args, drop)
     with waiting("learning", args.json or getattr(args, "quiet", False)):
         learner = learn(data, args, inputs)
     return report(learner, args)

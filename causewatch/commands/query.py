@@ -58,30 +58,30 @@ def termsets(args):
         raise InputError(str(e)) from None
 
 
-def print_table(frame, wide: bool = False) -> None:
-    """The frame as text; unless `wide`, the longest text columns are shortened (with …) to fit WIDTH."""
+def print_table(df, wide: bool = False) -> None:
+    """The DataFrame as text; unless `wide`, the longest text columns are shortened (with …) to fit WIDTH."""
     from pandas.api.types import is_numeric_dtype
-    if not len(frame):
+    if not len(df):
         print("(no matches)")
         return
 
     def render(f):
         return f.to_string(index=False, float_format=lambda v: f"{v:.4g}")
-    text = render(frame)
+    text = render(df)
     width = max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if wide else WIDTH
-    frame = frame.copy()
+    df = df.copy()
     while not wide and max(map(len, text.splitlines())) > width:
-        texts = [c for c in frame.columns if not is_numeric_dtype(frame[c])]
+        texts = [c for c in df.columns if not is_numeric_dtype(df[c])]
         if not texts:
             break
-        lengths = {c: int(frame[c].astype(str).str.len().max()) for c in texts}
+        lengths = {c: int(df[c].astype(str).str.len().max()) for c in texts}
         col = max(lengths, key=lengths.get)
         over = max(map(len, text.splitlines())) - width
         keep = max(8, lengths[col] - over)
         if keep >= lengths[col]:
             break
-        frame[col] = frame[col].astype(str).map(lambda v: v if len(v) <= keep else v[:keep - 1] + "…")
-        text = render(frame)
+        df[col] = df[col].astype(str).map(lambda v: v if len(v) <= keep else v[:keep - 1] + "…")
+        text = render(df)
     print(text)
 
 
@@ -93,9 +93,9 @@ def run(args) -> int:
     with open_source(args) as source:
         try:
             query = perfql.Query(args.query, termsets(args), args.mode)
-            frame = source.read(verbs.REGIONS, last=args.last, node=args.node,
-                                metric=sorted(query.required_metrics()))
-            result = query.evaluate(frame, args.min_degree, args.top)
+            df = source.read(verbs.REGIONS, last=args.last, node=args.node,
+                             metric=sorted(query.required_metrics()))
+            result = query.evaluate(df, args.min_degree, args.top)
         except ValueError as e:
             raise InputError(f"query: {e}") from None
     if args.json:

@@ -81,7 +81,7 @@ class StoreSource(_Source):
 
 
 class DaemonSource(_Source):
-    """A running daemon, through its HTTP API: JSON for records, Arrow IPC streams for frames."""
+    """A running daemon, through its HTTP API: JSON for records, Arrow IPC streams for DataFrames."""
 
     def __init__(self, url: str):
         url = url if "://" in url else f"http://{url}"
@@ -127,14 +127,14 @@ class DaemonSource(_Source):
         except (urllib.error.URLError, OSError) as e:
             raise InputError(f"{self.url}: cannot reach the daemon ({getattr(e, 'reason', e)})") from None
         if ctype.startswith("application/vnd.apache.arrow"):
-            return _frame(data)
+            return _df(data)
         return json.loads(data) if ctype == "application/json" else verbs.Text(data.decode(), ctype)
 
 
-def _frame(data: bytes):
+def _df(data: bytes):
     """An Arrow IPC stream as the DataFrame it was, `attrs` from the schema metadata."""
     import pyarrow as pa
     table = pa.ipc.open_stream(data).read_all()
-    frame = table.to_pandas()
-    frame.attrs.update(json.loads((table.schema.metadata or {}).get(b"causewatch", b"{}")))
-    return frame
+    df = table.to_pandas()
+    df.attrs.update(json.loads((table.schema.metadata or {}).get(b"causewatch", b"{}")))
+    return df
