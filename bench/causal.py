@@ -105,11 +105,11 @@ def pgmpy_network(name: str, n: int, seed: int) -> tuple[nx.DiGraph, pd.DataFram
             probs = np.tile(table, (n, 1))
         cum = np.cumsum(probs, axis=1)
         codes[v] = (rng.random((n, 1)) * cum[:, -1:] > cum).sum(axis=1)
-    frame = pd.DataFrame(codes).astype(float)
-    frame = frame.loc[:, frame.nunique() > 1]
-    dag = nx.DiGraph([(a, b) for a, b in model.edges() if a in frame and b in frame])
-    dag.add_nodes_from(frame.columns)
-    return dag, frame[sorted(frame.columns)]
+    df = pd.DataFrame(codes).astype(float)
+    df = df.loc[:, df.nunique() > 1]
+    dag = nx.DiGraph([(a, b) for a, b in model.edges() if a in df and b in df])
+    dag.add_nodes_from(df.columns)
+    return dag, df[sorted(df.columns)]
 
 
 def sachs(n: int, seed: int) -> tuple[nx.DiGraph, pd.DataFrame]:
@@ -158,7 +158,7 @@ def score(truth: set, found: set) -> dict:
 def run_ours(case, test, max_depth, orientation="majority"):
     learner = PCLearner(ci_test=test, max_depth=max_depth, discrete=case.discrete, background=case.background,
                         orientation=orientation)
-    learner.fit(case.frame)
+    learner.fit(case.df)
     return {(e.src, e.dst, e.directed) for e in learner.model_.edges()}, learner.n_tests_
 
 
@@ -170,8 +170,8 @@ def causallearn_background(case):
     from causallearn.utils.PCUtils.BackgroundKnowledge import BackgroundKnowledge
     bk = BackgroundKnowledge()
     tiers = case.background.tiers
-    for a in case.frame.columns:
-        for b in case.frame.columns:
+    for a in case.df.columns:
+        for b in case.df.columns:
             if a != b and (b in tiers.get("inputs", ()) or a in tiers.get("outputs", ())):
                 bk.add_forbidden_by_node(GraphNode(a), GraphNode(b))
     return bk
@@ -180,7 +180,7 @@ def causallearn_background(case):
 def run_causallearn(case, test_name, alpha, max_depth):
     import causallearn.search.ConstraintBased.PC as pcmod
     from causallearn.utils.cit import CIT
-    frame = case.frame.apply(lambda c: c if pd.api.types.is_numeric_dtype(c) else c.astype("category").cat.codes)
+    df = case.df.apply(lambda c: c if pd.api.types.is_numeric_dtype(c) else c.astype("category").cat.codes)
     calls = [0]
 
     def counting_cit(data, method, **kw):
@@ -196,13 +196,13 @@ def run_causallearn(case, test_name, alpha, max_depth):
     original = pcmod.CIT
     pcmod.CIT = counting_cit
     try:
-        cg = pcmod.pc(frame.to_numpy(float), alpha, test_name, stable=True, show_progress=False,
-                      depth=max_depth if max_depth >= 0 else -1, node_names=list(frame.columns),
+        cg = pcmod.pc(df.to_numpy(float), alpha, test_name, stable=True, show_progress=False,
+                      depth=max_depth if max_depth >= 0 else -1, node_names=list(df.columns),
                       background_knowledge=causallearn_background(case))
     finally:
         pcmod.CIT = original
     g = cg.G.graph
-    names = list(frame.columns)
+    names = list(df.columns)
     found = set()
     for i in range(len(names)):
         for j in range(len(names)):
@@ -258,7 +258,7 @@ class Case:
     kind: str            # nonlinear, mixed, linear, discrete, real: which baselines and goals apply
     seed: int
     dag: nx.DiGraph
-    frame: pd.DataFrame
+    df: pd.DataFrame
     discrete: list
     background: Background | None = None
 
@@ -271,11 +271,11 @@ def families(quick: bool):
         def make(seed):
             dag = random_dag(nv, seed=1000 * seed + nv, degree=degree)
             if kind == "linear":
-                frame, disc = sample_sem(dag, rows or n, seed=1000 * seed + nv + 1, kind="linear")
+                df, disc = sample_sem(dag, rows or n, seed=1000 * seed + nv + 1, kind="linear")
             else:
-                frame, disc = multi_index_sem(dag, rows or n, seed=1000 * seed + nv + 1,
-                                              discrete_every=3 if kind == "mixed" else 0)
-            return dag, frame, disc, None
+                df, disc = multi_index_sem(dag, rows or n, seed=1000 * seed + nv + 1,
+                                           discrete_every=3 if kind == "mixed" else 0)
+            return dag, df, disc, None
         return make
 
     def paper(fn, **kw):
@@ -294,13 +294,13 @@ def families(quick: bool):
         out.insert(5, ("multi-index-20v-2000r", "nonlinear", synth(20, 2000, "nonlinear")))
     for name in ["asia", "sachs", "child"] + ([] if quick else ["insurance", "alarm"]):
         def make(seed, name=name):
-            dag, frame = pgmpy_network(name, 2000 if quick else 5000, seed=seed)
-            return dag, frame, list(frame.columns), None
+            dag, df = pgmpy_network(name, 2000 if quick else 5000, seed=seed)
+            return dag, df, list(df.columns), None
         out.append((f"pgmpy-{name}-{2000 if quick else 5000}r", "discrete", make))
 
     def make_sachs(seed):
-        dag, frame = sachs(1000 if quick else 2000, seed=seed)
-        return dag, frame, [], None
+        dag, df = sachs(1000 if quick else 2000, seed=seed)
+        return dag, df, [], None
     out.append((f"cdt-sachs-{1000 if quick else 2000}r", "real", make_sachs))
     return out
 
@@ -433,12 +433,12 @@ def _level(args) -> float:
 
 
 def warm_up(args) -> None:
-    """Run every method once on a 60-row frame so that the timings below are of the fits, not of
+    """Run every method once on a 60-row DataFrame so that the timings below are of the fits, not of
     each library's one-time start-up in the process (imports, numba loading its compiled cache)."""
     dag = random_dag(4, seed=0)
-    frame, _ = sample_sem(dag, 60, seed=0, kind="nonlinear")
-    case = Case("warm-up", "nonlinear", 0, dag, frame, [])
-    codes = Case("warm-up", "discrete", 0, dag, (frame > 0).astype(float), list(frame.columns))
+    df, _ = sample_sem(dag, 60, seed=0, kind="nonlinear")
+    case = Case("warm-up", "nonlinear", 0, dag, df, [])
+    codes = Case("warm-up", "discrete", 0, dag, (df > 0).astype(float), list(df.columns))
     c0 = time.process_time()
     for test in (AutoTest(alpha=args.alpha), KDEMITest(alpha=_level(args)), RCoTTest(alpha=_level(args)),
                  FisherZTest(alpha=_level(args))):
@@ -448,7 +448,7 @@ def warm_up(args) -> None:
         run_causallearn(case, test, _level(args), 1)
     run_causallearn(codes, "gsq", _level(args), 1)
     rcot.chi2_mixture_sf(np.arange(1.0, 9.0), 40.0)   # loads LPB's numba code, which the 60 rows may not reach
-    print(f"warm-up of all methods on a 60-row frame: {time.process_time() - c0:.2f} CPU-s, not counted below")
+    print(f"warm-up of all methods on a 60-row DataFrame: {time.process_time() - c0:.2f} CPU-s, not counted below")
 
 
 def false_dependence_rates(args) -> None:
@@ -462,10 +462,10 @@ def false_dependence_rates(args) -> None:
                 rng = np.random.default_rng([rep, n, dz])
                 z = rng.normal(size=(n, dz))
                 s = z.sum(axis=1)
-                frame = pd.DataFrame({"x": 0.5 * s + rng.normal(size=n),
-                                      "y": (0.7 * s if kind == "gaussian" else np.tanh(s)) + rng.normal(size=n),
-                                      **{f"z{i}": z[:, i] for i in range(dz)}})
-                data = Dataset(frame)
+                df = pd.DataFrame({"x": 0.5 * s + rng.normal(size=n),
+                                   "y": (0.7 * s if kind == "gaussian" else np.tanh(s)) + rng.normal(size=n),
+                                   **{f"z{i}": z[:, i] for i in range(dz)}})
+                data = Dataset(df)
                 zs = [f"z{i}" for i in range(dz)]
                 for name, test in (("kde", KDEMITest(alpha=_level(args))),
                                    ("fisher-z", FisherZTest(alpha=_level(args)))):
@@ -478,12 +478,12 @@ def partial_fit_cost(args) -> None:
     """A 10 % update through partial_fit: CI tests computed, as a share of a full fit's."""
     for kind, nv, n in [("nonlinear", 10, 1000), ("linear", 10, 1000)]:
         dag = random_dag(nv, seed=nv)
-        frame, disc = sample_sem(dag, n, seed=nv + n, kind=kind)
+        df, disc = sample_sem(dag, n, seed=nv + n, kind=kind)
         cut = int(n / 1.1)
         learner = PCLearner(ci_test=KDEMITest(alpha=_level(args)), max_depth=args.max_depth, discrete=disc)
-        learner.fit(frame.iloc[:cut])
-        learner.partial_fit(frame.iloc[cut:])
-        scratch = PCLearner(ci_test=KDEMITest(alpha=_level(args)), max_depth=args.max_depth, discrete=disc).fit(frame)
+        learner.fit(df.iloc[:cut])
+        learner.partial_fit(df.iloc[cut:])
+        scratch = PCLearner(ci_test=KDEMITest(alpha=_level(args)), max_depth=args.max_depth, discrete=disc).fit(df)
         same = {(e.src, e.dst, e.directed) for e in learner.model_.edges()} == \
                {(e.src, e.dst, e.directed) for e in scratch.model_.edges()}
         print(f"partial_fit {kind}-{nv}v +10% rows: {learner.n_tests_} CI tests recomputed, {learner.n_reused_} reused;"

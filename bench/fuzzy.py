@@ -80,9 +80,9 @@ def bench_perfql(n: int) -> None:
         cpu = (time.process_time() - cpu) / 2
         print(f"PERFQL over {n} regions (summaries in DuckDB + evaluation): {t:.3f} s wall, {cpu:.3f} s CPU "
               f"(all threads), {len(result[-1])} shown; query {text!r}")
-        frame = region_summaries(con, metrics=perfql.Query(text).required_metrics())
-        t_eval = best(lambda: perfql.Query(text).evaluate(frame, top=10))
-        print(f"  of which evaluation on the frame: {t_eval:.3f} s ({n / t_eval / 1e6:.1f} M regions/s)")
+        df = region_summaries(con, metrics=perfql.Query(text).required_metrics())
+        t_eval = best(lambda: perfql.Query(text).evaluate(df, top=10))
+        print(f"  of which evaluation on the DataFrame: {t_eval:.3f} s ({n / t_eval / 1e6:.1f} M regions/s)")
         con.close()
 
 

@@ -325,14 +325,14 @@ def node_day_bytes(folder: Path, hours: int, metrics: int, keys: int) -> dict:
     # A day of aggregates: the simulated hours' minutes repeated to fill 24 h (same value distribution).
     day = pd.concat([aggregates.assign(minute=aggregates.minute + 3600.0 * hours * k)
                      for k in range(-(-24 // hours))], ignore_index=True)
-    frame = day[day.minute < aggregates.minute.min() + 86400.0]
+    df = day[day.minute < aggregates.minute.min() + 86400.0]
     path = folder / "day-minute.duckdb"
     store = Store(str(path))
-    store.run(lambda con: results.insert_rows(con, "samples_minute", frame))
+    store.run(lambda con: results.insert_rows(con, "samples_minute", df))
     store.close()
     sizes["samples_minute"] = file_bytes(path) - base
     return {"hours_simulated": hours, "metrics": metrics, "phase_vector_keys": keys,
-            "bytes_per_node_day": sizes, "aggregate_rows_per_day": len(frame)}
+            "bytes_per_node_day": sizes, "aggregate_rows_per_day": len(df)}
 
 
 # ---- report --------------------------------------------------------------------------------------

@@ -91,8 +91,8 @@ def test_learn_reads_parquet_with_discrete_text_columns(tmp_path, capsys):
     dtype = rng.choice(["short", "int", "double"], 300)
     size = pd.Series(dtype).map({"short": 2, "int": 4, "double": 8}).to_numpy()
     n = rng.uniform(5, 300, 300)
-    frame = pd.DataFrame({"dtype": dtype, "n": n, "misses": n * size * (1 + 0.1 * rng.random(300))})
-    frame.to_parquet(tmp_path / "lu.parquet")
+    df = pd.DataFrame({"dtype": dtype, "n": n, "misses": n * size * (1 + 0.1 * rng.random(300))})
+    df.to_parquet(tmp_path / "lu.parquet")
     assert main(["learn", str(tmp_path / "lu.parquet"), "--tier", "inputs:dtype,n", "--json"]) == 0
     edges = {(e["src"], e["dst"], e["directed"]) for e in json.loads(capsys.readouterr().out)["edges"]}
     assert edges == {("dtype", "misses", True), ("n", "misses", True)}

@@ -42,12 +42,12 @@ def _tasks(seed, start, count, broken=False):
     })
 
 
-def _ingest(store, frame):
-    if "bbv" not in frame:
-        frame = frame.assign(bbv=None)
+def _ingest(store, df):
+    if "bbv" not in df:
+        df = df.assign(bbv=None)
 
     def write(con):
-        con.register("t", frame)
+        con.register("t", df)
         con.execute("INSERT INTO tasks (node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
                     "counters, bbv) SELECT node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
                     "counters, bbv FROM t")
@@ -69,20 +69,20 @@ def _ctx(store):
 
 def test_task_df_unpacks_params_and_counters(store):
     _ingest(store, _tasks(0, 0, 10))
-    frame, inputs = name_task_columns(*task_df(store.cursor(), "lu"))
+    df, inputs = name_task_columns(*task_df(store.cursor(), "lu"))
     assert inputs == ["dtype", "n"]
-    assert {"duration", "cpu_seconds", "instructions", "l2_misses"} <= set(frame.columns)
-    assert pd.api.types.is_numeric_dtype(frame["n"]) and not pd.api.types.is_numeric_dtype(frame["dtype"])
+    assert {"duration", "cpu_seconds", "instructions", "l2_misses"} <= set(df.columns)
+    assert pd.api.types.is_numeric_dtype(df["n"]) and not pd.api.types.is_numeric_dtype(df["dtype"])
 
 
 HOSTILE_KEYS = ['it\'s "odd"', "x') OR (1=1", "x\\", "*", "a/b", "~0", "$.a", "[0]", "é"]
 
 
 def test_task_df_reads_keys_hostile_to_sql_and_json_paths(store):
-    frame = _tasks(0, 0, 3)
-    frame["params"] = [json.dumps({k: i + j for j, k in enumerate(HOSTILE_KEYS)}) for i in range(3)]
-    frame["counters"] = [json.dumps({k: 0.5 * i for k in HOSTILE_KEYS + ["duration"]}) for i in range(3)]
-    _ingest(store, frame)
+    df = _tasks(0, 0, 3)
+    df["params"] = [json.dumps({k: i + j for j, k in enumerate(HOSTILE_KEYS)}) for i in range(3)]
+    df["counters"] = [json.dumps({k: 0.5 * i for k in HOSTILE_KEYS + ["duration"]}) for i in range(3)]
+    _ingest(store, df)
     out, inputs = name_task_columns(*task_df(store.cursor(), "lu"))
     assert sorted(inputs) == sorted(HOSTILE_KEYS)
     for j, k in enumerate(HOSTILE_KEYS):
@@ -150,13 +150,13 @@ def test_a_job_in_the_jobs_worker_learns_what_it_learns_in_process(tmp_path):
 
 def _phased_tasks(seed, start, count):
     """Tasks running one of two code mixes; the second kind takes twice as long."""
-    frame = _tasks(seed, start, count)
+    df = _tasks(seed, start, count)
     rng = np.random.default_rng(seed + 100)
     second = rng.random(count) < 0.5
-    frame["duration"] = np.where(second, 2.0, 1.0) + rng.normal(0, 0.05, count)
-    frame["bbv"] = [json.dumps({"keys": ["b.py:sort"], "counts": [100]}) if s else
-                    json.dumps({"keys": ["a.py:solve", "a.py:read"], "counts": [90, 10]}) for s in second]
-    return frame
+    df["duration"] = np.where(second, 2.0, 1.0) + rng.normal(0, 0.05, count)
+    df["bbv"] = [json.dumps({"keys": ["b.py:sort"], "counts": [100]}) if s else
+                 json.dumps({"keys": ["a.py:solve", "a.py:read"], "counts": [90, 10]}) for s in second]
+    return df
 
 
 def test_code_phase_from_task_vectors_is_a_discrete_variable(store):
@@ -314,9 +314,9 @@ def test_submodels_of_a_long_window_come_from_a_sample_and_agree_with_all_rows()
     rng = np.random.default_rng(3)
     n = 3 * SUBMODEL_ROWS
     x, z = rng.uniform(1, 10, n), rng.uniform(1, 10, n)   # a collider: y's parents are x and z
-    frame = pd.DataFrame({"x": x, "z": z, "y": 2.0 * x ** 2 + 30.0 * z + rng.normal(0, 1, n)})
-    model = PCLearner(background=None).fit(frame).model_
+    df = pd.DataFrame({"x": x, "z": z, "y": 2.0 * x ** 2 + 30.0 * z + rng.normal(0, 1, n)})
+    model = PCLearner(background=None).fit(df).model_
     sampled = submodels(model)
-    every_row = {v: s.kind for v, s in model.fit_submodels(frame).items() if s.parents}
+    every_row = {v: s.kind for v, s in model.fit_submodels(df).items() if s.parents}
     assert set(sampled) == {"y"} and {v: s["kind"] for v, s in sampled.items()} == every_row
     assert sampled == submodels(model)   # seeded: the same sample every cycle

@@ -38,8 +38,8 @@ def con(tmp_path):
     con.close()
 
 
-def _row(frame, node, region, source):
-    sel = frame[(frame.node == node) & (frame.region == region) & (frame.source == source)]
+def _row(df, node, region, source):
+    sel = df[(df.node == node) & (df.region == region) & (df.source == source)]
     assert len(sel) == 1
     return sel.iloc[0]
 

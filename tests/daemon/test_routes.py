@@ -41,7 +41,7 @@ def test_a_get_route_reads_the_store_through_the_host(host):
     assert stats["tables"]["regions"] == 3 and stats["tables"]["models"] == 1
 
 
-def test_a_frame_route_answers_arrow(host):
+def test_a_dataframe_route_answers_arrow(host):
     code, body, ctype = ask(host, "GET", "/api/regions")
     assert code == 200 and ctype == routes.ARROW
     assert sorted(pa.ipc.open_stream(body).read_all().column("region").to_pylist()) == \

@@ -11,23 +11,23 @@ from causewatch.analytics.causal import ci, entropy
 from scipy import stats
 
 
-def _frame(seed, n, k):
+def _df(seed, n, k):
     return pd.DataFrame(np.random.default_rng(seed).normal(size=(n, k)), columns=[f"v{i}" for i in range(k)])
 
 
 def test_results_are_cached_per_data_version():
     test = ci.FisherZTest()
-    data = ci.Dataset(_frame(0, 100, 3))
+    data = ci.Dataset(_df(0, 100, 3))
     first = test.test(data, "v0", "v1", ["v2"])
     assert test.test(data, "v1", "v0", ["v2"]) is first  # x, y are unordered
     assert test.n_tests == 1
-    test.test(ci.Dataset(_frame(1, 100, 3)), "v0", "v1", ["v2"])
+    test.test(ci.Dataset(_df(1, 100, 3)), "v0", "v1", ["v2"])
     assert test.n_tests == 2
 
 
 def test_unknown_column_is_named():
     with pytest.raises(ci.CIError, match="no column 'nope'"):
-        ci.FisherZTest().test(ci.Dataset(_frame(0, 10, 2)), "v0", "nope")
+        ci.FisherZTest().test(ci.Dataset(_df(0, 10, 2)), "v0", "nope")
 
 
 def test_fisher_z_separates_a_chain():
@@ -64,10 +64,10 @@ def test_calibrated_kde_test_keeps_its_false_positive_rate(n, dz):
     for seed in range(12):
         rng = np.random.default_rng(100 + seed)
         z = rng.normal(size=(n, dz))
-        frame = pd.DataFrame({"x": z.sum(axis=1) * 0.5 + rng.normal(size=n),
-                              "y": np.tanh(z.sum(axis=1)) + rng.normal(size=n),
-                              **{f"z{i}": z[:, i] for i in range(dz)}})
-        wrong += not test.test(ci.Dataset(frame), "x", "y", [f"z{i}" for i in range(dz)]).independent
+        df = pd.DataFrame({"x": z.sum(axis=1) * 0.5 + rng.normal(size=n),
+                           "y": np.tanh(z.sum(axis=1)) + rng.normal(size=n),
+                           **{f"z{i}": z[:, i] for i in range(dz)}})
+        wrong += not test.test(ci.Dataset(df), "x", "y", [f"z{i}" for i in range(dz)]).independent
     assert wrong <= 3
 
 
@@ -75,8 +75,8 @@ def test_calibrated_kde_test_detects_a_nonlinear_dependence():
     rng = np.random.default_rng(4)
     u = rng.uniform(0, 2, 150)
     x = np.concatenate([u, -u])  # symmetric, so x and x² are uncorrelated
-    frame = pd.DataFrame({"x": x, "y": x ** 2 + 0.3 * rng.normal(size=300)})
-    data = ci.Dataset(frame)
+    df = pd.DataFrame({"x": x, "y": x ** 2 + 0.3 * rng.normal(size=300)})
+    data = ci.Dataset(df)
     assert not ci.KDEMITest().test(data, "x", "y").independent
     assert ci.FisherZTest().test(data, "x", "y").independent  # what partial correlation misses
 
@@ -84,8 +84,8 @@ def test_calibrated_kde_test_detects_a_nonlinear_dependence():
 def test_lemeire_thresholds_are_the_papers():
     # Lemeire et al. §6.1: 0.4 bits between continuous variables, 0.2 bits with a discrete one.
     rng = np.random.default_rng(5)
-    frame = pd.DataFrame({"c1": rng.normal(size=100), "c2": rng.normal(size=100), "d": rng.integers(0, 3, 100)})
-    data = ci.Dataset(frame, discrete=["d"])
+    df = pd.DataFrame({"c1": rng.normal(size=100), "c2": rng.normal(size=100), "d": rng.integers(0, 3, 100)})
+    data = ci.Dataset(df, discrete=["d"])
     test = ci.KDEMITest(estimator="lemeire")
     assert test.test(data, "c1", "c2").threshold == 0.4
     assert test.test(data, "c1", "d").threshold == 0.2
@@ -111,8 +111,8 @@ def test_calibrated_kde_test_sees_a_weak_linear_dependence_like_fisher_z():
     # The Gaussian-copula look: on linear data the KDE test keeps Fisher-z's power.
     rng = np.random.default_rng(7)
     x = rng.normal(size=1000)
-    frame = pd.DataFrame({"x": x, "y": 0.12 * x + rng.normal(size=1000), "z": rng.normal(size=1000)})
-    data = ci.Dataset(frame)
+    df = pd.DataFrame({"x": x, "y": 0.12 * x + rng.normal(size=1000), "z": rng.normal(size=1000)})
+    data = ci.Dataset(df)
     assert not ci.FisherZTest().test(data, "x", "y").independent
     assert not ci.KDEMITest().test(data, "x", "y").independent
     assert not ci.KDEMITest().test(data, "x", "y", ["z"]).independent

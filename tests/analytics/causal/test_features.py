@@ -10,28 +10,28 @@ from causewatch.analytics.causal import features
 
 def test_sparse_column_is_dropped_before_rows_are_and_each_drop_has_its_reason():
     n = 100
-    frame = pd.DataFrame({"a": np.arange(n, dtype=float), "b": np.arange(n) % 7, "const": 1.0,
-                          "sparse": [1.0 if i % 10 == 0 else None for i in range(n)],
-                          "t_start": np.arange(n, dtype=float)})
-    frame.loc[3, "a"] = None
-    chosen = features.model_variables(frame, drop=("t_start",))
+    df = pd.DataFrame({"a": np.arange(n, dtype=float), "b": np.arange(n) % 7, "const": 1.0,
+                       "sparse": [1.0 if i % 10 == 0 else None for i in range(n)],
+                       "t_start": np.arange(n, dtype=float)})
+    df.loc[3, "a"] = None
+    chosen = features.model_variables(df, drop=("t_start",))
     assert list(chosen.data.columns) == ["a", "b"] and len(chosen.data) == n - 1 and chosen.rows_in == n
     assert chosen.dropped == {"t_start": "bookkeeping, not a variable", "sparse": "present in 10 % of rows only",
                               "const": "never varies over the complete rows"}
     assert chosen.summary().startswith("99 of 100 rows, 2 variables (left out: t_start: bookkeeping")
-    named = features.model_variables(frame, columns=["a", "sparse"])
+    named = features.model_variables(df, columns=["a", "sparse"])
     assert len(named.data) == 10 and named.dropped["b"] == "not chosen"   # chosen columns are kept
 
 
 def test_a_quantity_measured_twice_is_kept_once_and_a_merely_strong_relation_is_kept():
     rng = np.random.default_rng(2)
     cpu = rng.uniform(0.05, 0.2, 500)
-    frame = pd.DataFrame({"cpu_seconds": cpu, "cycles": 3e9 * cpu + rng.normal(0, 3e4, 500),
-                          "duration": cpu + rng.uniform(0, 0.05, 500), "ops": cpu ** 3})
-    chosen = features.model_variables(frame)
+    df = pd.DataFrame({"cpu_seconds": cpu, "cycles": 3e9 * cpu + rng.normal(0, 3e4, 500),
+                       "duration": cpu + rng.uniform(0, 0.05, 500), "ops": cpu ** 3})
+    chosen = features.model_variables(df)
     assert list(chosen.data.columns) == ["cpu_seconds", "duration", "ops"]   # r(duration) ~0.96, r(ops) ~0.97
     assert chosen.dropped["cycles"].startswith("a linear copy of cpu_seconds (r = ")
-    assert list(features.model_variables(frame, columns=list(frame.columns)).data.columns) == list(frame.columns)
+    assert list(features.model_variables(df, columns=list(df.columns)).data.columns) == list(df.columns)
 
 
 def test_the_task_clock_is_dropped_as_cpu_seconds_measured_again_at_any_correlation():
@@ -39,19 +39,19 @@ def test_the_task_clock_is_dropped_as_cpu_seconds_measured_again_at_any_correlat
     cpu = rng.uniform(0.05, 0.2, 500)
     # the instrument's own reading cost, varying with the code: r ~0.99, below COPY_R
     clock = cpu + rng.exponential(0.01, 500)
-    frame = pd.DataFrame({"duration": cpu + rng.uniform(0, 0.05, 500), "cpu_seconds": cpu, "task_clock_seconds": clock})
+    df = pd.DataFrame({"duration": cpu + rng.uniform(0, 0.05, 500), "cpu_seconds": cpu, "task_clock_seconds": clock})
     assert abs(np.corrcoef(cpu, clock)[0, 1]) < features.COPY_R
-    chosen = features.model_variables(frame)
+    chosen = features.model_variables(df)
     assert list(chosen.data.columns) == ["duration", "cpu_seconds"]
     assert chosen.dropped["task_clock_seconds"] == "the same quantity as cpu_seconds, measured again"
-    alone = features.model_variables(frame.drop(columns=["cpu_seconds"]))   # the only CPU time: kept
+    alone = features.model_variables(df.drop(columns=["cpu_seconds"]))   # the only CPU time: kept
     assert "task_clock_seconds" in alone.data.columns
 
 
 def test_task_columns_named_by_key_and_a_counter_never_hides_a_parameter():
-    frame = pd.DataFrame({"duration": [1.0, 2.0], "p0": ["4", "8"], "p1": ["int", "x"], "c0": [5.0, 6.0],
-                          "c1": [7.0, 8.0], "c2": [0.1, 0.2]})
-    out, inputs = features.name_task_columns(frame, {"p0": "n", "p1": "dtype"},
+    df = pd.DataFrame({"duration": [1.0, 2.0], "p0": ["4", "8"], "p1": ["int", "x"], "c0": [5.0, 6.0],
+                       "c1": [7.0, 8.0], "c2": [0.1, 0.2]})
+    out, inputs = features.name_task_columns(df, {"p0": "n", "p1": "dtype"},
                                              {"c0": "n", "c1": "duration", "c2": "misses"})
     assert inputs == ["n", "dtype"] and out["n"].tolist() == [4, 8] and out["dtype"].tolist() == ["int", "x"]
     assert out["counter.n"].tolist() == [5.0, 6.0] and out["counter.duration"].tolist() == [7.0, 8.0]

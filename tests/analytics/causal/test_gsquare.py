@@ -12,9 +12,9 @@ from causewatch.analytics.causal.gsquare import Counter
 
 def reference(codes, x, y, z):
     bits = entropy.discrete_cmi_bits(codes.astype(float), x, y, z)
-    frame = pd.DataFrame({"x": entropy.cell_codes(codes[:, x]), "y": entropy.cell_codes(codes[:, y]),
+    cells = pd.DataFrame({"x": entropy.cell_codes(codes[:, x]), "y": entropy.cell_codes(codes[:, y]),
                           "z": entropy.cell_codes(codes[:, z]) if z else 0})
-    strata = [g for _, g in frame.groupby("z")]
+    strata = [g for _, g in cells.groupby("z")]
     df = sum(max(g.x.nunique() - 1, 0) * max(g.y.nunique() - 1, 0) for g in strata)
     return 2 * len(codes) * math.log(2) * bits, df, bits
 

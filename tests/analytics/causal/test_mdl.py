@@ -68,8 +68,8 @@ def test_several_parents_linear_data_stays_linear(seed):
 def test_several_parents_additive_curves(seed):
     a, b, e = _two_parents(seed)
     y = 0.5 * a ** 2 + 8 * np.log(b) + 0.1 * e
-    frame = pd.DataFrame({"a": a, "b": b, "y": y})
-    sub = mdl.fit_submodel(frame, "y", ["a", "b"])
+    df = pd.DataFrame({"a": a, "b": b, "y": y})
+    sub = mdl.fit_submodel(df, "y", ["a", "b"])
     assert sub.kind == "additive" and "log(b)" in sub.formula and "a^2" in sub.formula
 
 
@@ -87,10 +87,10 @@ def test_several_parents_product_of_powers(seed):
 def test_discrete_target_gets_a_table():
     rng = np.random.default_rng(3)
     a = rng.integers(0, 2, 400)
-    frame = pd.DataFrame({"a": a, "b": (a + (rng.random(400) < 0.1)) % 2})
-    sub = mdl.fit_submodel(frame, "b", ["a"], discrete=["a", "b"])
+    df = pd.DataFrame({"a": a, "b": (a + (rng.random(400) < 0.1)) % 2})
+    sub = mdl.fit_submodel(df, "b", ["a"], discrete=["a", "b"])
     assert sub.kind == "table" and sub.groups == 2
-    alone = mdl.fit_submodel(frame, "b", [], discrete=["a", "b"])
+    alone = mdl.fit_submodel(df, "b", [], discrete=["a", "b"])
     assert sub.bits < alone.bits  # knowing a shortens the description of b
 
 

@@ -62,7 +62,7 @@ def test_dag_extension_is_a_member_of_the_class():
     assert all(len(list(ext.predecessors(v))) <= 1 for v in ext)  # a tree: no v-structure added
 
 
-def _perf_frame(seed, n=400, broken=False):
+def _perf_df(seed, n=400, broken=False):
     rng = np.random.default_rng(seed)
     size = rng.uniform(10, 100, n)
     ops = size ** 2 * rng.uniform(0.5, 1.5, n)
@@ -72,12 +72,12 @@ def _perf_frame(seed, n=400, broken=False):
 
 
 def test_submodels_give_formulas_per_node():
-    frame = _perf_frame(0)
+    df = _perf_df(0)
     model = CausalModel.from_search(["size", "ops", "time"], arcs=[("size", "ops"), ("ops", "time")],
-                                    undirected=[], strengths={}, sepsets={}, equivalences=[], data=frame)
+                                    undirected=[], strengths={}, sepsets={}, equivalences=[], data=df)
     subs = model.fit_submodels()
     assert subs["ops"].kind in ("poly2", "power")
-    assert subs["ops"].bits < mdl.fit_submodel(frame, "ops", []).bits
+    assert subs["ops"].bits < mdl.fit_submodel(df, "ops", []).bits
     assert subs["time"].kind == "poly1" and subs["time"].formula.startswith("time = ")
     assert subs["size"].parents == ()
 
@@ -85,8 +85,8 @@ def test_submodels_give_formulas_per_node():
 def test_markov_violations_flag_a_new_direct_dependence():
     model = CausalModel.from_search(["size", "ops", "time"], arcs=[("size", "ops"), ("ops", "time")],
                                     undirected=[], strengths={}, sepsets={}, equivalences=[])
-    ok = model.markov_violations(_perf_frame(1))
-    bad = model.markov_violations(_perf_frame(2, broken=True))
+    ok = model.markov_violations(_perf_df(1))
+    bad = model.markov_violations(_perf_df(2, broken=True))
     assert not ok.violated.any()
     assert bad.set_index("variable").loc["time", "violated"]
     assert bad.set_index("variable").loc["time", "bits"] > ok.set_index("variable").loc["time", "bits"]

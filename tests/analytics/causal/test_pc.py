@@ -93,11 +93,11 @@ def test_deterministic_chain_keeps_the_simplest_edge_and_records_the_equivalence
     rng = np.random.default_rng(0)
     x = rng.uniform(1, 10, 300)
     y = x ** 2
-    frame = pd.DataFrame({"X": x, "Y": y, "Z": 2 * y + 10 * rng.normal(size=300)})
-    model = PCLearner().fit(frame).model_
+    df = pd.DataFrame({"X": x, "Y": y, "Z": 2 * y + 10 * rng.normal(size=300)})
+    model = PCLearner().fit(df).model_
     assert {(e.src, e.dst) for e in model.edges()} == {("X", "Y"), ("Y", "Z")}
     assert [(q["target"], q["variables"], q["kept"]) for q in model.equivalences] == [("Z", ["X", "Y"], "Y")]
-    plain = PCLearner(equivalences=False).fit(frame).model_
+    plain = PCLearner(equivalences=False).fit(df).model_
     assert {(e.src, e.dst) for e in plain.edges()} == {("X", "Y")}
 
 
@@ -113,14 +113,14 @@ def _linear_data(seed, n=600):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_background_knowledge_is_honoured(seed):
-    _dag, frame = _linear_data(seed)
+    _dag, df = _linear_data(seed)
     rng = np.random.default_rng(seed)
-    names = list(frame.columns)
+    names = list(df.columns)
     inputs, outputs, (f1, f2) = names[:2], [names[5]], rng.choice(names[2:5], 2, replace=False)
     bg = Background(tiers={"inputs": inputs, "outputs": outputs}, forbidden=[(f1, f2)],
                     required=[(names[2], names[5])])
     test = FisherZTest()
-    model = PCLearner(ci_test=test, background=bg).fit(frame).model_
+    model = PCLearner(ci_test=test, background=bg).fit(df).model_
     edges = model.edges()
     assert not any({e.src, e.dst} == {f1, f2} for e in edges)
     assert (names[2], names[5], True) in {(e.src, e.dst, e.directed) for e in edges}
@@ -152,22 +152,22 @@ def test_contradictory_background_is_refused():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_pc_stable_skeleton_does_not_depend_on_column_order(seed):
-    _, frame = _linear_data(seed + 10)
-    skeleton = {frozenset((e.src, e.dst)) for e in PCLearner(ci_test=FisherZTest()).fit(frame).model_.edges()}
-    reversed_frame = frame[list(reversed(frame.columns))]
-    again = {frozenset((e.src, e.dst)) for e in PCLearner(ci_test=FisherZTest()).fit(reversed_frame).model_.edges()}
+    _, df = _linear_data(seed + 10)
+    skeleton = {frozenset((e.src, e.dst)) for e in PCLearner(ci_test=FisherZTest()).fit(df).model_.edges()}
+    reversed_df = df[list(reversed(df.columns))]
+    again = {frozenset((e.src, e.dst)) for e in PCLearner(ci_test=FisherZTest()).fit(reversed_df).model_.edges()}
     assert skeleton == again
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_partial_fit_equals_fit_on_the_concatenated_rows(seed):
-    frame = _fig1_data(seed, n=440)
-    frame["E"] = frame["C"] * 0.5 + np.random.default_rng(seed).normal(size=440)
-    old, new = frame.iloc[:400], frame.iloc[400:]
+    df = _fig1_data(seed, n=440)
+    df["E"] = df["C"] * 0.5 + np.random.default_rng(seed).normal(size=440)
+    old, new = df.iloc[:400], df.iloc[400:]
     incremental = PCLearner().fit(old)
     full_tests = incremental.n_tests_
     incremental.partial_fit(new)
-    scratch = PCLearner().fit(frame)
+    scratch = PCLearner().fit(df)
     assert _edges(incremental.model_) == _edges(scratch.model_)
     assert incremental.model_.equivalences == scratch.model_.equivalences
     assert incremental.n_tests_ < full_tests
@@ -181,13 +181,13 @@ def test_partial_fit_re_tests_a_decision_once_the_rows_have_doubled():
     first = slice(0, 100)   # exactly uncorrelated there: a decisive independence (margin -2.6)
     noise[first] -= np.polyval(np.polyfit(x[first], noise[first], 1), x[first])
     y = np.where(np.arange(800) < 100, noise, 0.3 * x + noise)
-    frame = pd.DataFrame({"x": x, "y": y, "w": rng.normal(size=800)})
-    learner = PCLearner(ci_test=FisherZTest()).fit(frame.iloc[:100])
+    df = pd.DataFrame({"x": x, "y": y, "w": rng.normal(size=800)})
+    learner = PCLearner(ci_test=FisherZTest()).fit(df.iloc[:100])
     assert _edges(learner.model_) == set()
     for start in range(100, 800, 50):   # 7 % to 50 % more rows at a time: never a doubling at once
-        learner.partial_fit(frame.iloc[start:start + 50])
+        learner.partial_fit(df.iloc[start:start + 50])
     assert learner.n_reused_ > 0
-    assert _edges(learner.model_) == _edges(PCLearner(ci_test=FisherZTest()).fit(frame).model_) != set()
+    assert _edges(learner.model_) == _edges(PCLearner(ci_test=FisherZTest()).fit(df).model_) != set()
 
 
 def test_ci_tests_see_a_seeded_sample_of_max_rows_and_the_model_keeps_every_row():
@@ -195,16 +195,16 @@ def test_ci_tests_see_a_seeded_sample_of_max_rows_and_the_model_keeps_every_row(
     n = 5000
     x = rng.normal(size=n)
     y = np.sin(x) + 0.3 * rng.normal(size=n)
-    frame = pd.DataFrame({"x": x, "y": y, "z": y ** 2 + 0.3 * rng.normal(size=n), "w": rng.normal(size=n)})
-    sampled = PCLearner(ci_test=FisherZTest(), max_rows=1000).fit(frame)
+    df = pd.DataFrame({"x": x, "y": y, "z": y ** 2 + 0.3 * rng.normal(size=n), "w": rng.normal(size=n)})
+    sampled = PCLearner(ci_test=FisherZTest(), max_rows=1000).fit(df)
     assert sampled.tested_.n == 1000 and sampled.data_.n == n and len(sampled.model_.data) == n
-    assert sampled.tested_.version == PCLearner(ci_test=FisherZTest(), max_rows=1000).fit(frame).tested_.version
-    every = PCLearner(ci_test=FisherZTest(), max_rows=None).fit(frame)
+    assert sampled.tested_.version == PCLearner(ci_test=FisherZTest(), max_rows=1000).fit(df).tested_.version
+    every = PCLearner(ci_test=FisherZTest(), max_rows=None).fit(df)
     assert every.tested_ is every.data_
     assert {frozenset((e.src, e.dst)) for e in sampled.model_.edges()} == \
         {frozenset((e.src, e.dst)) for e in every.model_.edges()}
     with pytest.raises(PCError, match="max_rows"):
-        PCLearner(max_rows=1).fit(frame)
+        PCLearner(max_rows=1).fit(df)
 
 
 def test_the_tested_sample_persists_as_rows_are_appended():
@@ -233,9 +233,9 @@ def test_a_variable_determined_by_its_parents_keeps_its_children():
         flip = lambda p: rng.random(n) < p   # noqa: E731
         xray = np.where(either, ~flip(0.1), flip(0.05))
         dysp = np.where(either | bronc, ~flip(0.2), flip(0.1))
-        frame = pd.DataFrame({"tub": tub, "lung": lung, "bronc": bronc, "either": either, "xray": xray,
-                              "dysp": dysp}).astype(float)
-        learner = PCLearner(discrete=list(frame.columns)).fit(frame)
+        df = pd.DataFrame({"tub": tub, "lung": lung, "bronc": bronc, "either": either, "xray": xray,
+                           "dysp": dysp}).astype(float)
+        learner = PCLearner(discrete=list(df.columns)).fit(df)
         found = {frozenset((e.src, e.dst)) for e in learner.model_.edges()}
         assert {frozenset(("either", "xray")), frozenset(("either", "dysp"))} <= found, seed
         false_edges += frozenset(("tub", "xray")) in found or frozenset(("lung", "xray")) in found

@@ -37,8 +37,8 @@ class ScriptedTest(CITest):
 def test_an_equivalence_needs_a_decisive_dependence_and_a_deterministic_relation(t_margin, noise, equivalent):
     rng = np.random.default_rng(0)
     a = rng.normal(size=200)
-    frame = pd.DataFrame({"a": a, "b": a ** 3 + noise * rng.normal(size=200) * a.std() ** 3, "t": rng.normal(size=200)})
-    learner = pc.PCLearner(ci_test=ScriptedTest(t_margin), max_depth=2).fit(frame)
+    df = pd.DataFrame({"a": a, "b": a ** 3 + noise * rng.normal(size=200) * a.std() ** 3, "t": rng.normal(size=200)})
+    learner = pc.PCLearner(ci_test=ScriptedTest(t_margin), max_depth=2).fit(df)
     assert bool(learner.equivalences_) == equivalent
     t_edges = [e for e in learner.model_.edges() if "t" in (e.src, e.dst)]
     assert len(t_edges) == (1 if equivalent else 0)

@@ -1,5 +1,5 @@
 """PERFQL: grammar and precedence, metric expressions, division by zero, errors with columns,
-ranking, and the bottleneck search over region-summary frames."""
+ranking, and the bottleneck search over region-summary DataFrames."""
 
 import warnings
 
@@ -16,14 +16,14 @@ TERMS = {"ratio": TermSet("ratio", {"low": Membership("z", (0.2, 0.4)), "high": 
          "u": TermSet("u", {"poor_cache_miss": Membership("s", (0.0, 1.0))})}
 
 
-def frame():
+def df():
     return pd.DataFrame({"node": list("pqrst"), "app": "x", "region": ["r1", "r2", "r3", "r4", "r5"],
                          "source": "region", "a": [1.0, 0.3, 9.0, 5.0, 0.0], "b": [1.0, 1.0, 10.0, 0.0, 0.0],
                          "t": [10.0, 5.0, 0.0, 2.0, 8.0]})
 
 
 def degrees(text, f=None):
-    return Query(text, TERMS).degrees(frame() if f is None else f)
+    return Query(text, TERMS).degrees(df() if f is None else f)
 
 
 def test_single_term_and_metric_expression():
@@ -45,13 +45,13 @@ def test_and_binds_tighter_than_or():
 def test_linguistic_expression_inside_a_term():
     long, short = degrees("(t is long)"), degrees("(t is short)")
     np.testing.assert_allclose(degrees("(t is not long or short)"), np.maximum(1 - long, short))
-    np.testing.assert_allclose(degrees("(T IS Very LONG)"), Query("(t is very long)", TERMS).degrees(frame()))
+    np.testing.assert_allclose(degrees("(T IS Very LONG)"), Query("(t is very long)", TERMS).degrees(df()))
 
 
 def test_arithmetic_precedence_and_numbers():
     q = Query("(a + b * 2 - -t / 2 is long)", TERMS)
     cond = perfql.conditions(q.tree)[0]
-    f = frame()
+    f = df()
     np.testing.assert_allclose(q.metric_values(cond, f), f.a + f.b * 2 - (-f.t) / 2)
     assert perfql.canonical(parse_metric("(a+b)*c")) == "((a+b)*c)"
     assert perfql.canonical(parse_metric("a+b*c")) == "(a+(b*c))"
@@ -61,24 +61,24 @@ def test_division_by_zero_gives_no_value_and_degree_zero():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         q = Query("(a / b is high) OR (b / a is high)", TERMS)
-        got = q.evaluate(frame())
+        got = q.evaluate(df())
     # r4 is 5/0 and 0/5, r5 is 0/0 both ways: no value, no degree.
     assert "r5" not in set(got.region)
-    values = q.metric_values(perfql.conditions(q.tree)[0], frame())
+    values = q.metric_values(perfql.conditions(q.tree)[0], df())
     assert np.isnan(values[3]) and np.isnan(values[4])
 
 
 def test_global_term_name_resolves_when_unique():
     np.testing.assert_allclose(degrees("(a - 0.5 is poor_cache_miss)"),
-                               TERMS["u"].terms["poor_cache_miss"](frame().a - 0.5, "compatible"))
+                               TERMS["u"].terms["poor_cache_miss"](df().a - 0.5, "compatible"))
 
 
 def test_ranking_min_degree_and_top():
     q = Query("(t is long)", TERMS)
-    got = q.evaluate(frame())
+    got = q.evaluate(df())
     assert got.region.tolist() == ["r1", "r5", "r2", "r4"] and got.degree.is_monotonic_decreasing
-    assert q.evaluate(frame(), min_degree=0.5).region.tolist() == ["r1", "r5", "r2"]
-    assert q.evaluate(frame(), top=2).region.tolist() == ["r1", "r5"]
+    assert q.evaluate(df(), min_degree=0.5).region.tolist() == ["r1", "r5", "r2"]
+    assert q.evaluate(df(), top=2).region.tolist() == ["r1", "r5"]
     assert list(got.columns) == ["node", "app", "region", "source", "t", "degree"]
 
 
@@ -102,7 +102,7 @@ def test_parse_errors_point_at_the_column(text, column, expected):
 def test_unknown_metric_is_reported_at_its_column():
     with pytest.raises(PerfQLError) as e:
         Query("(t is long) and (nope / b is high)", {**TERMS, "x": TermSet("x", {"high": Membership("s", (0, 1))},
-                                                                            expr="nope / b")}).degrees(frame())
+                                                                            expr="nope / b")}).degrees(df())
     assert e.value.column == 18 and "a metric of the region summaries (a, b, t)" in str(e.value)
 
 
@@ -127,6 +127,6 @@ def test_find_bottlenecks_long_rows():
 
 
 def test_term_set_name_falls_back_to_a_recorded_column():
-    f = frame().assign(ratio=[0.1, 0.2, 0.3, 0.4, 0.95]).drop(columns=["a"])
+    f = df().assign(ratio=[0.1, 0.2, 0.3, 0.4, 0.95]).drop(columns=["a"])
     got = Query("(ratio is high)", TERMS).evaluate(f)
     assert got.region.tolist() == ["r5"] and got.ratio.tolist() == [0.95]

@@ -61,7 +61,7 @@ def test_performance_score_linear_and_degenerate_base():
     np.testing.assert_allclose(s, [0, 0.5, 1, 1, 0])
 
 
-def _frame():
+def _df():
     return pd.DataFrame({"node": ["n1", "n1", "n1", "n2", "n2"], "app": "a", "source": "region",
                          "region": ["main", "solve", "io", "main", "solve"],
                          "parent": [None, "main", "main", None, "main"],
@@ -72,12 +72,12 @@ def _frame():
     ("program", [18, 18, 18, 23, 23]), ("cluster", [20, 6, 2, 20, 6]), ("max", [20] * 5),
     ("parent", [18, 10, 10, 23, 20])])
 def test_base_values(base, want):
-    np.testing.assert_allclose(fuzzy.base_values(_frame(), "duration", base), want)
+    np.testing.assert_allclose(fuzzy.base_values(_df(), "duration", base), want)
 
 
 def test_unknown_base_is_refused():
     with pytest.raises(ValueError, match="unknown base"):
-        fuzzy.base_values(_frame(), "duration", "grandparent")
+        fuzzy.base_values(_df(), "duration", "grandparent")
 
 
 def test_owa_metric_order_and_descending_order():
@@ -140,12 +140,12 @@ def test_term_learner_partitions_the_observed_range():
 
 
 def test_term_learner_per_column_and_constant_column():
-    frame = pd.DataFrame({"cpi": np.linspace(0.5, 3, 100), "flat": np.full(100, 2.0)})
-    learned = TermLearner(n_terms=5).fit(frame).terms_
+    df = pd.DataFrame({"cpi": np.linspace(0.5, 3, 100), "flat": np.full(100, 2.0)})
+    learned = TermLearner(n_terms=5).fit(df).terms_
     assert list(learned["cpi"].terms) == ["lowest", "low", "medium", "high", "highest"]
-    assert np.all(np.diff(TermLearner(n_terms=5).fit(frame).centers_["flat"]) > 0)
+    assert np.all(np.diff(TermLearner(n_terms=5).fit(df).centers_["flat"]) > 0)
     with pytest.raises(TermsError, match="one name per term"):
-        TermLearner(n_terms=4, names=["a", "b"]).fit(frame)
+        TermLearner(n_terms=4, names=["a", "b"]).fit(df)
 
 
 def test_default_terms_round_trip_through_toml():
