@@ -30,6 +30,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pandas as pd
+
 from causewatch.analytics.causal import (
     DEFAULT_ALPHA,
     AutoTest,

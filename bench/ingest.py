@@ -51,7 +51,6 @@ from causewatch.daemon.store import Store
 from causewatch.daemon.store.frames import samples_table
 
 
-
 def body(n_t: int, n_m: int, rng, t0: float = 0.0) -> dict:
     return wire.samples_body(t0 + np.arange(n_t, dtype=float), [f"metric_{i:03d}" for i in range(n_m)],
                              rng.random((n_t, n_m)))

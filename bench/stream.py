@@ -32,10 +32,10 @@ import psutil
 
 from causewatch import wire
 from causewatch.agent.sender import Sender
+from causewatch.analytics.causal import PCLearner
 from causewatch.config import AgentConfig, DaemonConfig
 from causewatch.daemon import readers
 from causewatch.daemon.exporter import Exporter, gauge_family
-from causewatch.analytics.causal import PCLearner
 from causewatch.daemon.job_causal import SUBMODEL_ROWS, CausalJob
 from causewatch.daemon.job_retention import RetentionJob
 from causewatch.daemon.jobs import Job, JobContext

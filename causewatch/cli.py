@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):   # only global flags
         parser.print_help()
         return 0
-    import logging   # not needed for --version and --help
+    import logging  # not needed for --version and --help
     args.verbose, args.quiet = max(level, 0), level < 0
     logging.basicConfig(level=[logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG][min(level + 1, 3)],
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from prometheus_client.exposition import choose_encoder
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
 
 from causewatch import wire
 

@@ -31,11 +31,11 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from causewatch import wire
 from causewatch.config import DaemonConfig, is_loopback
-from causewatch.errors import ConfigError, WireError
 from causewatch.daemon.authorized import AuthorizedKeys
 from causewatch.daemon.credit import CreditGrants
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.store import Store
+from causewatch.errors import ConfigError, WireError
 
 log = logging.getLogger("causewatch.daemon.ingest")
 _STOP = object()

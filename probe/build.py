@@ -22,9 +22,8 @@ from tqdm import tqdm
 from causewatch.analytics.phases import MergedPhases, SimPoint, formats, merge_close_phases, vectors_to_matrix
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource, quality
-from causewatch.probe.prediction import prediction_interval, relative_sd, span_stretch
 from causewatch.probe.kit import FORMAT, MANIFEST, Worker, measure_all
-
+from causewatch.probe.prediction import prediction_interval, relative_sd, span_stretch
 
 # a phase is CPU-bound when its timings on the (idle) reference keep one thread busy: wall ~ CPU time.
 # Its time on another node is then its CPU time there times that node's wall per CPU second.

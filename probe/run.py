@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 
 from causewatch.errors import InputError
-from causewatch.probe.prediction import prediction_interval, ratio_se2, relative_se2, span_stretch
 from causewatch.probe.kit import Worker, check_manifest, load_manifest, measure_all
+from causewatch.probe.prediction import prediction_interval, ratio_se2, relative_se2, span_stretch
 
 
 def run_kit(manifest: dict, warmup: int | None = None, repeats: int | None = None, progress=None) -> dict:

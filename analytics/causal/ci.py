@@ -14,11 +14,12 @@ from collections.abc import Iterable, Sequence
 import networkx as nx
 import numpy as np
 import pandas as pd
+from scipy import special, stats
+
 from causewatch.analytics.causal import entropy, gaussian
 from causewatch.analytics.causal.gsquare import Counter
 from causewatch.analytics.causal.kde_null import evaluation_rows, null_moments
 from causewatch.analytics.causal.rcot import RCoT
-from scipy import special, stats
 
 
 class CIError(ValueError):

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
 from causewatch.analytics.causal import entropy
 
 TABLE = Path(__file__).with_name("kde_null.toml")

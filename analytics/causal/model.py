@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import networkx as nx
 import pandas as pd
+
 from causewatch.analytics.causal import mdl
 from causewatch.analytics.causal.ci import AutoTest, CITest, Dataset, KDEMITest
 

@@ -11,6 +11,7 @@ import dataclasses
 import networkx as nx
 import numpy as np
 import pandas as pd
+
 from causewatch.analytics.causal.background import Background
 
 

@@ -13,12 +13,13 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import ThreadpoolController
+
 from causewatch.analytics.causal import mdl
 from causewatch.analytics.causal.background import Background
 from causewatch.analytics.causal.ci import AutoTest, CIResult, CITest, Dataset
 from causewatch.analytics.causal.gsquare import combination_codes
 from causewatch.analytics.causal.model import CausalModel
-from threadpoolctl import ThreadpoolController
 
 ORIENTATIONS = ("majority", "conservative", "standard")
 # An information equivalence needs I(x;y | s') > 0 by at least this many null sd: a deterministic

@@ -16,8 +16,9 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
-from causewatch.analytics.causal.gsquare import combination_codes
 from scipy import linalg, special
+
+from causewatch.analytics.causal.gsquare import combination_codes
 
 # Features of z: the paper's default (100); more only slowly shrink the leak of z's nonlinear effect
 # into the residuals, at O(F²) per test. But at most 35 per continuous column of z: a kernel on one or

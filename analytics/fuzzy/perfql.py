@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from causewatch.analytics.fuzzy import linguistic
-from causewatch.analytics.fuzzy.score import DEGREE_EPS
 from causewatch.analytics.fuzzy.linguistic import ExpressionError, TokenStream
+from causewatch.analytics.fuzzy.score import DEGREE_EPS
 from causewatch.analytics.fuzzy.summaries import KEYS, metric_name
 from causewatch.analytics.fuzzy.terms import TermSet, default_terms
 

@@ -27,7 +27,7 @@ class CountRows(NamedTuple):
     shape: tuple[int, int]
 
     def tocsr(self):
-        import scipy.sparse as sp   # only callers that want scipy pay for its import
+        import scipy.sparse as sp  # only callers that want scipy pay for its import
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
 
     def toarray(self) -> np.ndarray:

@@ -34,7 +34,7 @@ def load_config(args) -> DaemonConfig:
 def run(args) -> int:
     import zmq
 
-    from causewatch.daemon.server import Daemon   # duckdb, zmq: only when serving (the analytics load in its workers)
+    from causewatch.daemon.server import Daemon  # duckdb, zmq: only when serving (the analytics load in its workers)
     cfg = load_config(args)
     secret = Path(cfg.keys or ".") / "server.key_secret"
     if cfg.keys and secret.exists() and not os.access(secret, os.R_OK):

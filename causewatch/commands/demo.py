@@ -332,8 +332,9 @@ def _print(rep: dict, db: Path) -> None:
 
 
 def run(args) -> int:
-    from causewatch.daemon.server import Daemon
     from tqdm import tqdm
+
+    from causewatch.daemon.server import Daemon
     folder = Path(args.dir).resolve()
     prepare(folder)
     db, quiet = folder / "causewatch.duckdb", args.json or args.quiet

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 
+from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
 from causewatch.errors import InputError
 
 
-def model_scopes(con) -> list[str]:
+def model_scopes(con: Cursor) -> list[str]:
     return [r[0] for r in con.execute("SELECT DISTINCT scope FROM models ORDER BY scope").fetchall()]
 
 
-def models(con, scope: str | None = None) -> list[dict]:
+def models(con: Cursor, scope: str | None = None) -> list[dict]:
     """Model versions, newest first: model_id, scope, window, rows, when, edge count, baseline or not."""
     return shared.records(con.execute("""
         SELECT m.model_id, m.scope, m.window_start, m.window_end, m.n_rows, m.learned_at,
@@ -23,19 +24,19 @@ def models(con, scope: str | None = None) -> list[dict]:
         WHERE ? IS NULL OR m.scope = ? ORDER BY m.model_id DESC""", [scope, scope]))
 
 
-def model_graph(con, scope: str, model_id: int | None = None) -> tuple[int, dict] | None:
+def model_graph(con: Cursor, scope: str, model_id: int | None = None) -> tuple[int, dict] | None:
     """(model_id, graph JSON as a dict) of `scope`'s newest model, or of version `model_id`."""
     row = con.execute("SELECT model_id, graph FROM models WHERE scope = ? AND (? IS NULL OR model_id = ?) "
                       "ORDER BY model_id DESC LIMIT 1", [scope, model_id, model_id]).fetchone()
     return None if row is None else (row[0], json.loads(row[1]))
 
 
-def model_window(con, model_id: int) -> tuple[float, float]:
+def model_window(con: Cursor, model_id: int) -> tuple[float, float]:
     """(window_start, window_end): the first and last task start a model version was learnt from."""
     return con.execute("SELECT window_start, window_end FROM models WHERE model_id = ?", [model_id]).fetchone()
 
 
-def model_record(con, scope: str | None = None, model_id: int | None = None) -> dict:
+def model_record(con: Cursor, scope: str | None = None, model_id: int | None = None) -> dict:
     """{scope, model_id, baseline, **graph} of `scope`'s newest model or version `model_id`; without a
     scope, the only one there is. A scope or version that does not exist is an InputError naming it."""
     if scope is None:
@@ -49,13 +50,13 @@ def model_record(con, scope: str | None = None, model_id: int | None = None) -> 
     return {"scope": scope, "model_id": found[0], "baseline": baseline(con, scope), **found[1]}
 
 
-def baseline(con, scope: str) -> dict | None:
+def baseline(con: Cursor, scope: str) -> dict | None:
     """{model_id, chosen, how} of `scope`'s baseline, or None while it has none."""
     rows = shared.records(con.execute("SELECT model_id, chosen, how FROM baselines WHERE scope = ?", [scope]))
     return rows[0] if rows else None
 
 
-def anomalies(con, scope: str | None = None, open_only: bool = False, limit: int = 200) -> list[dict]:
+def anomalies(con: Cursor, scope: str | None = None, open_only: bool = False, limit: int = 200) -> list[dict]:
     """Anomalies newest first (open ones have resolved = None), evidence decoded."""
     rows = shared.records(con.execute("""
         SELECT anomaly_id, scope, kind, src, dst, opened, updated, resolved, baseline_id, model_id, score,

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import pandas as pd
 
+from causewatch.daemon.cursor import Cursor
+
 # The columns that name one vector (its rows share them; `analytics.phases.keyed.bbv_matrix` makes each a row).
 BBV_IDENT = ["node", "boot", "seq", "target", "kind", "t_start", "t_end"]
 
 
-def bbv_targets(con) -> pd.DataFrame:
+def bbv_targets(con: Cursor) -> pd.DataFrame:
     """(target, kind, vectors) of every vector kind stored, most vectors first."""
     return con.execute("SELECT target, kind, count(DISTINCT (node, boot, seq)) AS vectors FROM bbv "
                        "GROUP BY ALL ORDER BY vectors DESC, target, kind").df()
 
 
-def bbv_rows(con, target: str, kind: str) -> pd.DataFrame:
+def bbv_rows(con: Cursor, target: str, kind: str) -> pd.DataFrame:
     """The stored vectors of one target and kind in their long form (a row per vector and key),
     oldest vector first."""
     return con.execute(f"SELECT {', '.join(BBV_IDENT)}, key, count FROM bbv WHERE target = ? AND kind = ? "

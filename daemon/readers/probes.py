@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 
+from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
 
 
-def registered_kits(con) -> list[dict]:
+def registered_kits(con: Cursor) -> list[dict]:
     """Every registered kit as {app, kit, path, manifest}."""
     rows = con.execute("SELECT app, kit, path, manifest FROM probe_kits ORDER BY app, kit").fetchall()
     return [{"app": a, "kit": k, "path": p, "manifest": json.loads(m) if m else None} for a, k, p, m in rows]
 
 
-def newest_probes(con, node: str | None = None) -> dict[tuple[str, str, str], dict]:
+def newest_probes(con: Cursor, node: str | None = None) -> dict[tuple[str, str, str], dict]:
     """(node, app, kit) -> {ts, facts} of the newest result of each kit on each node (or on `node`);
     facts is None for a result stored before they were recorded."""
     where, params = ("WHERE node = ?", [node]) if node is not None else ("", [])
@@ -23,7 +24,7 @@ def newest_probes(con, node: str | None = None) -> dict[tuple[str, str, str], di
     return {(n, a, k): {"ts": ts, "facts": json.loads(f) if f else None} for n, a, k, ts, f in rows}
 
 
-def latest_probes(con, app: str) -> list[dict]:
+def latest_probes(con: Cursor, app: str) -> list[dict]:
     """Each node's newest probe result for `app`, fastest predicted first."""
     rows = shared.records(con.execute("""
         SELECT node, kit, ts, predicted_seconds, lo, hi, ratio, probe_seconds, phases FROM (
@@ -35,7 +36,7 @@ def latest_probes(con, app: str) -> list[dict]:
     return rows
 
 
-def predicted_times(con) -> list[tuple[str, str, float]]:
+def predicted_times(con: Cursor) -> list[tuple[str, str, float]]:
     """(app, node, predicted seconds) of every node's latest probe of every app."""
     return con.execute("SELECT app, node, arg_max(predicted_seconds, ts) FROM probe_results "
                        "GROUP BY app, node ORDER BY app, node").fetchall()

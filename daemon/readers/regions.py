@@ -9,13 +9,14 @@ import numpy as np
 import pandas as pd
 
 from causewatch.analytics.fuzzy.summaries import BASE_METRICS, KEYS, metric_name
+from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
 
 # Counters that are already ratios or rates are averaged (weighted by duration), the rest summed.
 _RATIO = re.compile(r"(_ratio|_share|_rate|_per_second)$|^(ipc|cpi)$")
 
 
-def _regions(con, since, until, nodes_, metrics) -> pd.DataFrame:
+def _regions(con: Cursor, since, until, nodes_, metrics) -> pd.DataFrame:
     where, params = shared.where(since, until, nodes_, "t_start")
     keys = shared.json_keys(con, "regions", "counters", where, params)
     if metrics is not None:   # compared as metric names, case-insensitively: a misspelt one is missing
@@ -49,7 +50,7 @@ def _counter_sql(key: str, i: int) -> str:
     return f", sum({value}) AS c{i}"
 
 
-def _bbv(con, since, until, nodes_) -> pd.DataFrame:
+def _bbv(con: Cursor, since, until, nodes_) -> pd.DataFrame:
     where, params = shared.where(since, until, nodes_, "t_start")
     sql = f"""
         WITH b AS (SELECT * FROM bbv WHERE {where}),
@@ -67,7 +68,7 @@ def _bbv(con, since, until, nodes_) -> pd.DataFrame:
     return shared.fetch(con, sql, params)
 
 
-def region_summaries(con, since: float | None = None, until: float | None = None,
+def region_summaries(con: Cursor, since: float | None = None, until: float | None = None,
                      nodes: list[str] | None = None, metrics=None) -> pd.DataFrame:
     """One row per (node, app, region, source) over records starting in [since, until), instrumented
     regions first, in no particular order otherwise.
@@ -88,7 +89,7 @@ def region_summaries(con, since: float | None = None, until: float | None = None
     return df
 
 
-def perfql_matches(con, query, since: float | None = None, until: float | None = None,
+def perfql_matches(con: Cursor, query, since: float | None = None, until: float | None = None,
                    nodes: list[str] | None = None, min_degree: float = 0.0, top: int | None = None) -> pd.DataFrame:
     """A parsed PERFQL `query` (analytics.fuzzy.perfql.Query) over the region summaries it needs."""
     df = region_summaries(con, since, until, nodes, metrics=query.required_metrics())

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 
+from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
 from causewatch.daemon.store.schema import TABLES
 
 
-def table_counts(con) -> dict[str, int]:
+def table_counts(con: Cursor) -> dict[str, int]:
     return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 
-def nodes(con) -> list[dict]:
+def nodes(con: Cursor) -> list[dict]:
     return shared.records(con.execute("SELECT * EXCLUDE (counters, extra) FROM nodes ORDER BY node"))
 
 
@@ -23,7 +24,7 @@ LIVE_COUNTS = {"frames": "SELECT count(*) FROM ingest_log", "sample rows": "SELE
                "tasks": "SELECT count(*) FROM tasks", "regions": "SELECT count(*) FROM regions"}
 
 
-def live_counts(con) -> dict[str, int]:
+def live_counts(con: Cursor) -> dict[str, int]:
     return {name: con.execute(sql).fetchone()[0] for name, sql in LIVE_COUNTS.items()}
 
 
@@ -40,7 +41,7 @@ NEWEST_EDGES = """
     WHERE e.model_id = (SELECT model_id FROM newest) ORDER BY e.strength DESC, e.src, e.dst"""
 
 
-def overview(con) -> dict:
+def overview(con: Cursor) -> dict:
     """Everything the demo's report shows: ingest figures, then each analysis' latest output."""
     rows = lambda sql: shared.records(con.execute(sql))   # noqa: E731
     return {
@@ -72,7 +73,7 @@ def _availability(counters_json: str | None) -> dict:
     return counts
 
 
-def latest_submodels(con) -> dict:
+def latest_submodels(con: Cursor) -> dict:
     """The newest model's MDL submodels ({variable: {kind, formula, bits}})."""
     row = con.execute("SELECT graph->'submodels' FROM models ORDER BY model_id DESC LIMIT 1").fetchone()
     return json.loads(row[0]) if row and row[0] else {}

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pandas as pd
 
+from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
 
 
-def samples_per_metric(con) -> dict[str, int]:
+def samples_per_metric(con: Cursor) -> dict[str, int]:
     return dict(con.execute("SELECT metric, count(*) FROM samples GROUP BY metric ORDER BY metric").fetchall())
 
 
-def samples_df(con, metrics: list[str] | None = None, scope: str | None = None) -> pd.DataFrame:
+def samples_df(con: Cursor, metrics: list[str] | None = None, scope: str | None = None) -> pd.DataFrame:
     """Stored samples in their long form (node, ts, scope, metric, value), oldest first."""
     where, params = ["TRUE"], []
     if metrics:
@@ -25,7 +26,7 @@ def samples_df(con, metrics: list[str] | None = None, scope: str | None = None) 
                        "ORDER BY ts", params).df()
 
 
-def samples_minute(con, since: float | None = None, until: float | None = None) -> pd.DataFrame:
+def samples_minute(con: Cursor, since: float | None = None, until: float | None = None) -> pd.DataFrame:
     """Per-minute aggregates (node, scope, metric, minute, count, mean, min, max) with since <= minute
     < until, oldest first."""
     where, params = shared.where(since, until, None, "minute")
@@ -33,7 +34,7 @@ def samples_minute(con, since: float | None = None, until: float | None = None) 
                        params).df()
 
 
-def rollup_bounds(con) -> tuple[float | None, float | None]:
+def rollup_bounds(con: Cursor) -> tuple[float | None, float | None]:
     """(oldest raw sample ts, end of the newest aggregated minute): where a roll-up resumes."""
     lo = con.execute("SELECT min(ts) FROM samples").fetchone()[0]
     end = con.execute("SELECT max(minute) + 60 FROM samples_minute").fetchone()[0]

@@ -11,6 +11,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
+from causewatch.daemon.cursor import Cursor
 from causewatch.errors import InputError
 
 
@@ -35,11 +36,11 @@ def open_store(path: str, need: tuple[str, ...] = ()) -> duckdb.DuckDBPyConnecti
     return con
 
 
-def table_names(con) -> list[str]:
+def table_names(con: Cursor) -> list[str]:
     return [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()]
 
 
-def read_table(con, table: str) -> pd.DataFrame:
+def read_table(con: Cursor, table: str) -> pd.DataFrame:
     """A whole table of any DuckDB file (e.g. `causewatch experiment`'s output), named by a checked name."""
     if table not in table_names(con):
         raise InputError(f"no table {table!r} (tables: {', '.join(table_names(con)) or 'none'})")
@@ -65,7 +66,7 @@ def where(since, until, nodes_, time_col: str) -> tuple[str, list]:
     return " AND ".join(clauses), params
 
 
-def json_keys(con, table: str, column: str, where: str, params: list) -> list[str]:
+def json_keys(con: Cursor, table: str, column: str, where: str, params: list) -> list[str]:
     rows = con.execute(f"SELECT DISTINCT unnest(json_keys({column})) FROM {table} "
                        f"WHERE {column} IS NOT NULL AND {where}", params).fetchall()
     return sorted(r[0] for r in rows)
@@ -75,7 +76,7 @@ def _strings_as_arrow(t: pa.DataType):
     return pd.ArrowDtype(t) if pa.types.is_string(t) or pa.types.is_large_string(t) else None
 
 
-def fetch(con, sql: str, params: list) -> pd.DataFrame:
+def fetch(con: Cursor, sql: str, params: list) -> pd.DataFrame:
     """A query's rows as a DataFrame whose text columns stay Arrow strings: a million region names
     as Python str objects would cost more than the whole aggregation."""
     return con.sql(sql, params=params).to_arrow_table().to_pandas(types_mapper=_strings_as_arrow)

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pandas as pd
 
+from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
 
 
-def task_apps(con) -> list[str]:
+def task_apps(con: Cursor) -> list[str]:
     return [r[0] for r in con.execute("SELECT DISTINCT app FROM tasks ORDER BY app").fetchall()]
 
 
-def task_df(con, app: str | None = None, since: float | None = None,
+def task_df(con: Cursor, app: str | None = None, since: float | None = None,
             started: tuple[float, float] | None = None) -> tuple[pd.DataFrame, dict, dict]:
     """Tasks received after `since` (and started within `started`, both ends included) with their
     params and counters JSON unpacked, one column per key.

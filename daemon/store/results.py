@@ -9,7 +9,6 @@ import json
 import duckdb
 import pyarrow as pa
 
-
 # The facts of a node that a probe result depends on, as one JSON object from a `nodes` row aliased n:
 # the machine's boot (the agent's hello carries /proc/sys/kernel/random/boot_id) and its hardware.
 NODE_FACTS_SQL = ("json_object('boot_id', n.extra->>'$.boot_id', 'cpu_model', n.cpu_model, "

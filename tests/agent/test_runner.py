@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from causewatch import wire
 from causewatch.agent import runner
-from causewatch.systemd import sd_notify
 from causewatch.errors import InputError
+from causewatch.systemd import sd_notify
 
 
 @given(st.floats(0.01, 5.0), st.lists(st.floats(0.0, 20.0), min_size=1, max_size=30))

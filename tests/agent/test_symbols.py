@@ -10,8 +10,15 @@ import subprocess
 
 import pytest
 
-from causewatch.agent.symbols import (KERNEL_START, ElfError, ElfSymbols, KernelSymbols, ProcessMaps, Symbolizer,
-                                     _parse_kallsyms)
+from causewatch.agent.symbols import (
+    KERNEL_START,
+    ElfError,
+    ElfSymbols,
+    KernelSymbols,
+    ProcessMaps,
+    Symbolizer,
+    _parse_kallsyms,
+)
 
 
 def _addr(fn) -> int:

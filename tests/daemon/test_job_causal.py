@@ -8,20 +8,19 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from causewatch.config import DaemonConfig
+
 from causewatch.analytics.causal.features import name_task_columns
+from causewatch.cli import main
+from causewatch.config import DaemonConfig
+from causewatch.daemon.calls import Entry
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_causal import CausalJob
-from causewatch.daemon.calls import Entry
-from causewatch.daemon.worker import Host
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.readers.tasks import task_df
 from causewatch.daemon.scheduler import LocalJobs, WorkerJobs
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.results import set_baseline
-from causewatch.daemon.worker import Worker
-
-from causewatch.cli import main
+from causewatch.daemon.worker import Host, Worker
 
 
 def _tasks(seed, start, count, broken=False):

@@ -11,6 +11,7 @@ import duckdb
 import pytest
 from support import agent_config, wait_for
 
+from causewatch import wire
 from causewatch.agent.runner import hello_body
 from causewatch.agent.sender import Sender
 from causewatch.config import AgentConfig, DaemonConfig
@@ -19,7 +20,6 @@ from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_probe import ProbeJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.server import Daemon
-from causewatch import wire
 from causewatch.daemon.store import Store, migrate
 from causewatch.daemon.store.results import NODE_FACTS_SQL, hello_facts, register_kit
 from causewatch.probe.registry import kit_row

@@ -10,9 +10,9 @@ import pytest
 from causewatch import wire
 from causewatch.daemon import remote, routes
 from causewatch.daemon.exporter import Exporter
-from causewatch.daemon.worker import Host
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.results import insert_model
+from causewatch.daemon.worker import Host
 
 
 @pytest.fixture

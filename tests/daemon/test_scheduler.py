@@ -5,11 +5,10 @@ import pytest
 
 from causewatch import config
 from causewatch.config import DaemonConfig
+from causewatch.daemon.entrypoints import default_jobs
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.jobs import Job, JobContext
-from causewatch.daemon.entrypoints import default_jobs
-from causewatch.daemon.scheduler import LocalJobs
-from causewatch.daemon.scheduler import Scheduler
+from causewatch.daemon.scheduler import LocalJobs, Scheduler
 from causewatch.errors import ConfigError
 
 

@@ -11,11 +11,12 @@ import time
 
 import psutil
 import pytest
+from support import agent_config, free_port, samples, wait_for
+
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
 from causewatch.daemon.server import Daemon
 from causewatch.daemon.worker import LOWEST_PRIORITY, Worker, WorkerError, ask
-from support import agent_config, free_port, samples, wait_for
 
 
 @pytest.fixture

@@ -12,10 +12,9 @@ import pytest
 
 from causewatch.daemon import remote
 from causewatch.daemon.exporter import Exporter, gauge_family
-from causewatch.daemon.worker import Host
 from causewatch.daemon.httpapi import MAX_BODY, Api
 from causewatch.daemon.store import Store
-from causewatch.daemon.worker import WorkerError
+from causewatch.daemon.worker import Host, WorkerError
 
 
 @pytest.fixture

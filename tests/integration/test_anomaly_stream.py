@@ -6,7 +6,6 @@ import json
 import urllib.request
 
 import numpy as np
-
 from support import agent_config
 
 from causewatch.agent.sender import Sender

@@ -12,9 +12,9 @@ from support import run_cli
 
 from causewatch.cli import main
 from causewatch.config import DaemonConfig
+from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.jobs import JobContext
-from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.server import Daemon
 from causewatch.daemon.store import Store
 

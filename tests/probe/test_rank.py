@@ -7,9 +7,11 @@ import pytest
 from support import run_cli
 
 from causewatch.cli import main
-from causewatch.daemon import verbs
+from causewatch.daemon import (
+    routes,  # noqa: F401 (binds the verbs' handlers)
+    verbs,
+)
 from causewatch.daemon.readers.probes import latest_probes, predicted_times, registered_kits
-from causewatch.daemon import routes  # noqa: F401 (binds the verbs' handlers)
 from causewatch.daemon.store import Store, migrate
 from causewatch.daemon.store.results import register_kit
 from causewatch.errors import InputError

@@ -7,8 +7,9 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
-from causewatch.analytics.causal import ci, entropy
 from scipy import stats
+
+from causewatch.analytics.causal import ci, entropy
 
 
 def _df(seed, n, k):

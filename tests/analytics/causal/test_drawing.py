@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 
 import networkx as nx
 import pytest
+
 from causewatch.analytics.causal import drawing
 from causewatch.analytics.causal.ci import DSeparationOracle, oracle_dataset
 from causewatch.analytics.causal.model import CausalModel

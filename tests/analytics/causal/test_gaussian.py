@@ -4,8 +4,9 @@ Fisher-z on jointly Gaussian data only."""
 import numpy as np
 import pandas as pd
 import pytest
-from causewatch.analytics.causal import ci, gaussian
 from scipy import special
+
+from causewatch.analytics.causal import ci, gaussian
 
 
 def _gaussian(n, d, seed):

@@ -4,6 +4,7 @@ what it claims, is skipped when stale, and the runtime simulation fills in the r
 import tomllib
 
 import pytest
+
 from causewatch.analytics.causal import entropy, kde_null
 
 CONT = ((0,), (0,), ())

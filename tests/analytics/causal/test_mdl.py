@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+
 from causewatch.analytics.causal import mdl
 
 GENERATORS = {

@@ -6,6 +6,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
+
 from causewatch.analytics.causal import mdl
 from causewatch.analytics.causal.ci import DSeparationOracle, oracle_dataset
 from causewatch.analytics.causal.model import CausalModel, ModelError

@@ -8,6 +8,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
+
 from causewatch.analytics.causal import papers
 from causewatch.analytics.causal.background import Background, BackgroundError
 from causewatch.analytics.causal.ci import (

@@ -5,6 +5,7 @@ relation between the two candidates."""
 import numpy as np
 import pandas as pd
 import pytest
+
 from causewatch.analytics.causal import pc
 from causewatch.analytics.causal.ci import CIResult, CITest
 

@@ -4,8 +4,9 @@ RCoT's level and power on small conditional problems (Strobl, Zhang & Visweswara
 import numpy as np
 import pandas as pd
 import pytest
-from causewatch.analytics.causal import ci, rcot
 from scipy import linalg, spatial, stats
+
+from causewatch.analytics.causal import ci, rcot
 
 
 @pytest.mark.parametrize("weights", [[3, 1, 0.5, 0.2, 0.1, 0.05], list(np.random.default_rng(0).exponential(size=25)),

@@ -9,9 +9,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from causewatch.analytics.fuzzy import (Bottleneck, Membership, TermLearner, TermsError, bottleneck_search, classify,
-                                        default_terms, dump_terms, format_degrees, owa, parse_terms, performance_score,
-                                        similarity, similarity_to_base)
+from causewatch.analytics.fuzzy import (
+    Bottleneck,
+    Membership,
+    TermLearner,
+    TermsError,
+    bottleneck_search,
+    classify,
+    default_terms,
+    dump_terms,
+    format_degrees,
+    owa,
+    parse_terms,
+    performance_score,
+    similarity,
+    similarity_to_base,
+)
 from causewatch.analytics.fuzzy import score as fuzzy
 
 # Fig. 5: L2 cache miss ratio bottleneck search on 3DPIC, 4 processes, threshold 0.7.
