@@ -1,1 +1,2 @@
-"""causewatch.daemon: ingest (ROUTER), DuckDB store, analysis scheduler, Prometheus exporter, HTTP API."""
+"""causewatch.daemon: ingest (ROUTER), the DuckDB store and its readers, the job scheduler and its
+worker processes, the Prometheus exporter and the HTTP API (docs/architecture.md maps them)."""
