@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import msgpack
@@ -276,8 +277,8 @@ class Agent:
             probe.join(max(0.0, deadline - self.monotonic()))
         ok = self.sender.flush(max(1.0, deadline - self.monotonic()))
         if not ok:
-            log.warning("%d frames not acked within %.0f s; they stay in the spool for the next run",
-                        getattr(self.sender, "unacked", -1), timeout)
+            log.warning("%d frames not acked within %.0f s; they stay in the spool %s for the next run",
+                        getattr(self.sender, "unacked", -1), timeout, Path(self.cfg.spool).expanduser())
         self.sender.close()
         for c in (self.node_counters, self.target_counters, self.bbv):
             if c is not None:

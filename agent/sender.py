@@ -14,6 +14,8 @@ when it says the frame itself is wrong; a nack with a code in wire.RETRY_CODES (
 identity) keeps it for the next resend. The frames an instrumented program spooled under
 SPOOL/instrument are adopted and delivered too.
 Reconnects back off up to 10 s (ZMQ reconnect_ivl_max) and ZMQ heartbeats detect a dead daemon.
+A daemon that does not answer (no handshake for `answer_timeout` s from the start or since a
+disconnect, while frames wait) is said once at WARNING, and once more when it answers again.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ class Sender:
         self._failed_handshakes = 0
         self._refused_keys = 0         # CURVE refusals in a row: ZeroMQ does not retry those, this sender does
         self._retry_at: float | None = None
+        self._silent_since: float | None = None   # sender thread: when the daemon was last lost; None: connected
+        self._said_silent = False
         self.connected = threading.Event()
         self.auth_failed = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sender", daemon=True)
@@ -88,6 +92,7 @@ class Sender:
     # ---- caller side (any thread) ----
     def start(self) -> "Sender":
         self._sock = self._socket()
+        self._silent_since = time.monotonic()
         self._thread.start()
         return self
 
@@ -193,6 +198,7 @@ class Sender:
             if self._retry_at is not None and time.monotonic() >= self._retry_at:
                 self._retry_at = None
                 self._reconnect()
+            self._warn_if_silent()
             self._resend_if_stale()
             self._send_window()
         self._sock.disable_monitor()
@@ -235,7 +241,8 @@ class Sender:
 
     def _poll_timeout(self) -> int | None:
         """Sleep until there is work (wake pipe, ack, monitor event) or the oldest frame is due again."""
-        due = min((t for t in (self._resend_due(), self._retry_at) if t is not None), default=None)
+        due = min((t for t in (self._resend_due(), self._retry_at, self._silence_due()) if t is not None),
+                  default=None)
         return None if due is None else max(0, int((due - time.monotonic()) * 1000)) + 1
 
     def _on_event(self, event: dict) -> None:
@@ -244,6 +251,7 @@ class Sender:
             # connection from its initial RTO: a latency learnt before, or a backoff, would stall it
             self._latency, self._backoff = None, 1
             self._handshaken = True
+            self._answered()
             self._failed_handshakes = self._refused_keys = 0
             self.connected.set()
             self.auth_failed.clear()
@@ -253,6 +261,10 @@ class Sender:
             # or reach the new daemon out of order.
             self._handshaken = False
             self.connected.clear()
+            # the silence starts at the first disconnect: a port that speaks no ZMTP fails the handshake and
+            # disconnects at every retry, which must not restart the clock
+            if self._silent_since is None:
+                self._silent_since = time.monotonic()
             self._credit = 0   # the next connection's daemon grants its own
             self._requeue("disconnected")
         elif event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
@@ -275,6 +287,29 @@ class Sender:
                 log.error("handshake with daemon %s failed (%s). Likely causes: here, server_key %s is not the "
                           "daemon's public server.key, or CURVE is on at one end only; on the daemon, --keys "
                           "names another key pair", self.cfg.daemon, event.get("value"), self.cfg.server_key)
+
+    def _silence_due(self) -> float | None:
+        """When to say that the daemon does not answer; None when connected, said already, refused by
+        ZAP (an answer, logged as such) or when no frame waits (send() wakes the loop for the next)."""
+        if self._silent_since is None or self._said_silent or self.auth_failed.is_set() or not self.unacked:
+            return None
+        return self._silent_since + self.cfg.answer_timeout
+
+    def _warn_if_silent(self) -> None:
+        due = self._silence_due()
+        if due is None or time.monotonic() < due:
+            return
+        self._said_silent = True
+        log.warning("causewatch daemon %s does not answer (no handshake for %.1f s); still trying, %d frames "
+                    "wait in the spool %s", self.cfg.daemon, time.monotonic() - self._silent_since, self.unacked,
+                    self.spool.path.parent)
+
+    def _answered(self) -> None:
+        # WARNING like the silence it ends, so that whoever saw that line sees this one too
+        if self._said_silent:
+            log.warning("causewatch daemon %s answers again after %.1f s; sending the %d frames that waited in "
+                        "the spool", self.cfg.daemon, time.monotonic() - self._silent_since, self.unacked)
+        self._silent_since, self._said_silent = None, False
 
     def _requeue(self, why: str) -> None:
         """Send every unacked frame again, oldest first (the daemon stores each once)."""

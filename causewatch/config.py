@@ -91,6 +91,9 @@ class AgentConfig:
     counters_interval: float = _limit(0.1, 0.001, 3600.0)
     bbv_frequency: int = _limit(1000, 0, 100_000)     # IP samples per second per CPU; 0 turns phase sampling off
     ipc: str = _fmt("ipc:///tmp/causewatch-agent.sock", "endpoint")
+    # seconds without a handshake (from the start, or since a disconnect) before the sender warns, once,
+    # that the daemon does not answer: longer than a daemon's restart takes, short enough to be seen
+    answer_timeout: float = _limit(5.0, 0.1, 3600.0)
 
 
 def _check(cls, raw: dict, where: dict[str, str]):

@@ -11,6 +11,7 @@ from causewatch.config import AgentConfig
 from causewatch.errors import InputError
 
 log = logging.getLogger("causewatch.agent")
+UNDELIVERED = 3   # exit status: frames were left unacked in the spool
 
 EPILOG = """examples:
   causewatch agent --config /etc/causewatch/agent.toml          # node metrics only
@@ -20,6 +21,11 @@ EPILOG = """examples:
   causewatch agent --node n17 -- ./solver --size 4096           # launch a command, stop when it ends
   causewatch agent --node n17 --daemon tcp://10.0.0.5:5555 --server-key server.key --client-key n17.key_secret
   causewatch agent --check --json                               # what can be counted here, and why not
+
+exit status: 0 when the daemon acked every frame; a launched command's own status when it failed
+(128+N when signal N killed it); else 3 when frames were left unacked, e.g. by a daemon that does not
+answer (they stay in the spool for the next run; a WARNING line names it); 2 for a mistake in the
+flags or the config, or when the daemon refused every frame.
 """
 
 
@@ -36,7 +42,7 @@ def add_arguments(p):
     which.add_argument("--match", metavar="NAME", help="watch the oldest process with this name")
     which.add_argument("--cgroup", metavar="PATH", help="watch this cgroup (absolute or under /sys/fs/cgroup)")
     p.add_argument("--flush-timeout", type=float, default=10.0,
-                   help="seconds to wait for the daemon's acks at exit (unacked frames stay spooled)")
+                   help="seconds to wait for the daemon's acks at exit (unacked frames stay spooled: exit 3)")
     p.add_argument("--leave-running", action="store_true",
                    help="when the agent stops, leave a launched command running (default: stop it)")
     p.add_argument("--stop-grace", type=float, default=10.0, metavar="SECONDS",
@@ -94,10 +100,15 @@ def run(args) -> int:
     finally:
         if target is not None and not args.leave_running:
             target.stop(args.stop_grace)     # stopped with the agent: nothing left re-parented to PID 1
-    agent.shutdown(args.flush_timeout)
-    if code is None:
-        return 0
-    return code if code >= 0 else 128 - code   # killed by a signal: the shell's convention
+    return exit_status(code, agent.shutdown(args.flush_timeout))
+
+
+def exit_status(command: int | None, delivered: bool) -> int:
+    """A launched command's failure wins (a wrapped job's status stays meaningful to its scheduler);
+    then frames left unacked, which a plain 0 would hide."""
+    if command:
+        return command if command > 0 else 128 - command   # killed by a signal: the shell's convention
+    return 0 if delivered else UNDELIVERED
 
 
 def _check(cfg: AgentConfig, target, as_json: bool) -> int:

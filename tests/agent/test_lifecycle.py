@@ -1,6 +1,7 @@
 """The agent's leftovers: a launched command stops with the agent (unless told to stay), no socket file stays.
 
-Real agent processes with a real launched command; the daemon endpoint is unserved (frames spool).
+Real agent processes with a real launched command; the daemon endpoint is unserved (frames spool, and
+the agent exits 3: frames were left unacked).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 from support import free_port
+
+from causewatch.commands.agent import UNDELIVERED
 
 CHILD = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)"
 
@@ -47,7 +50,7 @@ def test_sigterm_stops_the_launched_command_and_removes_the_socket(tmp_path):
     agent, child, sock = _start(tmp_path)
     assert sock.exists()
     agent.send_signal(signal.SIGTERM)
-    assert agent.wait(30) == 0
+    assert agent.wait(30) == UNDELIVERED
     assert _gone(child), "the launched command outlived its agent"
     assert not sock.exists(), "the ipc socket file was left behind"
 
@@ -56,7 +59,7 @@ def test_leave_running_keeps_the_command(tmp_path):
     agent, child, _ = _start(tmp_path, "--leave-running")
     try:
         agent.send_signal(signal.SIGTERM)
-        assert agent.wait(30) == 0
+        assert agent.wait(30) == UNDELIVERED
         assert psutil.pid_exists(child) and not _gone(child, within=0.5)
     finally:
         os.kill(child, signal.SIGKILL)

@@ -19,6 +19,7 @@ def test_file_then_flags(tmp_path):
     ('[agent]\nwindoe = 3\n', "windoe", "unknown setting"),
     ('[agent]\nwindow = true\n', "window", "expected int, got bool"),
     ('[agent\n', "config", "not valid TOML"),
+    ('[agent]\nanswer_timeout = 0\n', "answer_timeout", "between 0.1 and 3600.0"),
 ])
 def test_bad_settings_are_named(tmp_path, text, key, words):
     f = tmp_path / "a.toml"

@@ -22,20 +22,23 @@ def keys(tmp_path):
     return server, agents
 
 
-def test_known_key_accepted_unknown_refused(tmp_path, keys):
+def test_known_key_accepted_unknown_refused(tmp_path, keys, caplog):
     server, agents = keys
     d = Daemon(DaemonConfig(db=str(tmp_path / "c.duckdb"), bind="tcp://127.0.0.1:0", http="", keys=str(server)),
                jobs=[]).start()
     try:
         def sender(name):
             return Sender(agent_config(tmp_path, d.endpoint, name, server_key=str(server / "server.key"),
-                                       client_key=str(agents / f"{name}.key_secret"))).start()
+                                       client_key=str(agents / f"{name}.key_secret"), answer_timeout=0.3)).start()
         known, stranger = sender("known"), sender("stranger")
         known.send("samples", samples(0))
         stranger.send("samples", samples(0))
         assert known.flush(10)
         assert wait_for(stranger.auth_failed.is_set, timeout=10)
+        said = caplog.text.count("does not answer")
         assert not stranger.flush(1) and stranger.unacked == 1
+        # a refusal is an answer, whose own ERROR says why: not "does not answer" once answer_timeout passed
+        assert caplog.text.count("does not answer") == said, caplog.text
         known.close()
         stranger.close()
     finally:
