@@ -3,11 +3,12 @@ lowest CPU priority, SCHED_IDLE, paused while ingest has a backlog; the HTTP API
 
 Pattern: request-reply over a multiprocessing Pipe, one request at a time (`worker(entry, *args)` blocks
 its caller and returns the entry point's result); while it runs, the work may `ask` the daemon (its
-`host`, a `Host` at the end of this module) for what only the daemon has, the store above all. The child is spawned, never forked from the
-threaded daemon; it starts on first use and again after it dies (that run fails with WorkerError, the
-next request gets a fresh child, set up again). A request names a calls.Entry, which the child looks up
-in daemon/entrypoints.py (imported there only: the daemon never loads the analysis stack), or is a
-module-level function pickled by reference (tests). Arguments and results travel pickled.
+`host`, a `Host` at the end of this module) for what only the daemon has, the store above all. The child
+is spawned, never forked from the threaded daemon; it starts on first use and again after it dies (that
+run fails with WorkerError, the next request gets a fresh child, set up again). A request names a
+calls.Entry, which the child looks up in daemon/entrypoints.py (imported there only: the daemon never
+loads the analysis stack), or is a module-level function pickled by reference (tests). Arguments and
+results travel pickled.
 """
 
 from __future__ import annotations
