@@ -2,9 +2,10 @@
 one: run in the API worker for the daemon's HTTP API, and by the CLI's store source on a stopped store.
 
 A read verb's handler takes a cursor and its parameters and returns something JSON-able, text, or a
-DataFrame (sent as an Arrow IPC stream, so a CLI reading a live daemon gets the DataFrame a stopped store
-gives); a write verb's also gets the writer and the request's JSON body. An InputError is a 400 naming
-the bad thing.
+DataFrame: JSON records (NaN as null) by default, so `curl` reads it, or an Arrow IPC stream when the
+request accepts `verbs.ARROW` (the CLI's daemon source asks so, and gets the DataFrame a stopped store
+gives). A DataFrame with `attrs` answers in JSON {"attrs": {...}, "records": [...]}. A write verb's
+handler also gets the writer and the request's JSON body. An InputError is a 400 naming the bad thing.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from causewatch.probe.rank import RATIO, rank_nodes
 from causewatch.probe.registry import kit_row
 
 log = logging.getLogger("causewatch.daemon.http")
-ARROW = "application/vnd.apache.arrow.stream"
 
 
 def _since(last: float | None) -> float | None:
@@ -84,8 +84,9 @@ def regions(con: Cursor, last, node, metric) -> pd.DataFrame:
 
 @verbs.TASKS.handles
 def tasks(con: Cursor, app) -> pd.DataFrame:
-    """Stored tasks (Arrow) with positional param/counter columns; `attrs` (the Arrow schema's
-    metadata) map them to their keys: {"params": {"p0": key}, "counters": {"c0": key}}."""
+    """Stored tasks with positional param/counter columns, mapped to their keys by `attrs`
+    {"params": {"p0": key}, "counters": {"c0": key}}: in Arrow the schema's metadata, in JSON the
+    envelope {"attrs": {...}, "records": [...]}."""
     df, pkeys, ckeys = readers.tasks.task_df(con, app)
     df.attrs.update(params=pkeys, counters=ckeys)
     return df
@@ -180,9 +181,11 @@ def _json(code: int, obj) -> tuple[int, bytes, str]:
     return code, json.dumps(obj, default=str).encode(), "application/json"
 
 
-def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, write) -> tuple[int, bytes, str]:
+def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, write,
+           accept: str = "") -> tuple[int, bytes, str]:
     """The answer to `method path?params` (POST: with body `raw`), reading through `cursor` and writing
-    with `write(fn)` (remote.answer gives the daemon's; a test, a DuckDB file's)."""
+    with `write(fn)` (remote.answer gives the daemon's; a test, a DuckDB file's). A DataFrame answers
+    as Arrow when `accept` (the request's Accept header) names verbs.ARROW, else as JSON."""
     verb = verbs.VERBS.get((method, path))
     if verb is None:
         known = sorted(v.path for v in verbs.VERBS.values() if v.method == method)
@@ -202,7 +205,9 @@ def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, wri
         log.exception("%s %s failed", method, path)
         return _json(500, {"error": f"{type(e).__name__}: {e}"})
     if isinstance(result, pd.DataFrame):
-        return 200, arrow_bytes(result), ARROW
+        if verbs.ARROW in accept:
+            return 200, arrow_bytes(result), verbs.ARROW
+        return _json(200, {"attrs": result.attrs, "records": records(result)} if result.attrs else records(result))
     if isinstance(result, verbs.Text):
         return 200, result.encode(), result.ctype
     return _json(200, result)

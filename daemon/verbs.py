@@ -13,6 +13,8 @@ from typing import Any
 
 from causewatch.errors import InputError
 
+ARROW = "application/vnd.apache.arrow.stream"   # the Accept value that asks a frame verb for Arrow, not JSON
+
 
 class Text(str):
     """A verb's plain-text answer, with its content type (a model as DOT or SVG)."""

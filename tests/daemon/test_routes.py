@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from causewatch import wire
-from causewatch.daemon import remote, routes
+from causewatch.daemon import remote, verbs
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.results import insert_model
@@ -23,14 +23,17 @@ def host(tmp_path):
         "app": "3dpic", "region": name, "start": now - 5, "duration": 1.0, "calls": 1,
         "counters": {"L2_TCM": ratio, "L2_TCA": 1.0}}) for i, (name, ratio) in enumerate(
         [("PARTICLE_LOAD", 0.95), ("MPI_SEND", 0.655), ("FIELD_SOLVE", 0.2)], 1)])
+    store.commit_frames([wire.Frame("task", "n1", "b", 10 + i, now, {
+        "app": "3dpic", "task_id": f"t{i}", "start": now - 4 + i, "duration": 0.5 + i, "params": {"size": 10 * i},
+        "counters": {"instructions": 1e6 * i} if i else {}}) for i in range(3)])
     edges = pa.table({"src": ["a"], "dst": ["b"], "strength": [0.5], "directed": [True]})
     store.run(lambda con: insert_model(con, "app:3dpic", (0.0, 1.0), 10, now, {"nodes": ["a", "b"]}, edges))
     yield Host(store.cursor, store.run, lambda *a: False, Exporter())
     store.close()
 
 
-def ask(host, method, path, raw=b"", **params):
-    code, body, ctype = remote.answer(method, path, {k: [str(v)] for k, v in params.items()}, raw, call=host)
+def ask(host, method, path, raw=b"", accept="", **params):
+    code, body, ctype = remote.answer(method, path, {k: [str(v)] for k, v in params.items()}, raw, accept, call=host)
     return code, json.loads(body) if ctype == "application/json" else body, ctype
 
 
@@ -41,11 +44,27 @@ def test_a_get_route_reads_the_store_through_the_host(host):
     assert stats["tables"]["regions"] == 3 and stats["tables"]["models"] == 1
 
 
-def test_a_dataframe_route_answers_arrow(host):
-    code, body, ctype = ask(host, "GET", "/api/regions")
-    assert code == 200 and ctype == routes.ARROW
+def test_a_dataframe_route_answers_json_records_unless_arrow_is_accepted(host):
+    code, rows, ctype = ask(host, "GET", "/api/regions")   # what curl gets
+    assert code == 200 and ctype == "application/json"
+    assert sorted(r["region"] for r in rows) == ["FIELD_SOLVE", "MPI_SEND", "PARTICLE_LOAD"]
+    assert all(r["samples"] is None for r in rows)   # NaN is null
+    code, body, ctype = ask(host, "GET", "/api/regions", accept=f"{verbs.ARROW}, application/json")
+    assert code == 200 and ctype == verbs.ARROW
     assert sorted(pa.ipc.open_stream(body).read_all().column("region").to_pylist()) == \
         ["FIELD_SOLVE", "MPI_SEND", "PARTICLE_LOAD"]
+
+
+def test_every_dataframe_route_answers_json(host):
+    for path in ("/api/samples", "/api/bbv-targets"):
+        code, body, ctype = ask(host, "GET", path)
+        assert code == 200 and ctype == "application/json" and body == [], path
+    code, body, ctype = ask(host, "GET", "/api/bbv", target="app:3dpic", kind="python")
+    assert code == 200 and body == []
+    code, body, _ = ask(host, "GET", "/api/tasks")   # the key map travels beside the rows
+    assert body["attrs"] == {"params": {"p0": "size"}, "counters": {"c0": "instructions"}}
+    assert [(r["p0"], r["c0"], r["duration"]) for r in body["records"]] == \
+        [("0", None, 0.5), ("10", 1e6, 1.5), ("20", 2e6, 2.5)]
 
 
 def test_a_post_route_writes_through_the_host(host):
