@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from causewatch.analytics.causal import CausalModel, model_svg
 from causewatch.analytics.fuzzy import find_bottlenecks, perfql, summarise_bottlenecks
-from causewatch.analytics.fuzzy.summaries import records
+from causewatch.analytics.fuzzy.summaries import KEYS, records
 from causewatch.daemon import readers, store, verbs
 from causewatch.daemon.cursor import Cursor
 from causewatch.errors import CausewatchError, InputError
@@ -77,35 +77,40 @@ def rank(con: Cursor, app) -> dict:
 
 
 @verbs.REGIONS.handles
-def regions(con: Cursor, last, node, metric) -> pd.DataFrame:
-    """Region summaries (Arrow): /api/regions?last=600&node=n1&metric=cpi (node, metric repeatable)."""
-    return readers.regions.region_summaries(con, _since(last), nodes=node, metrics=metric)
+def regions(con: Cursor, last, node, metric, limit) -> pd.DataFrame:
+    """Region summaries, the largest time share first: /api/regions?last=600&node=n1&metric=cpi&limit=20
+    (node, metric repeatable; `limit` rows at most)."""
+    df = readers.regions.region_summaries(con, _since(last), nodes=node, metrics=metric)
+    return df.sort_values(["time_share", *KEYS], ascending=[False] + [True] * len(KEYS),
+                          ignore_index=True).head(limit)
 
 
 @verbs.TASKS.handles
-def tasks(con: Cursor, app) -> pd.DataFrame:
-    """Stored tasks with positional param/counter columns, mapped to their keys by `attrs`
-    {"params": {"p0": key}, "counters": {"c0": key}}: in Arrow the schema's metadata, in JSON the
-    envelope {"attrs": {...}, "records": [...]}."""
-    df, pkeys, ckeys = readers.tasks.task_df(con, app)
+def tasks(con: Cursor, app, limit) -> pd.DataFrame:
+    """Stored tasks, the first received first: /api/tasks?app=lu&limit=100. Positional param/counter
+    columns, mapped to their keys by `attrs` {"params": {"p0": key}, "counters": {"c0": key}}: in
+    Arrow the schema's metadata, in JSON the envelope {"attrs": {...}, "records": [...]}."""
+    df, pkeys, ckeys = readers.tasks.task_df(con, app, limit=limit)
     df.attrs.update(params=pkeys, counters=ckeys)
     return df
 
 
 @verbs.SAMPLES.handles
-def samples(con: Cursor, metric, scope) -> pd.DataFrame:
-    """Stored samples, long (Arrow): /api/samples?metric=cpu_seconds&scope=node."""
-    return readers.samples.samples_df(con, metric, scope)
+def samples(con: Cursor, metric, scope, limit) -> pd.DataFrame:
+    """Stored samples, long, oldest first: /api/samples?metric=cpu_seconds&scope=node&limit=1000."""
+    return readers.samples.samples_df(con, metric, scope, limit=limit)
 
 
 @verbs.BBV_TARGETS.handles
-def bbv_targets(con: Cursor) -> pd.DataFrame:
-    return readers.phases.bbv_targets(con)
+def bbv_targets(con: Cursor, limit) -> pd.DataFrame:
+    """The targets and kinds of phase vectors stored, most vectors first: /api/bbv-targets?limit=10."""
+    return readers.phases.bbv_targets(con, limit=limit)
 
 
 @verbs.BBV.handles
 def bbv(con: Cursor, target, kind) -> pd.DataFrame:
-    """One target's vectors of one kind, long (Arrow): /api/bbv?target=app:x&kind=python."""
+    """One target's vectors of one kind, long (a row per vector and key; no `limit`, which would cut a
+    vector): /api/bbv?target=app:x&kind=python."""
     if not target or not kind:
         raise InputError("GET /api/bbv needs ?target=NAME&kind=native|python")
     return readers.phases.bbv_rows(con, target, kind)

@@ -147,7 +147,8 @@ def test_a_verb_that_reaches_neither_daemon_nor_store_says_so(tmp_path, capsys, 
 @pytest.mark.parametrize("path,code,message", [
     ("/api/bbv", 400, "needs ?target=NAME&kind=native|python"),
     ("/api/model?scope=nope", 400, "has no model"),
-    ("/api/anomalies?limit=x", 400, "limit: expected a int"),
+    ("/api/anomalies?limit=x", 400, "limit: expected a count"),
+    ("/api/tasks?app=lu&limit=-2", 400, "limit: expected a count, got '-2'"),
     ("/api/nothing", 404, "no route GET /api/nothing"),
 ])
 def test_bad_api_requests_are_named(tmp_path, path, code, message):
