@@ -5,7 +5,8 @@ A read verb's handler takes a cursor and its parameters and returns something JS
 DataFrame: JSON records (NaN as null) by default, so `curl` reads it, or an Arrow IPC stream when the
 request accepts `verbs.ARROW` (the CLI's daemon source asks so, and gets the DataFrame a stopped store
 gives). A DataFrame with `attrs` answers in JSON {"attrs": {...}, "records": [...]}. A write verb's
-handler also gets the writer and the request's JSON body. An InputError is a 400 naming the bad thing.
+handler also gets the writer and the request's JSON body. An InputError is a 400 naming the bad thing,
+a NotFoundError (nothing there yet: no model, no probe results for the app) a 404.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from causewatch.analytics.fuzzy import find_bottlenecks, perfql, summarise_bottl
 from causewatch.analytics.fuzzy.summaries import KEYS, records
 from causewatch.daemon import readers, store, verbs
 from causewatch.daemon.cursor import Cursor
-from causewatch.errors import CausewatchError, InputError
+from causewatch.errors import CausewatchError, InputError, NotFoundError
 from causewatch.probe.rank import RATIO, rank_nodes
 from causewatch.probe.registry import kit_row
 
@@ -69,11 +70,21 @@ def bottlenecks(con: Cursor, last, node, top) -> list[dict]:
 
 @verbs.RANK.handles
 def rank(con: Cursor, app) -> dict:
-    """Nodes ranked by predicted task time for an app, with what `ratio` compares: /api/rank?app=lu."""
+    """Nodes ranked by predicted task time for an app, with what `ratio` compares: /api/rank?app=lu.
+    An app without probe results is a 404 naming the apps with results."""
     if not app:
         raise InputError("GET /api/rank needs ?app=NAME")
-    ranked = rank_nodes(app, readers.probes.latest_probes(con, app), readers.probes.registered_kits(con), time.time())
-    return {"app": app, "ratio": RATIO, "nodes": ranked}
+    latest, kits = readers.probes.latest_probes(con, app), readers.probes.registered_kits(con)
+    if not latest:
+        apps = readers.probes.probed_apps(con)
+        if any(k["app"] == app for k in kits):
+            hint = "its kit is registered, and the nodes' probes have not come back yet"
+        elif apps:
+            hint = f"apps with results: {', '.join(apps)}"
+        else:
+            hint = "no app has any yet: build a kit (causewatch probe build) and register it (probe register)"
+        raise NotFoundError(f"no probe results for app {app!r}; {hint}")
+    return {"app": app, "ratio": RATIO, "nodes": rank_nodes(app, latest, kits, time.time())}
 
 
 @verbs.REGIONS.handles
@@ -204,6 +215,8 @@ def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, wri
             except ValueError as e:
                 raise InputError(f"body: not JSON ({e})") from None
             result = verb.call(cursor, write, body, **verb.parse(params))
+    except NotFoundError as e:
+        return _json(404, {"error": str(e)})
     except CausewatchError as e:
         return _json(400, {"error": str(e)})
     except Exception as e:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from causewatch.config import DaemonConfig
 from causewatch.daemon import verbs
-from causewatch.errors import InputError
+from causewatch.errors import InputError, NotFoundError
 
 DEFAULT_DAEMON = f"http://{DaemonConfig.http}"
 
@@ -123,6 +123,8 @@ class DaemonSource(_Source):
                 detail = json.loads(detail)["error"]
             except (ValueError, KeyError, TypeError):
                 pass
+            if e.code == 404:
+                raise NotFoundError(f"{self.url}: {detail}") from None
             raise InputError(f"{self.url}: {detail}" if e.code in (400, 403) else
                              f"{request.full_url}: HTTP {e.code} {str(detail)[:200]}") from None
         except (urllib.error.URLError, OSError) as e:

@@ -31,7 +31,10 @@ def host(tmp_path):
                                                                      [[0.1, 1e6], [0.2, float("nan")], [0.3, 2e6]])),
         *(wire.Frame("bbv", "n1", "b", 21 + i, now, {"target": target, "kind": "python", "start": now - 1,
                                                        "end": now, "vector": {"keys": ["a.py:f"], "counts": [3]}})
-          for i, target in enumerate(["app:3dpic", "app:3dpic", "app:lu", "app:mw"]))])
+          for i, target in enumerate(["app:3dpic", "app:3dpic", "app:lu", "app:mw"])),
+        *(wire.Frame("probe_result", node, "b", 30 + i, now, {"app": app, "kit": "k1", "predicted_seconds": 5.0,
+                                                              "lo": 4.5, "hi": 5.5, "ratio": 1.0, "probe_seconds": 0.2})
+          for i, (node, app) in enumerate([("n1", "mw"), ("n2", "mw"), ("n1", "lu")]))])
     edges = pa.table({"src": ["a"], "dst": ["b"], "strength": [0.5], "directed": [True]})
     store.run(lambda con: insert_model(con, "app:3dpic", (0.0, 1.0), 10, now, {"nodes": ["a", "b"]}, edges))
     yield Host(store.cursor, store.run, lambda *a: False, Exporter())
@@ -114,3 +117,32 @@ def test_bad_input_is_a_400_or_404_naming_it(host):
     assert code == 400 and reply["error"].startswith("body: not JSON")
     code, reply, _ = ask(host, "GET", "/api/nothing")
     assert code == 404 and "/api/stats" in reply["error"]
+
+
+def test_what_is_not_there_is_a_404_naming_what_is(host, tmp_path):
+    code, reply, _ = ask(host, "GET", "/api/rank", app="mw")
+    assert code == 200 and [n["node"] for n in reply["nodes"]] == ["n1", "n2"]
+    code, reply, _ = ask(host, "GET", "/api/rank", app="nosuchapp")
+    assert (code, reply["error"]) == (404, "no probe results for app 'nosuchapp'; apps with results: lu, mw")
+    code, reply, _ = ask(host, "GET", "/api/model", scope="app:nope")
+    assert (code, reply["error"]) == (404, "scope 'app:nope' has no model (scopes with models: app:3dpic)")
+    assert ask(host, "GET", "/api/model", scope="app:3dpic", model_id=9)[0] == 404
+    empty = Store(str(tmp_path / "empty.duckdb"))
+    try:
+        nothing = Host(empty.cursor, empty.run, lambda *a: False, Exporter())
+        code, reply, _ = ask(nothing, "GET", "/api/model")
+        assert (code, reply["error"]) == \
+            (404, "no model learnt yet (the causal job learns one per app once its tasks arrive)")
+        code, reply, _ = ask(nothing, "GET", "/api/rank", app="mw")
+        assert (code, reply["error"]) == (404, "no probe results for app 'mw'; no app has any yet: build a kit "
+                                                "(causewatch probe build) and register it (probe register)")
+        kit = {"format": "causewatch-probe-kit/1", "app": "mw", "kit": "k1", "reference_seconds": 10.0,
+               "worker": {"callable": "causewatch.probe.workloads.masterworker:run_task"},
+               "phases": [{"phase": 0, "weight": 1.0, "input": {"id": "t", "type": "dict", "size": 100, "seed": 1},
+                           "ref_seconds": 0.01, "ref_se": 0.001}]}
+        assert ask(nothing, "POST", "/api/kits", raw=json.dumps({"manifest": kit}).encode())[0] == 200
+        code, reply, _ = ask(nothing, "GET", "/api/rank", app="mw")
+        assert (code, reply["error"]) == \
+            (404, "no probe results for app 'mw'; its kit is registered, and the nodes' probes have not come back yet")
+    finally:
+        empty.close()
