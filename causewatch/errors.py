@@ -34,6 +34,11 @@ class InputError(CausewatchError):
     """Bad input to a command or library call (a file, a column, an expression)."""
 
 
+class NotFoundError(InputError):
+    """Input that names what is not there (yet): an app without probe results, a scope without a model.
+    The HTTP API answers it with a 404; the CLI, like any InputError, exits 2 naming it."""
+
+
 def explain(e: BaseException) -> str | None:
     """One line for a failure of DuckDB, ZeroMQ or the OS that a user can fix; None for anything else.
 

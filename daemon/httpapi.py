@@ -41,7 +41,7 @@ def _json(code: int, obj) -> tuple[int, bytes, str]:
 
 
 class Api:
-    """The WSGI application. `answer(method, path, params, body)` -> (status, bytes, content type) is
+    """The WSGI application. `answer(method, path, params, body, accept)` -> (status, bytes, content type) is
     routes.answer where the daemon runs it (its API worker); `exporter` renders /metrics.
 
     /metrics is not client_python's make_wsgi_app, whose negotiation and gzip rule it shares: that app
@@ -78,8 +78,9 @@ class Api:
     def _api(self, environ: dict) -> tuple[int, bytes, str]:
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/")
         params = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        accept = environ.get("HTTP_ACCEPT", "")
         if method == "GET":
-            return self.answer(method, path, params, b"")
+            return self.answer(method, path, params, b"", accept)
         if method != "POST":
             return _json(405, {"error": f"{method}: the API takes GET and POST"})
         given = environ.get("HTTP_AUTHORIZATION", "")
@@ -93,7 +94,7 @@ class Api:
             return _json(400, {"error": f"Content-Length: not a number ({environ['CONTENT_LENGTH']!r})"})
         if length > MAX_BODY:
             return _json(413, {"error": f"body over {MAX_BODY} bytes"})
-        return self.answer(method, path, params, environ["wsgi.input"].read(length))
+        return self.answer(method, path, params, environ["wsgi.input"].read(length), accept)
 
 
 class _Server(ThreadingMixIn, WSGIServer):

@@ -84,6 +84,8 @@ def context(call: Callable = ask) -> JobContext:
                       send=functools.partial(call, Ask.SEND), exporter=RemotePublisher(call))
 
 
-def answer(method: str, path: str, params: dict, raw: bytes = b"", call: Callable = ask) -> tuple[int, bytes, str]:
-    """An HTTP API request answered by routes.answer, reading and writing through the daemon."""
-    return routes.answer(method, path, params, raw, RemoteCursor(call), functools.partial(call, Ask.WRITE))
+def answer(method: str, path: str, params: dict, raw: bytes = b"", accept: str = "",
+           call: Callable = ask) -> tuple[int, bytes, str]:
+    """An HTTP API request (`accept` its Accept header) answered by routes.answer, reading and writing
+    through the daemon."""
+    return routes.answer(method, path, params, raw, RemoteCursor(call), functools.partial(call, Ask.WRITE), accept)

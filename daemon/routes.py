@@ -2,9 +2,11 @@
 one: run in the API worker for the daemon's HTTP API, and by the CLI's store source on a stopped store.
 
 A read verb's handler takes a cursor and its parameters and returns something JSON-able, text, or a
-DataFrame (sent as an Arrow IPC stream, so a CLI reading a live daemon gets the DataFrame a stopped store
-gives); a write verb's also gets the writer and the request's JSON body. An InputError is a 400 naming
-the bad thing.
+DataFrame: JSON records (NaN as null) by default, so `curl` reads it, or an Arrow IPC stream when the
+request accepts `verbs.ARROW` (the CLI's daemon source asks so, and gets the DataFrame a stopped store
+gives). A DataFrame with `attrs` answers in JSON {"attrs": {...}, "records": [...]}. A write verb's
+handler also gets the writer and the request's JSON body. An InputError is a 400 naming the bad thing,
+a NotFoundError (nothing there yet: no model, no probe results for the app) a 404.
 """
 
 from __future__ import annotations
@@ -19,15 +21,14 @@ import pyarrow as pa
 
 from causewatch.analytics.causal import CausalModel, model_svg
 from causewatch.analytics.fuzzy import find_bottlenecks, perfql, summarise_bottlenecks
-from causewatch.analytics.fuzzy.summaries import records
+from causewatch.analytics.fuzzy.summaries import KEYS, records
 from causewatch.daemon import readers, store, verbs
 from causewatch.daemon.cursor import Cursor
-from causewatch.errors import CausewatchError, InputError
+from causewatch.errors import CausewatchError, InputError, NotFoundError
 from causewatch.probe.rank import RATIO, rank_nodes
 from causewatch.probe.registry import kit_row
 
 log = logging.getLogger("causewatch.daemon.http")
-ARROW = "application/vnd.apache.arrow.stream"
 
 
 def _since(last: float | None) -> float | None:
@@ -69,42 +70,58 @@ def bottlenecks(con: Cursor, last, node, top) -> list[dict]:
 
 @verbs.RANK.handles
 def rank(con: Cursor, app) -> dict:
-    """Nodes ranked by predicted task time for an app, with what `ratio` compares: /api/rank?app=lu."""
+    """Nodes ranked by predicted task time for an app, with what `ratio` compares: /api/rank?app=lu.
+    An app without probe results is a 404 naming the apps with results."""
     if not app:
         raise InputError("GET /api/rank needs ?app=NAME")
-    ranked = rank_nodes(app, readers.probes.latest_probes(con, app), readers.probes.registered_kits(con), time.time())
-    return {"app": app, "ratio": RATIO, "nodes": ranked}
+    latest, kits = readers.probes.latest_probes(con, app), readers.probes.registered_kits(con)
+    if not latest:
+        apps = readers.probes.probed_apps(con)
+        if any(k["app"] == app for k in kits):
+            hint = "its kit is registered, and the nodes' probes have not come back yet"
+        elif apps:
+            hint = f"apps with results: {', '.join(apps)}"
+        else:
+            hint = "no app has any yet: build a kit (causewatch probe build) and register it (probe register)"
+        raise NotFoundError(f"no probe results for app {app!r}; {hint}")
+    return {"app": app, "ratio": RATIO, "nodes": rank_nodes(app, latest, kits, time.time())}
 
 
 @verbs.REGIONS.handles
-def regions(con: Cursor, last, node, metric) -> pd.DataFrame:
-    """Region summaries (Arrow): /api/regions?last=600&node=n1&metric=cpi (node, metric repeatable)."""
-    return readers.regions.region_summaries(con, _since(last), nodes=node, metrics=metric)
+def regions(con: Cursor, last, node, metric, limit) -> pd.DataFrame:
+    """Region summaries, the largest time share first: /api/regions?last=600&node=n1&metric=cpi&limit=20
+    (node, metric repeatable; `limit` rows at most)."""
+    df = readers.regions.region_summaries(con, _since(last), nodes=node, metrics=metric)
+    return df.sort_values(["time_share", *KEYS], ascending=[False] + [True] * len(KEYS),
+                          ignore_index=True).head(limit)
 
 
 @verbs.TASKS.handles
-def tasks(con: Cursor, app) -> pd.DataFrame:
-    """Stored tasks (Arrow) with positional param/counter columns; `attrs` (the Arrow schema's
-    metadata) map them to their keys: {"params": {"p0": key}, "counters": {"c0": key}}."""
-    df, pkeys, ckeys = readers.tasks.task_df(con, app)
+def tasks(con: Cursor, app, limit) -> pd.DataFrame:
+    """Stored tasks, the first received first: /api/tasks?app=lu&limit=100. Positional param/counter
+    columns, mapped to their keys by `attrs` {"params": {"p0": key}, "counters": {"c0": key}}: in
+    Arrow the schema's metadata, in JSON the envelope {"attrs": {...}, "records": [...]}."""
+    df, pkeys, ckeys = readers.tasks.task_df(con, app, limit=limit)
     df.attrs.update(params=pkeys, counters=ckeys)
     return df
 
 
 @verbs.SAMPLES.handles
-def samples(con: Cursor, metric, scope) -> pd.DataFrame:
-    """Stored samples, long (Arrow): /api/samples?metric=cpu_seconds&scope=node."""
-    return readers.samples.samples_df(con, metric, scope)
+def samples(con: Cursor, metric, scope, limit) -> pd.DataFrame:
+    """Stored samples, long, oldest first: /api/samples?metric=cpu_seconds&scope=node&limit=1000."""
+    return readers.samples.samples_df(con, metric, scope, limit=limit)
 
 
 @verbs.BBV_TARGETS.handles
-def bbv_targets(con: Cursor) -> pd.DataFrame:
-    return readers.phases.bbv_targets(con)
+def bbv_targets(con: Cursor, limit) -> pd.DataFrame:
+    """The targets and kinds of phase vectors stored, most vectors first: /api/bbv-targets?limit=10."""
+    return readers.phases.bbv_targets(con, limit=limit)
 
 
 @verbs.BBV.handles
 def bbv(con: Cursor, target, kind) -> pd.DataFrame:
-    """One target's vectors of one kind, long (Arrow): /api/bbv?target=app:x&kind=python."""
+    """One target's vectors of one kind, long (a row per vector and key; no `limit`, which would cut a
+    vector): /api/bbv?target=app:x&kind=python."""
     if not target or not kind:
         raise InputError("GET /api/bbv needs ?target=NAME&kind=native|python")
     return readers.phases.bbv_rows(con, target, kind)
@@ -180,9 +197,11 @@ def _json(code: int, obj) -> tuple[int, bytes, str]:
     return code, json.dumps(obj, default=str).encode(), "application/json"
 
 
-def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, write) -> tuple[int, bytes, str]:
+def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, write,
+           accept: str = "") -> tuple[int, bytes, str]:
     """The answer to `method path?params` (POST: with body `raw`), reading through `cursor` and writing
-    with `write(fn)` (remote.answer gives the daemon's; a test, a DuckDB file's)."""
+    with `write(fn)` (remote.answer gives the daemon's; a test, a DuckDB file's). A DataFrame answers
+    as Arrow when `accept` (the request's Accept header) names verbs.ARROW, else as JSON."""
     verb = verbs.VERBS.get((method, path))
     if verb is None:
         known = sorted(v.path for v in verbs.VERBS.values() if v.method == method)
@@ -196,13 +215,17 @@ def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, wri
             except ValueError as e:
                 raise InputError(f"body: not JSON ({e})") from None
             result = verb.call(cursor, write, body, **verb.parse(params))
+    except NotFoundError as e:
+        return _json(404, {"error": str(e)})
     except CausewatchError as e:
         return _json(400, {"error": str(e)})
     except Exception as e:
         log.exception("%s %s failed", method, path)
         return _json(500, {"error": f"{type(e).__name__}: {e}"})
     if isinstance(result, pd.DataFrame):
-        return 200, arrow_bytes(result), ARROW
+        if verbs.ARROW in accept:
+            return 200, arrow_bytes(result), verbs.ARROW
+        return _json(200, {"attrs": result.attrs, "records": records(result)} if result.attrs else records(result))
     if isinstance(result, verbs.Text):
         return 200, result.encode(), result.ctype
     return _json(200, result)

@@ -13,6 +13,8 @@ from typing import Any
 
 from causewatch.errors import InputError
 
+ARROW = "application/vnd.apache.arrow.stream"   # the Accept value that asks a frame verb for Arrow, not JSON
+
 
 class Text(str):
     """A verb's plain-text answer, with its content type (a model as DOT or SVG)."""
@@ -63,7 +65,12 @@ class Verb:
                             f"(takes {', '.join(self.params) or 'none'})")
 
     def parse(self, query: dict[str, list[str]]) -> dict:
-        """Keywords from a parsed query string; a value that does not convert is an InputError naming it."""
+        """Keywords from a parsed query string; a parameter the verb does not take, or a value that does
+        not convert, is an InputError naming it."""
+        unknown = sorted(set(query) - set(self.params))
+        if unknown:
+            raise InputError(f"{', '.join(unknown)}: {self.path} takes no such parameter "
+                             f"(takes {', '.join(self.params) or 'none'})")
         kwargs = {}
         for name, p in self.params.items():
             if name in query:
@@ -81,22 +88,31 @@ class Verb:
         return {k: v for k, v in kwargs.items() if v is not None}
 
 
+def count(value: str) -> int:
+    """A number of rows: a whole number, 0 or more."""
+    n = int(value)
+    if n < 0:
+        raise ValueError(f"{n} < 0")
+    return n
+
+
 LAST = Param("last", float)          # seconds back from now: records that started since then
 NODE = Param("node", many=True)
+LIMIT = Param("limit", count)        # at most this many rows, the first in the verb's order
 
 STATS = Verb("stats")
 NODES = Verb("nodes")
 QUERY = Verb("query", Param("q"), LAST, NODE, Param("min_degree", float, default=0.0), Param("top", int))
 BOTTLENECKS = Verb("bottlenecks", LAST, NODE, Param("top", int))
 RANK = Verb("rank", Param("app"))
-REGIONS = Verb("regions", LAST, NODE, Param("metric", many=True))
-TASKS = Verb("tasks", Param("app"))
-SAMPLES = Verb("samples", Param("metric", many=True), Param("scope"))
-BBV_TARGETS = Verb("bbv-targets")
+REGIONS = Verb("regions", LAST, NODE, Param("metric", many=True), LIMIT)
+TASKS = Verb("tasks", Param("app"), LIMIT)
+SAMPLES = Verb("samples", Param("metric", many=True), Param("scope"), LIMIT)
+BBV_TARGETS = Verb("bbv-targets", LIMIT)
 BBV = Verb("bbv", Param("target"), Param("kind"))
 MODELS = Verb("models", Param("scope"))
 MODEL = Verb("model", Param("scope"), Param("model_id", int), Param("format", default="json"))
-ANOMALIES = Verb("anomalies", Param("scope"), Param("open", int, default=0), Param("limit", int, default=200))
+ANOMALIES = Verb("anomalies", Param("scope"), Param("open", int, default=0), Param("limit", count, default=200))
 
 KITS = Verb("kits", method="POST")        # body {"manifest": {...}, "path": "..."}
 BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST")

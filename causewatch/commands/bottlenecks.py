@@ -19,7 +19,8 @@ EPILOG = """examples:
   causewatch bottlenecks --no-negligible --top 20 --json
   causewatch bottlenecks --terms site_terms.toml --last 3600 --node node17
 
-output: per region and metric the value and e.g. "Medium (degree=0.502)/High (degree=0.495)/";
+output: per region and metric the value and the degree of each term, "Medium 0.502/High 0.495" in the
+table (--json: "Medium (degree=0.502)/High (degree=0.495)/", as in the paper, and the degrees as a map);
 severity = the degree of the most severe term times its level (k/K), used for ranking.
 """
 
@@ -48,5 +49,8 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(records(table.round({"severity": 3})), indent=1))
     else:
+        # the paper's "High (degree=0.495)/" would take the table's width from the names that need it
+        table["bottleneck"] = table["degrees"].map(
+            lambda degrees: "/".join(f"{term.capitalize()} {d:g}" for term, d in degrees.items() if d))
         print_table(table.drop(columns="degrees").round({"severity": 3}), args.wide)
     return 0

@@ -36,6 +36,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    drawn = [flag for flag, given in (("--svg", args.svg), ("--dot", args.dot)) if given]
+    other = [flag for flag, given in (("--history", args.history), ("--pin", args.pin is not None)) if given]
+    if drawn and other:   # those two show no one model, and would write nothing
+        raise InputError(f"{drawn[0]} draws one model and {other[0]} shows none: drop one of them "
+                         "(--model-id N draws that version)")
     check_output(args.dot, "--dot")
     check_output(args.svg, "--svg")
     with open_source(args) as source:

@@ -41,9 +41,6 @@ def run(args) -> int:
     if args.json:
         print(json.dumps({"app": args.app, "ratio": RATIO, "nodes": nodes}, indent=2))
         return 0
-    if not nodes:
-        print(f"no probe results for {args.app!r} yet")
-        return 0
     print(f"{'rank':>4} {'node':<20} {'s per task':>10} {'interval':>19} {'task-s per run':>14} {'interval':>19} "
           f"{'ratio':>6} {'probed':>12}")
     for n in nodes:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from causewatch.config import DaemonConfig
 from causewatch.daemon import verbs
-from causewatch.errors import InputError
+from causewatch.errors import InputError, NotFoundError
 
 DEFAULT_DAEMON = f"http://{DaemonConfig.http}"
 
@@ -81,7 +81,8 @@ class StoreSource(_Source):
 
 
 class DaemonSource(_Source):
-    """A running daemon, through its HTTP API: JSON for records, Arrow IPC streams for DataFrames."""
+    """A running daemon, through its HTTP API: JSON for records, Arrow IPC streams for DataFrames (asked
+    for with `Accept: verbs.ARROW`; without it the daemon answers a DataFrame in JSON)."""
 
     def __init__(self, url: str):
         url = url if "://" in url else f"http://{url}"
@@ -99,7 +100,7 @@ class DaemonSource(_Source):
 
     def read(self, verb, **params):
         query = urllib.parse.urlencode(verb.query(**params), doseq=True)
-        return self._call(f"{self.url}{verb.path}?{query}")
+        return self._call(f"{self.url}{verb.path}?{query}", headers={"Accept": f"{verbs.ARROW}, application/json"})
 
     def write(self, verb, body=None, **params):
         query = urllib.parse.urlencode(verb.query(**params))
@@ -122,11 +123,13 @@ class DaemonSource(_Source):
                 detail = json.loads(detail)["error"]
             except (ValueError, KeyError, TypeError):
                 pass
+            if e.code == 404:
+                raise NotFoundError(f"{self.url}: {detail}") from None
             raise InputError(f"{self.url}: {detail}" if e.code in (400, 403) else
                              f"{request.full_url}: HTTP {e.code} {str(detail)[:200]}") from None
         except (urllib.error.URLError, OSError) as e:
             raise InputError(f"{self.url}: cannot reach the daemon ({getattr(e, 'reason', e)})") from None
-        if ctype.startswith("application/vnd.apache.arrow"):
+        if ctype == verbs.ARROW:
             return _df(data)
         return json.loads(data) if ctype == "application/json" else verbs.Text(data.decode(), ctype)
 

@@ -7,7 +7,7 @@ import json
 
 from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
-from causewatch.errors import InputError
+from causewatch.errors import InputError, NotFoundError
 
 
 def model_scopes(con: Cursor) -> list[str]:
@@ -38,15 +38,19 @@ def model_window(con: Cursor, model_id: int) -> tuple[float, float]:
 
 def model_record(con: Cursor, scope: str | None = None, model_id: int | None = None) -> dict:
     """{scope, model_id, baseline, **graph} of `scope`'s newest model or version `model_id`; without a
-    scope, the only one there is. A scope or version that does not exist is an InputError naming it."""
+    scope, the only one there is (several: an InputError naming them). No model there (yet) is a
+    NotFoundError naming the scopes that have one."""
+    scopes = model_scopes(con)
+    if not scopes:
+        raise NotFoundError("no model learnt yet (the causal job learns one per app once its tasks arrive)")
     if scope is None:
-        scopes = model_scopes(con)
         if len(scopes) != 1:
-            raise InputError(f"scope: give one of {', '.join(scopes)}" if scopes else "scope: no model learnt yet")
+            raise InputError(f"scope: give one of {', '.join(scopes)}")
         scope = scopes[0]
     found = model_graph(con, scope, model_id)
     if found is None:
-        raise InputError(f"scope {scope!r} has no model" + (f" {model_id}" if model_id is not None else ""))
+        raise NotFoundError(f"scope {scope!r} has no model" + (f" {model_id}" if model_id is not None else "")
+                            + f" (scopes with models: {', '.join(scopes)})")
     return {"scope": scope, "model_id": found[0], "baseline": baseline(con, scope), **found[1]}
 
 

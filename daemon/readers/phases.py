@@ -11,10 +11,11 @@ from causewatch.daemon.cursor import Cursor
 BBV_IDENT = ["node", "boot", "seq", "target", "kind", "t_start", "t_end"]
 
 
-def bbv_targets(con: Cursor) -> pd.DataFrame:
-    """(target, kind, vectors) of every vector kind stored, most vectors first."""
+def bbv_targets(con: Cursor, limit: int | None = None) -> pd.DataFrame:
+    """(target, kind, vectors) of every vector kind stored, most vectors first; the first `limit`
+    (all: None)."""
     return con.execute("SELECT target, kind, count(DISTINCT (node, boot, seq)) AS vectors FROM bbv "
-                       "GROUP BY ALL ORDER BY vectors DESC, target, kind").df()
+                       "GROUP BY ALL ORDER BY vectors DESC, target, kind LIMIT ?", [limit]).df()
 
 
 def bbv_rows(con: Cursor, target: str, kind: str) -> pd.DataFrame:

@@ -24,6 +24,11 @@ def newest_probes(con: Cursor, node: str | None = None) -> dict[tuple[str, str, 
     return {(n, a, k): {"ts": ts, "facts": json.loads(f) if f else None} for n, a, k, ts, f in rows}
 
 
+def probed_apps(con: Cursor) -> list[str]:
+    """The apps that have probe results, sorted."""
+    return [r[0] for r in con.execute("SELECT DISTINCT app FROM probe_results ORDER BY app").fetchall()]
+
+
 def latest_probes(con: Cursor, app: str) -> list[dict]:
     """Each node's newest probe result for `app`, fastest predicted first."""
     rows = shared.records(con.execute("""

@@ -13,8 +13,10 @@ def samples_per_metric(con: Cursor) -> dict[str, int]:
     return dict(con.execute("SELECT metric, count(*) FROM samples GROUP BY metric ORDER BY metric").fetchall())
 
 
-def samples_df(con: Cursor, metrics: list[str] | None = None, scope: str | None = None) -> pd.DataFrame:
-    """Stored samples in their long form (node, ts, scope, metric, value), oldest first."""
+def samples_df(con: Cursor, metrics: list[str] | None = None, scope: str | None = None,
+               limit: int | None = None) -> pd.DataFrame:
+    """Stored samples in their long form (node, ts, scope, metric, value), oldest first, the first
+    `limit` (all: None)."""
     where, params = ["TRUE"], []
     if metrics:
         where.append(f"metric IN ({', '.join('?' * len(metrics))})")
@@ -23,7 +25,7 @@ def samples_df(con: Cursor, metrics: list[str] | None = None, scope: str | None 
         where.append("scope = ?")
         params.append(scope)
     return con.execute(f"SELECT node, ts, scope, metric, value FROM samples WHERE {' AND '.join(where)} "
-                       "ORDER BY ts", params).df()
+                       "ORDER BY ts LIMIT ?", [*params, limit]).df()
 
 
 def samples_minute(con: Cursor, since: float | None = None, until: float | None = None) -> pd.DataFrame:

@@ -14,9 +14,9 @@ def task_apps(con: Cursor) -> list[str]:
 
 
 def task_df(con: Cursor, app: str | None = None, since: float | None = None,
-            started: tuple[float, float] | None = None) -> tuple[pd.DataFrame, dict, dict]:
-    """Tasks received after `since` (and started within `started`, both ends included) with their
-    params and counters JSON unpacked, one column per key.
+            started: tuple[float, float] | None = None, limit: int | None = None) -> tuple[pd.DataFrame, dict, dict]:
+    """Tasks received after `since` (and started within `started`, both ends included), the first
+    `limit` received (all: None), with their params and counters JSON unpacked, one column per key.
 
     Returns (df, params, counters): df has received, t_start, bbv (the task's code vector as
     JSON), duration, cpu_seconds and columns p0.. / c0.. in the order of the two key lists, which map
@@ -35,6 +35,6 @@ def task_df(con: Cursor, app: str | None = None, since: float | None = None,
     cols += "".join(f", TRY_CAST(json_extract_string(t.counters, ?) AS DOUBLE) AS c{i}" for i in range(len(ckeys)))
     pointers = [shared.json_pointer(k) for k in pkeys + ckeys]
     sql = (f"SELECT l.received, t.t_start, t.bbv, t.duration, t.cpu_seconds{cols} "
-           f"FROM {joined} WHERE {where} ORDER BY l.received, t.node, t.seq")
-    df = con.execute(sql, pointers + params).df()
+           f"FROM {joined} WHERE {where} ORDER BY l.received, t.node, t.seq LIMIT ?")
+    df = con.execute(sql, pointers + params + [limit]).df()
     return df, {f"p{i}": k for i, k in enumerate(pkeys)}, {f"c{i}": k for i, k in enumerate(ckeys)}

@@ -16,6 +16,14 @@ def test_bottlenecks_reproduce_fig5(fig5_db, capsys):
     assert rows[0]["severity"] == 0.495 and rows[1]["severity"] == 0.0
 
 
+def test_the_table_shows_every_degree_within_its_width(fig5_db, capsys):
+    from causewatch.commands.query import WIDTH
+    assert main(["bottlenecks", "--db", fig5_db]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and max(map(len, out.splitlines())) <= WIDTH, out
+    assert "Medium 0.502/High 0.495" in out and "Negligible 0.1" in out
+
+
 def test_bottlenecks_without_negligible_and_with_terms_file(fig5_db, tmp_path, capsys):
     terms = tmp_path / "terms.toml"
     terms.write_text('[metrics.l2_miss_ratio]\nexpr = "L2_TCM / L2_TCA"\n'
@@ -24,7 +32,7 @@ def test_bottlenecks_without_negligible_and_with_terms_file(fig5_db, tmp_path, c
     assert main(["bottlenecks", "--db", fig5_db, "--terms", str(terms), "--metric", "l2_miss_ratio",
                  "--no-negligible"]) == 0
     out = capsys.readouterr().out
-    assert out.count("Bad (degree=1)/") == 2 and "Bad (degree=0.5)/" in out
+    assert out.count("Bad 1\n") == 2 and "Bad 0.5\n" in out
 
 
 def test_bottlenecks_bad_terms_file(fig5_db, tmp_path, capsys):

@@ -44,6 +44,8 @@ CASES = [  # (argv with {tmp}, words the message must hold)
     (["phases", "{tmp}/vectors.txt", "--save-simpoints", "{tmp}/plain/x.txt"], ["--save-simpoints"]),
     (["probe", "register", "{tmp}", "--db", "{tmp}/corrupt.duckdb"], ["corrupt.duckdb"]),
     (["probe", "build", "demo", "--workload", "masterworker", "--out", "{tmp}/plain"], ["--out", "plain"]),
+    (["model", "--svg", "{tmp}/m.svg", "--history"], ["--svg draws one model and --history shows none"]),
+    (["model", "--dot", "{tmp}/m.dot", "--pin", "3", "--scope", "app:x"], ["--dot", "--pin", "--model-id N"]),
     (["demo", "--dir", "{tmp}"], ["--dir", "not made by causewatch demo", "nothing was deleted"]),
 ]
 

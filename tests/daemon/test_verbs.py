@@ -22,8 +22,14 @@ def test_every_verb_has_a_handler_taking_its_declared_parameters(verb):
 def test_query_strings_convert_or_are_refused_by_name():
     assert verbs.QUERY.parse({"q": ["(cpi is high)"], "node": ["n1", "n2"], "top": ["1", "5"]}) == \
         {"q": "(cpi is high)", "node": ["n1", "n2"], "top": 5}
-    with pytest.raises(InputError, match="limit: expected a int, got 'x'"):
-        verbs.ANOMALIES.parse({"limit": ["x"]})
+    with pytest.raises(InputError, match="open: expected a int, got 'x'"):
+        verbs.ANOMALIES.parse({"open": ["x"]})
+    assert verbs.TASKS.parse({"limit": ["0"]}) == {"limit": 0}
+    for bad in ("x", "-1", "1.5"):
+        with pytest.raises(InputError, match=f"limit: expected a count, got '{bad}'"):
+            verbs.TASKS.parse({"limit": [bad]})
+    with pytest.raises(InputError, match=r"lmit: /api/tasks takes no such parameter \(takes app, limit\)"):
+        verbs.TASKS.parse({"lmit": ["2"]})
     assert verbs.REGIONS.query(last=60.0, node=None, metric=["cpi"]) == {"last": 60.0, "metric": ["cpi"]}
     with pytest.raises(TypeError, match="regions: no parameter nodes"):
         verbs.REGIONS.query(nodes=["n1"])

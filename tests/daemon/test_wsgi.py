@@ -10,7 +10,7 @@ from wsgiref.util import setup_testing_defaults
 
 import pytest
 
-from causewatch.daemon import remote
+from causewatch.daemon import remote, verbs
 from causewatch.daemon.exporter import Exporter, gauge_family
 from causewatch.daemon.httpapi import MAX_BODY, Api
 from causewatch.daemon.store import Store
@@ -73,6 +73,13 @@ def test_api_routes_answer_through_the_worker_path(app):
     assert json.loads(body)["tables"]["ingest_log"] == 0
     status, _, body = call(app, "/api/nope")
     assert status == "404 Not Found" and "/api/stats" in json.loads(body)["error"]
+
+
+def test_a_dataframe_is_json_for_curl_and_arrow_when_the_client_accepts_it(app):
+    status, headers, body = call(app, "/api/bbv-targets", Accept="*/*")
+    assert status == "200 OK" and headers["Content-Type"] == "application/json" and json.loads(body) == []
+    _, headers, body = call(app, "/api/bbv-targets", Accept=verbs.ARROW)
+    assert headers["Content-Type"] == verbs.ARROW and body.startswith(b"\xff\xff\xff\xff")   # an IPC stream
 
 
 def test_a_post_from_elsewhere_needs_the_token(app):

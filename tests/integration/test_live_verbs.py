@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from support import run_cli
 
+from causewatch import wire
 from causewatch.cli import main
 from causewatch.config import DaemonConfig
 from causewatch.daemon.exporter import Exporter
@@ -135,6 +136,30 @@ def test_kits_and_baselines_go_through_the_daemon_that_holds_the_store(tmp_path,
     con.close()
 
 
+def test_what_is_not_there_exits_2_naming_what_is_live_and_stored(tmp_path, capsys):
+    db = tmp_path / "cw.duckdb"
+    store = Store(str(db))
+    store.commit_frames([wire.Frame("probe_result", "n1", "b", 1, time.time(), {
+        "app": "mw", "kit": "k1", "predicted_seconds": 5.0, "lo": 4.5, "hi": 5.5, "ratio": 1.0, "probe_seconds": 0.2})])
+    store.close()
+    asked = (["rank", "nosuchapp"], ["rank", "nosuchapp", "--json"], ["model"])
+
+    def errors(where: list[str]) -> list[str]:
+        codes = [main([*verb, *where]) for verb in asked]
+        said = capsys.readouterr().err.splitlines()
+        assert codes == [2, 2, 2] and len(said) == 3, said
+        return said
+
+    daemon = _daemon(db)
+    try:
+        live = errors(["--daemon", f"http://{daemon.http.address}"])
+    finally:
+        daemon.stop()
+    for said in (live, errors(["--db", str(db)])):
+        assert all("no probe results for app 'nosuchapp'; apps with results: mw" in e for e in said[:2])
+        assert "no model learnt yet" in said[2]
+
+
 def test_a_verb_that_reaches_neither_daemon_nor_store_says_so(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)   # no causewatch.duckdb here to fall back on
     assert main(["nodes", "--daemon", "http://127.0.0.1:9"]) == 2
@@ -146,8 +171,10 @@ def test_a_verb_that_reaches_neither_daemon_nor_store_says_so(tmp_path, capsys, 
 
 @pytest.mark.parametrize("path,code,message", [
     ("/api/bbv", 400, "needs ?target=NAME&kind=native|python"),
-    ("/api/model?scope=nope", 400, "has no model"),
-    ("/api/anomalies?limit=x", 400, "limit: expected a int"),
+    ("/api/model", 404, "no model learnt yet"),
+    ("/api/rank?app=nosuchapp", 404, "no probe results for app 'nosuchapp'; no app has any yet"),
+    ("/api/anomalies?limit=x", 400, "limit: expected a count"),
+    ("/api/tasks?app=lu&limit=-2", 400, "limit: expected a count, got '-2'"),
     ("/api/nothing", 404, "no route GET /api/nothing"),
 ])
 def test_bad_api_requests_are_named(tmp_path, path, code, message):
