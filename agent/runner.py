@@ -318,7 +318,8 @@ class Agent:
             if self.cfg.ipc.startswith("ipc://"):
                 self._bound_ipc = self.cfg.ipc[len("ipc://"):]
         except zmq.ZMQError as e:
-            log.error("cannot relay task records on %s: %s", self.cfg.ipc, e)
+            log.error("cannot relay task records on %s: %s; give this agent another --ipc ipc:///PATH (and its "
+                      "programs CAUSEWATCH_IPC=ipc:///PATH)", self.cfg.ipc, e)
             sock.close()
             return
         finally:

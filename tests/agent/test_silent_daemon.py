@@ -9,9 +9,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from support import agent_config, free_port, run_cli, wait_for
@@ -123,3 +126,21 @@ def test_a_port_that_speaks_no_zmtp_is_a_daemon_that_does_not_answer(tmp_path, c
     (5, False, 5), (5, True, 5), (-15, False, 143)])
 def test_a_failed_command_s_status_wins_over_frames_left_unacked(command, delivered, status):
     assert exit_status(command, delivered) == status
+
+
+def test_a_second_agent_on_the_same_ipc_socket_is_told_to_give_another(daemon_process, tmp_path):
+    d = daemon_process()
+    first_config = _config(tmp_path, d.endpoint)
+    (tmp_path / "b").mkdir()
+    second_config = Path(_config(tmp_path / "b", d.endpoint))   # its own spool, the first one's ipc socket
+    second_config.write_text(second_config.read_text().replace(f"{tmp_path}/b/a.sock", f"{tmp_path}/a.sock"))
+    first = subprocess.Popen([sys.executable, "-m", "causewatch.cli", "agent", "--config", first_config, "--", "sleep",
+                              "6"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: (tmp_path / "a.sock").exists(), 20)
+        second = run_cli("agent", "--config", str(second_config), "--", "sleep", "1", timeout=60)
+    finally:
+        first.terminate()
+        first.wait(30)
+    refused, = _lines(second.stderr, "cannot relay task records")
+    assert "another agent listens there" in refused and "--ipc ipc:///PATH" in refused, second.stderr[-2000:]
