@@ -88,15 +88,19 @@ def test_coverage_keeps_the_largest_phases_in_phase_order():
     assert covering(weights * 7, 0.5) == [1, 4]          # weights need not sum to 1
 
 
+FULL_RUNS = 5
+
+
 @pytest.fixture(scope="module")
 def same_node(kit):
-    """The kit run on the node it was built on, and one more full run of the workload there, as the
+    """The kit run on the node it was built on, and FULL_RUNS more full runs of the workload there, as the
     application runs it: workers spawned from pytest import pytest first and run tasks 20 % slower."""
     _, manifest = kit
-    full = subprocess.run([sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--tasks", str(TASKS),
-                           "--scale", str(SCALE), "--workers", str(manifest["workers"]), "--json"],
-                          capture_output=True, text=True, timeout=120, check=True)
-    return run_kit(manifest), json.loads(full.stdout)
+    command = [sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--tasks", str(TASKS), "--scale",
+               str(SCALE), "--workers", str(manifest["workers"]), "--json"]
+    full = [json.loads(subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout)
+            for _ in range(FULL_RUNS)]
+    return run_kit(manifest), full
 
 
 def test_kit_predicts_its_own_node(same_node):
@@ -106,10 +110,15 @@ def test_kit_predicts_its_own_node(same_node):
     assert 0.5 < result["cpu_ratio"] < 2.0
 
 
-def test_full_run_falls_inside_the_reported_interval(same_node):
+def test_later_full_runs_fall_inside_the_reported_interval(same_node):
+    """The interval is a 95 % one for one more run, so one run in 20 falls outside by design (this test
+    failed that way on one run now and then). Most of FULL_RUNS must fall inside: at 95 % coverage, 3 of 5
+    miss with probability ~0.1 %, at 85 % ~3 %; an interval shifted by its own width misses them all."""
     result, full = same_node
     # CPU task-seconds: the wall time of a run on 2 cores shared with other test processes depends on them
-    assert result["cpu_lo"] <= full["task_cpu_seconds"] <= result["cpu_hi"]
+    cpu = [run["task_cpu_seconds"] for run in full]
+    inside = [result["cpu_lo"] <= c <= result["cpu_hi"] for c in cpu]
+    assert sum(inside) > FULL_RUNS // 2, f"{cpu} against [{result['cpu_lo']:.3f}, {result['cpu_hi']:.3f}]"
 
 
 def test_cpu_bound_phases_scale_their_cpu_time_by_the_stretch(same_node):
