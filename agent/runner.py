@@ -30,6 +30,7 @@ import zmq
 
 from causewatch import __version__, wire
 from causewatch.agent import perf
+from causewatch.agent.command import command_name
 from causewatch.agent.instrument import environment, listening
 from causewatch.agent.ipsampler import BBVCollector
 from causewatch.agent.system import NodeCollector, ProcessCollector
@@ -76,7 +77,8 @@ class Target:
 def launch(cmd: list[str], leave_running: bool = False, cfg: AgentConfig | None = None,
            config_file: str | None = None) -> Target:
     """Start `cmd` held before exec, so the agent opens counters before its first instruction; its
-    environment tells an instrumented program where this agent (and its daemon and spool) are.
+    environment tells an instrumented program where this agent (and its daemon and spool) are. Its
+    scope is `command.command_name(cmd)`: `cmd:train.py` for `python3 train.py`, not `cmd:python3`.
 
     Unless `leave_running`, the command gets SIGTERM when the agent dies, even by SIGKILL
     (PR_SET_PDEATHSIG, which survives the exec)."""
@@ -91,7 +93,7 @@ def launch(cmd: list[str], leave_running: bool = False, cfg: AgentConfig | None 
         child = subprocess.Popen([sys.executable, "-c", hold, *cmd], pass_fds=(r,), env=env)
     finally:
         os.close(r)
-    return Target(f"cmd:{os.path.basename(cmd[0])}", pid=child.pid, child=child, _release=w)
+    return Target(command_name(cmd), pid=child.pid, child=child, _release=w)
 
 
 def find_target(pid: int | None = None, match: str | None = None, cgroup: str | None = None) -> Target | None:
