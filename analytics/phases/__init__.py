@@ -10,6 +10,10 @@ Clustering
     MergedPhases — the phases after merging: labels, simpoints, weights, distances
     adjusted_rand_index — agreement of two labelings of the same intervals (1 = identical partitions)
 
+What each phase does
+    phase_centroids — each phase's mean normalised vector over the original keys, not the projection
+    top_keys — each phase's largest keys (blocks, or functions by name) with their share of it
+
 Online
     PhaseTracker — phase ids for a live stream of sparse vectors, a new phase when none is near
 
@@ -34,7 +38,7 @@ SimPoint 3.2's files
 Submodules
     formats — the file formats above as one namespace (formats.write_labels, …)
 
-The other modules are internal: simpoint, merge, tracker, keyed, ari (their public names are above).
+The other modules are internal: simpoint, merge, tracker, keyed, centroids, ari (their public names are above).
 """
 
 from causewatch.analytics._lazy import attach
@@ -43,6 +47,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "SimPoint": "simpoint",
     "merge_close_phases": "merge", "MergedPhases": "merge",
     "adjusted_rand_index": "ari",
+    "phase_centroids": "centroids", "top_keys": "centroids",
     "PhaseTracker": "tracker",
     "vectors_to_matrix": "keyed", "normalise_rows": "keyed",
     "read_frequency_vectors": "formats", "iter_frequency_vectors": "formats", "write_frequency_vectors": "formats",

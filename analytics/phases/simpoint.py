@@ -159,8 +159,9 @@ class SimPoint:
     or giving each of a few distinct vectors its own centre (zero distortion, an unbounded BIC), earns
     nothing (`variance_floor=0` and `init="samp"` give SimPoint 3.2's clustering).
     Learned: labels_, distances_, cluster_centers_, simpoints_ (interval nearest each centre, -1 when
-    a phase is empty), weights_ (phase weights summing to 1), k_, bic_ ({k: BIC} of the runs made),
-    projection_, n_features_in_.
+    a phase is empty), weights_ (phase weights summing to 1), interval_weights_ (each interval's, summing
+    to 1: what centroids.phase_centroids takes), k_, bic_ ({k: BIC} of the runs made), projection_,
+    n_features_in_.
     """
 
     def __init__(self, max_k: int = 30, dim: int = 15, n_init: int = 5, max_iter: int = 100,
@@ -192,7 +193,7 @@ class SimPoint:
             raise PhaseError(f"k={self.k} must be between 1 and the number of intervals ({n})")
         self.projection_ = projection.matrix
         self.n_features_in_ = len(self.projection_)
-        w = self._interval_weights(sizes, weights)
+        w = self.interval_weights_ = self._interval_weights(sizes, weights)
         distinct, inverse = np.unique(np.ascontiguousarray(data).view(np.dtype((np.void, data.itemsize * self.dim))),
                                       return_inverse=True)
         inverse = inverse.ravel()

@@ -193,6 +193,7 @@ def report(con, seconds: float, folder: Path, hog: Hog) -> dict:
     rep = readers.report.overview(con)
     rep["causal_edges"] = [dict(e, stable=e["held_by"] >= STABLE * e["versions"] and e["strength_bits"] >= MIN_BITS)
                            for e in rep["causal_edges"]]
+    rep["phases"] = phases(con)
     rep["anomalies"] = [_anomaly(a, hog) for a in reversed(readers.models.anomalies(con))]
     waits = _waits(con, hog)
     rep["contention_hog"] = [{"cpus": hog.cpus, "baseline": f"model {hog.pinned}, pinned by the demo at "
@@ -214,6 +215,28 @@ def report(con, seconds: float, folder: Path, hog: Hog) -> dict:
         path.write_text(model_svg(CausalModel.from_json(graph), marked, title=scope))
         pictures.append({"scope": scope, "svg": str(path)})
     return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
+
+
+def phases(con, shown: int = 8) -> list[dict]:
+    """The workload's phases, as `causewatch phases --target app:demo --kind python` finds them in its
+    tasks' Python-frame vectors: the heaviest `shown`, each with its top functions."""
+    from causewatch.analytics.phases import SimPoint
+    from causewatch.analytics.phases.keyed import bbv_matrix
+    from causewatch.commands.phases import phase_rows, top_functions
+    from causewatch.daemon import readers
+    X, keys, _ = bbv_matrix(readers.phases.bbv_rows(con, SCOPE, "python"))
+    if X.shape[0] < 2:
+        return []
+    model = SimPoint(seed=SEED).fit(X)
+    rows = sorted(phase_rows(model, top_functions(model, X, keys, 2)), key=lambda r: (-r["weight"], r["phase"]))
+    out = [{"phase": r["phase"], "weight": round(r["weight"], 3), "intervals": r["intervals"],
+            "top_functions": ", ".join(f"{t['key']} {t['share']:.0%}" for t in r["top"][:1] + [
+                t for t in r["top"][1:] if t["share"] >= 0.005])}   # not "0%"
+           for r in rows[:shown]]
+    if len(rows) > shown:
+        out.append({"more": f"{len(rows) - shown} lighter phases: causewatch phases --db … --target {SCOPE} "
+                            "--kind python"})
+    return out
 
 
 def _waits(con, hog: Hog) -> dict:
@@ -283,6 +306,8 @@ MEANING = {
     "phase_vectors": "where programs spent their time, sampled by instruction pointer (native) or Python "
                      "frame (python), per interval: the raw material of phases",
     "top_functions": "the functions those samples landed in most",
+    "phases": "the workload's phases: its tasks' vectors clustered as SimPoint does (causewatch phases), "
+              "heaviest first, each with its weight (share of the intervals) and top functions (share of the phase)",
     "tasks": "master-worker task records sent by the instrumented workload (instrument.task)",
     "causal_edges": "the newest causal model of the tasks: which variable depends on which, strength in bits; "
                     "held_by of versions: how many of the run's model versions had the edge; stable: held by 80 % "
@@ -314,6 +339,7 @@ def _next_steps(db: Path) -> str:
     causewatch daemon --db {db} &
     causewatch nodes;  causewatch model --svg model.svg;  causewatch anomalies --all
     causewatch bottlenecks --top 10;  causewatch query "(time_share is high)";  causewatch rank demo
+    causewatch phases --target app:demo --kind python     # every phase, each with its top functions
     curl -s localhost:9464/metrics | grep causewatch_"""
 
 

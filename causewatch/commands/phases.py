@@ -1,7 +1,9 @@
 """`causewatch phases`: SimPoint 3 compatible phase clustering of a .bb(.gz) file, or of the BBVs a daemon
 stored (read through its HTTP API, or from a stopped daemon's store file).
 
-Prints the chosen k, the BIC of each k tried and per phase its representative interval and weight.
+Prints the chosen k, the BIC of each k tried and per phase its representative interval, its weight and
+what it does: its top functions (the keys that weigh most in its centroid, with their share). A .bb file's
+keys are block ids; exp-bbv's pc file (--pc-file) names their functions.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from causewatch.errors import InputError
 EPILOG = """examples:
   valgrind --tool=exp-bbv --bb-out-file=app.bb ./app
   causewatch phases app.bb --max-k 30 --save-simpoints app.simpoints --save-weights app.weights
+  valgrind --tool=exp-bbv --bb-out-file=app.bb --pc-out-file=app.pc ./app
+  causewatch phases app.bb --pc-file app.pc --top 5          # each phase's 5 top functions, not blocks
   causewatch phases app.bb.gz --fixed-length off --seed 7 --json
   causewatch phases app.bb --initkm samp --variance-floor 0       # SimPoint 3.2's own clustering
   causewatch phases --target app:solver --kind python          # BBVs stored by the running daemon
@@ -50,17 +54,35 @@ def add_arguments(parser) -> None:
     parser.add_argument("--save-simpoints", metavar="F", help="write '<interval> <phase>' lines")
     parser.add_argument("--save-weights", metavar="F", help="write '<weight> <phase>' lines")
     parser.add_argument("--save-labels", metavar="F", help="write '<phase> <distance>' per interval")
+    parser.add_argument("--top", type=int, default=3, metavar="N",
+                        help="name each phase's N top functions, with their share of it (default 3; 0: none)")
+    parser.add_argument("--pc-file", metavar="F",
+                        help="exp-bbv's --pc-out-file for a .bb file: name blocks by their functions")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def _stored(args) -> bool:
+    return args.file is None or args.file.endswith((".duckdb", ".db"))
+
+
 def _load(args):
-    if args.file is None or args.file.endswith((".duckdb", ".db")):
+    """(the vectors, their keys' names): a stored target's (function names), or a .bb file's chunks (the
+    pc file's function of each block, else None: blocks by id)."""
+    if _stored(args):
+        if args.pc_file:
+            raise InputError("--pc-file applies only to a .bb file: stored BBVs name their functions")
         args.db = args.db or args.file
         return _load_stored(args)
     if args.target or args.kind:
         raise InputError("--target and --kind apply only to the BBVs a daemon stored, not to a .bb file")
     from causewatch.analytics.phases import formats
-    return formats.iter_frequency_vectors(args.file)   # read and projected chunk by chunk, never held whole
+    names = None
+    if args.pc_file:
+        try:
+            names = formats.read_pc_functions(args.pc_file)
+        except OSError as e:
+            raise InputError(f"--pc-file {args.pc_file}: cannot read ({e.strerror or e})") from None
+    return formats.iter_frequency_vectors(args.file), names   # read and projected chunk by chunk, never held whole
 
 
 def _load_stored(args):
@@ -77,20 +99,25 @@ def _load_stored(args):
             problem = "has no vectors" if known.empty else (
                 "has several targets or kinds: choose one" if len(chosen) > 1 else "has no such vectors")
             raise InputError(f"{source.where}: the stored BBVs {problem}" + (f"; known: {listing}" if listing else ""))
-        X, _, _ = bbv_matrix(source.read(verbs.BBV, target=chosen.target.iloc[0], kind=chosen.kind.iloc[0]))
-        return X
+        X, keys, _ = bbv_matrix(source.read(verbs.BBV, target=chosen.target.iloc[0], kind=chosen.kind.iloc[0]))
+        return X, keys
 
 
 def run(args) -> int:
     from causewatch.analytics.phases import SimPoint, formats
     for flag in ("save_simpoints", "save_weights", "save_labels"):
         check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
+    if args.top < 0:
+        raise InputError(f"--top {args.top}: give a count >= 0")
     try:
-        X = _load(args)
+        X, names = _load(args)
         model = SimPoint(max_k=args.max_k, dim=args.dim, n_init=args.num_init_seeds,
                          max_iter=args.iters, bic_threshold=args.bic_threshold,
                          fixed_length=args.fixed_length == "on", k=args.k, seed=args.seed,
                          init=args.initkm, variance_floor=args.variance_floor).fit(X)
+        # a file was read chunk by chunk into the projection: its counts are read once more, never held whole
+        again = formats.iter_frequency_vectors(args.file) if hasattr(X, "__next__") else X
+        tops = top_functions(model, again, names, args.top) if args.top else None
     except formats.PhaseError as e:
         raise InputError(str(e)) from None
     except OSError as e:   # the file is read during fit
@@ -101,17 +128,47 @@ def run(args) -> int:
         formats.write_weights(args.save_weights, model.weights_)
     if args.save_labels:
         formats.write_labels(args.save_labels, model.labels_, model.distances_)
+    keys = "functions" if _stored(args) or names else "blocks"
     result = {"intervals": len(model.labels_), "k": int(model.k_),
-              "bic": {str(k): v for k, v in model.bic_.items()},
-              "phases": [{"phase": p, "simpoint": int(i), "weight": float(model.weights_[p]),
-                          "intervals": int((model.labels_ == p).sum())}
-                         for p, i in enumerate(model.simpoints_) if i >= 0]}
+              "bic": {str(k): v for k, v in model.bic_.items()}, "keys": keys,
+              "phases": phase_rows(model, tops)}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     print(f"{result['intervals']} intervals, k = {result['k']} (BIC threshold {args.bic_threshold})")
     print("BIC by k: " + "  ".join(f"{k}:{v:.1f}" for k, v in model.bic_.items()))
-    print(f"{'phase':>5} {'simpoint':>9} {'weight':>8} {'intervals':>9}")
-    for row in result["phases"]:
-        print(f"{row['phase']:>5} {row['simpoint']:>9} {row['weight']:>8.4f} {row['intervals']:>9}")
+    print("\n".join(phase_table(result["phases"], keys)))
+    if tops and keys == "blocks":
+        print("(blocks are the .bb file's ids: --pc-file with exp-bbv's --pc-out-file names their functions)")
     return 0
+
+
+def top_functions(model, X, names, top: int) -> list[list[dict]]:
+    """Each phase's `top` keys by their share of its centroid, as [{"key", "share"}]: a function's name
+    (a stored key, or a block's function in the pc file), else `block N` (a .bb file's block id)."""
+    from causewatch.analytics.phases import phase_centroids, top_keys
+    centroids = phase_centroids(X, model.labels_, model.interval_weights_, model.k_)
+    return [[{"key": key if isinstance(key, str) else f"block {key + 1}", "share": round(share, 6)}
+             for key, share in phase] for phase in top_keys(centroids, top, names)]
+
+
+def phase_rows(model, tops: list[list[dict]] | None) -> list[dict]:
+    """Per non-empty phase: its number, simulation point, weight, intervals and (given) top functions."""
+    return [{"phase": p, "simpoint": int(i), "weight": float(model.weights_[p]),
+             "intervals": int((model.labels_ == p).sum()), **({"top": tops[p]} if tops is not None else {})}
+            for p, i in enumerate(model.simpoints_) if i >= 0]
+
+
+def phase_table(rows: list[dict], keys: str = "functions") -> list[str]:
+    """The phases as text lines: a row per phase, its top functions one a line beside it (names are
+    never cut: a long symbol is what tells a phase apart)."""
+    tops = any("top" in row for row in rows)
+    lines = [f"{'phase':>5} {'simpoint':>9} {'weight':>8} {'intervals':>9}"
+             + (f"  top {keys} (share of the phase)" if tops else "")]
+    for row in rows:
+        head = f"{row['phase']:>5} {row['simpoint']:>9} {row['weight']:>8.4f} {row['intervals']:>9}"
+        shown = [t for i, t in enumerate(row.get("top", [])) if i == 0 or t["share"] >= 0.0005]   # not "0.0 %"
+        named = [f"{100 * t['share']:5.1f} %  {t['key']}" for t in shown] or [""]
+        lines.append(f"{head}  {named[0]}".rstrip())
+        lines += [f"{'':{len(head)}}  {line}" for line in named[1:]]
+    return lines

@@ -19,6 +19,7 @@ def test_demo_reports_every_part(tmp_path):
     assert {n["node"] for n in rep["nodes"]} == {"demo-node-1", "demo-node-2"}
     assert all(n["counters"].get("ok", 0) >= 4 for n in rep["nodes"])  # software events always open
     assert {p["kind"] for p in rep["phase_vectors"]} >= {"native", "python"}
+    assert rep["phases"] and all(p["top_functions"].startswith("masterworker.py:_") for p in rep["phases"][:3])
     assert rep["tasks"][0]["app"] == "demo" and rep["tasks"][0]["tasks"] == frames["task"]
     assert rep["causal_edges"], "the causal job learned no model from the task records"
     assert all(1 <= e["held_by"] <= e["versions"] and e["stable"] == (e["held_by"] >= demo.STABLE * e["versions"]
@@ -75,3 +76,24 @@ def test_the_report_times_each_anomaly_against_the_hog(tmp_path):
         {"src": "c", "dst": "d", "strength_bits": 0.05, "directed": True, "held_by": 1, "versions": 2, "stable": False}]
     (shown,) = rep["contention_hog"]
     assert (shown["started_s"], shown["stopped_s"]) == (35.0, 72.0) and shown["shown"].startswith("yes:")
+
+
+def test_the_report_names_each_phase_s_top_functions(tmp_path):
+    """Issue 32: the phases section says what each phase does, heaviest first, the rest counted."""
+    import duckdb
+
+    from causewatch.daemon.store import migrate
+    kinds = [{"masterworker.py:_float": 95, "numeric.py:ones": 5}, {"masterworker.py:_dict": 60, "x.py:<listcomp>": 40},
+             {"masterworker.py:_integer": 100}]
+    with duckdb.connect(str(tmp_path / "cw.duckdb")) as con:
+        migrate(con)
+        con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [("n", "b", i, demo.SCOPE, "python", float(i), i + 1.0, key, count)
+                         for i in range(60) for key, count in kinds[min(i // 10, 2)].items()])
+        rows = demo.phases(con)
+        assert [(r["weight"], r["intervals"]) for r in rows] == [(0.667, 40), (0.167, 10), (0.167, 10)]
+        assert rows[0]["top_functions"] == "masterworker.py:_integer 100%"
+        assert {r["top_functions"] for r in rows[1:]} == {"masterworker.py:_float 95%, numeric.py:ones 5%",
+                                                          "masterworker.py:_dict 60%, x.py:<listcomp> 40%"}
+        assert demo.phases(con, shown=1)[-1]["more"].startswith("2 lighter phases: causewatch phases")

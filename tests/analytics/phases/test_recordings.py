@@ -105,6 +105,22 @@ def test_real_recording_phases_match_the_planted_kernels(recording, tmp_path, ca
     assert adjusted_rand_index(truth[scored], labels[scored]) >= 0.95
 
 
+
+def test_real_recording_phases_are_named_by_their_kernels(recording, tmp_path, capsys):
+    """Issue 32: each phase says what it does. With exp-bbv's pc file, every kernel's phase names the
+    kernel as its top function, nearly all of the phase; without it, the blocks are named by id."""
+    bb_gz, truth = recording
+    assert main(["phases", str(bb_gz), "--pc-file", str(bb_gz.parent / "kern.pc"), "--json",
+                 "--save-labels", str(tmp_path / "o.labels")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    labels, _ = fm.read_labels(tmp_path / "o.labels")
+    top = {p["phase"]: p["top"][0] for p in out["phases"]}
+    for kernel, name in enumerate(KERNELS):   # the phase most of the kernel's intervals fell in
+        phase = np.bincount(labels[truth == kernel]).argmax()
+        assert top[phase]["key"] == name and top[phase]["share"] >= 0.95, (name, out["phases"][phase])
+    assert main(["phases", str(bb_gz), "--json", "--top", "1"]) == 0
+    assert all(p["top"][0]["key"].startswith("block ") for p in json.loads(capsys.readouterr().out)["phases"])
+
 def _seed_aris(bb_gz, truth) -> list[float]:
     scored = truth >= 0
     X = fm.read_frequency_vectors(bb_gz)
