@@ -65,7 +65,7 @@ def cause(a: dict, hog: dict) -> str:
     """"hog": on the contended resource's variable; "during": another variable, raised while the hog ran
     (migrations and context switches rise under contention too); "outside": raised before the hog
     started or after it stopped, which the hog does not explain (a false alarm)."""
-    if WAIT in (a["src"], a["dst"]):
+    if {WAIT, hog.get("variable", WAIT)} & {a["src"], a["dst"]}:   # the model may hold the wait in duration
         return "hog"
     started, stopped = hog["started_s"], hog["stopped_s"]
     return "during" if started is not None and started <= a["opened_s"] <= (stopped or float("inf")) else "outside"

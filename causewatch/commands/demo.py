@@ -51,6 +51,7 @@ END_CYCLES = 2              # model versions of the calm end when no anomaly on 
 SCOPE = "app:demo"
 STABLE = 0.8                # an edge held by this share of the run's model versions (and not weak) is stable
 WAIT = "cpu_wait_seconds"   # the contended resource's variable in each task record
+DURATION = "duration"       # ...which a model may hold instead (the wait as most of a task's time)
 MOVED = 1.25                # tasks waiting this factor more (or less) for a CPU than the baseline's, or this
                             # factor more (fewer) processes runnable on the machine: other work moved
 
@@ -231,6 +232,7 @@ class Story:
         self.baseline_s: float | None = None  # when the calm start had its baseline
         self.versions = {}                   # model versions when each stretch began
         self.hog_versions = 0                # model versions learnt under the hog
+        self.contended, self.why = WAIT, None   # the model variable the hog shows in, and why not the wait
         self.short: list[str] = []           # the bounds that ran out, and what was missing then
         # (seconds after the origin, 1-minute load average, processes runnable then: the demo and its hog left out)
         self.loads: list[tuple[float, float, int]] = []
@@ -238,10 +240,10 @@ class Story:
     def plan(self) -> str:
         """The story and its bounds in words, said before the workload starts."""
         b = self.bounds
-        return (f"the story: a calm start until {SCOPE} has a baseline model (at most {b['calm']:.0f} s), a CPU hog "
-                f"until an anomaly on {WAIT} is raised (at most {b['hog']:.0f} s), a calm end until it resolves "
-                f"(at most {b['end']:.0f} s): at least {self.tasks} tasks, about {self.tasks / RATE:.0f} s on an "
-                f"idle machine, at most {self.bound:.0f} s under load")
+        return (f"the story: a calm start until {SCOPE} has a baseline model (at most {b['calm']:.0f} s), a CPU "
+                f"hog until an anomaly on the tasks' CPU wait is raised (at most {b['hog']:.0f} s), a calm end until "
+                f"it resolves (at most {b['end']:.0f} s): at least {self.tasks} tasks, about "
+                f"{self.tasks / RATE:.0f} s on an idle machine, at most {self.bound:.0f} s under load")
 
     def now(self) -> float:
         return time.time() - self.origin
@@ -278,7 +280,9 @@ class Story:
         if baseline is not None and (stored >= self.calm_tasks or over):
             self.baseline_s = now
             self._next("hog", now, models)
-            self.hog.start(now, load, _median(_task_waits(con, self.origin), -math.inf, now))
+            tasks = _task_waits(con, self.origin)
+            self.contended, self.why = contended(con, tasks, self.origin)
+            self.hog.start(now, load, _median(tasks, -math.inf, now))
         elif over:
             self.short.append(f"no baseline model within the calm start's {self.bounds['calm']:.0f} s: " + (
                 f"the newest of {len(models)} model versions was learnt from {models[0]['n_rows']} tasks, a "
@@ -303,8 +307,8 @@ class Story:
         elif not ours and len(models) - self.versions["end"] >= END_CYCLES:
             self.stretch = "done"
         elif now - self.began["end"] >= self.bounds["end"]:
-            self.short.append(f"the calm end's {self.bounds['end']:.0f} s ran out before the anomaly on {WAIT} "
-                              "resolved" if ours else
+            self.short.append(f"the calm end's {self.bounds['end']:.0f} s ran out before the anomaly on "
+                              f"{self.contended} resolved" if ours else
                               f"the calm end's {self.bounds['end']:.0f} s ran out before {END_CYCLES} model versions")
             self.stretch = "done"
 
@@ -313,7 +317,7 @@ class Story:
         from causewatch.daemon import readers
         models = sorted(readers.models.models(con, SCOPE), key=lambda m: m["learned_at"])
         return [a for a in readers.models.anomalies(con, SCOPE, limit=10_000)
-                if _ours(dict(a, opened_s=a["opened"] - self.origin), self.hog)
+                if _ours(dict(a, opened_s=a["opened"] - self.origin), self)
                 and _by_hog(_judged(a, models, self.origin), self.hog)]
 
     def _pin(self, model_id: int) -> None:
@@ -370,13 +374,14 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
                         if base and m["model_id"] == base["model_id"]), None)
     rep["anomalies"] = [_anomaly(a, story, tasks, models, base_window) for a in reversed(readers.models.anomalies(con))]
     waits = _waits(tasks, hog)
-    shown, line = verdict(rep["anomalies"], waits, story)
+    word, shown, line = verdict(rep["anomalies"], waits, story)
     rep["contention_hog"] = [{"cpus": hog.cpus, "per_cpu": hog.per_cpu, "load_at_start": _round(hog.load),
                               "calm_wait_per_cpu_s": _round(hog.calm_wait),
                               "baseline": f"model {story.pinned}, pinned by the demo" if story.pinned
                               else "the first stable model" if base else "none",
                               "baseline_after_s": _round(story.baseline_s), "started_s": _round(hog.started),
                               "stopped_s": _round(hog.stopped), "model_versions": story.hog_versions, **waits,
+                              "variable": story.contended, **({"why": story.why} if story.why else {}),
                               "shown": shown}]
     ranking = rank_nodes("demo", readers.probes.latest_probes(con, "demo"), readers.probes.registered_kits(con),
                          time.time())
@@ -393,7 +398,7 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
         path.write_text(model_svg(CausalModel.from_json(graph), marked, title=scope))
         pictures.append({"scope": scope, "svg": str(path)})
     loads = [v for _, v, _ in story.loads]
-    rep["story"] = {"shown": shown.split(":")[0], "plan": story.plan(), "bound_s": round(story.bound, 1),
+    rep["story"] = {"shown": word, "plan": story.plan(), "bound_s": round(story.bound, 1),
                     "ran_s": _round(story.loads[-1][0]) if story.loads else None,
                     "load": [round(min(loads), 1), round(max(loads), 1)] if loads else None,
                     "short": story.short, "line": line}
@@ -401,14 +406,33 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
 
 
 def _task_waits(con, origin: float):
-    """The workload's tasks: start (seconds after `origin`) and seconds waited for a CPU per second of
-    CPU used (cpu_wait_seconds / cpu_seconds); None if the records carry no wait."""
+    """The workload's tasks: start (`t`, seconds after `origin`), `duration`, the seconds waited for a
+    CPU (`wait`) and per second of CPU used (`ratio`); None if the records carry no wait."""
     from causewatch.daemon import readers
     df, _, counters = readers.tasks.task_df(con, "demo")
     column = next((c for c, key in counters.items() if key == WAIT), None)
     if column is None:
         return None
-    return df.assign(t=df["t_start"] - origin, ratio=df[column] / df["cpu_seconds"])[["t", "ratio"]]
+    return df.assign(t=df["t_start"] - origin, wait=df[column], ratio=df[column] / df["cpu_seconds"])[
+        ["t", "duration", "wait", "ratio"]]
+
+
+def contended(con, tasks, origin: float) -> tuple[str, str | None]:
+    """The variable of the scope's baseline model the hog's contention shows in, and why when it is
+    not the wait: on a loaded machine a task's wait is most of its time, and the model leaves it out
+    as a linear copy of duration (features.COPY_R), which then carries it."""
+    from causewatch.daemon import readers
+    base = readers.models.baseline(con, SCOPE)
+    nodes = readers.models.model_graph(con, SCOPE, base["model_id"])[1].get("nodes", []) if base else []
+    if WAIT in nodes or DURATION not in nodes:
+        return WAIT, None
+    why = f"{WAIT} is not a variable of the baseline model, so the hog shows in {DURATION}"
+    if tasks is not None:
+        lo, hi = readers.models.model_window(con, base["model_id"])
+        window = tasks[(tasks["t"] >= lo - origin) & (tasks["t"] <= hi - origin)]
+        r = window["wait"].corr(window[DURATION]) if len(window) > 2 else float("nan")
+        why += f" (on the baseline's tasks the two moved together, r = {r:.4f}: the wait was most of a task's time)"
+    return DURATION, why
 
 
 def _median(tasks, lo: float, hi: float) -> float | None:
@@ -430,11 +454,13 @@ def _waits(tasks, hog: Hog) -> dict:
     return {f"wait_per_cpu_s_{name}": _median(tasks, lo, hi) for name, (lo, hi) in stretches.items()}
 
 
-def _ours(a: dict, hog: Hog) -> bool:
+def _ours(a: dict, story: Story) -> bool:
     """An anomaly on the contended resource's variable raised while the hog ran (the story's own when
     the hog is its cause too)."""
+    hog = story.hog
     stopped = float("inf") if hog.stopped is None else hog.stopped
-    return WAIT in (a["src"], a["dst"]) and hog.started is not None and hog.started <= a["opened_s"] <= stopped
+    return (story.contended in (a["src"], a["dst"]) and hog.started is not None
+            and hog.started <= a["opened_s"] <= stopped)
 
 
 def _by_hog(span: tuple[float, float] | None, hog: Hog) -> bool:
@@ -443,39 +469,44 @@ def _by_hog(span: tuple[float, float] | None, hog: Hog) -> bool:
     return span is not None and hog.started is not None and span[1] >= hog.started and span[0] <= stopped
 
 
-def verdict(anomalies: list[dict], waits: dict, story: Story) -> tuple[str, str]:
-    """Whether the report shows the hog (an anomaly on the contended resource's variable raised while
-    it ran and resolved after it stopped): the contention section's words, and the demo's last line,
-    which says why not when it was not, and what the anomalies outside the hog were."""
-    hog = story.hog
-    ours = sorted((a for a in anomalies if _ours(a, hog) and a["cause"].startswith("the hog")),
+def verdict(anomalies: list[dict], waits: dict, story: Story) -> tuple[str, str, str]:
+    """Whether the report shows the hog (an anomaly on the contended resource's variable, on tasks that
+    ran under the hog, raised while it ran and resolved after it stopped): "yes", "in part" or "no",
+    the contention section's words, and the demo's last line, which says why not when it was not, and
+    what the anomalies not from the hog were."""
+    hog, var = story.hog, story.contended
+    ours = sorted((a for a in anomalies if _ours(a, story) and a["cause"].startswith("the hog")),
                   key=lambda a: a["kind"] != "mechanism_changed")
     shown = [a for a in ours if hog.stopped is not None and (a["resolved_s"] or -1) >= hog.stopped]
     cut = "; " + "; ".join(story.short) if story.short else ""
+    held = f" ({WAIT} is not in the model: {DURATION} holds it)" if var != WAIT else ""
     if hog.started is None:
-        said = "no: the hog never ran" + (f" ({story.short[0]})" if story.short else " (the workload ended first)")
+        word, said = "no", "no: the hog never ran" + (f" ({story.short[0]})" if story.short
+                                                      else " (the workload ended first)")
         line = "story NOT shown: the hog never ran" + cut
     elif shown:
         a = shown[0]
-        said = f"yes: a {a['kind']} on {WAIT} was raised while the hog ran and resolved after it stopped"
-        line = (f"story shown: {a['kind']} on {WAIT} raised {a['opened_s'] - hog.started:.1f} s into the hog, "
-                f"resolved {a['resolved_s'] - hog.stopped:.1f} s after it stopped")
+        word, said = "yes", f"yes: a {a['kind']} on {var} was raised while the hog ran and resolved after it stopped"
+        line = (f"story shown: {a['kind']} on {var} raised {a['opened_s'] - hog.started:.1f} s into the hog, "
+                f"resolved {a['resolved_s'] - hog.stopped:.1f} s after it stopped{held}")
     elif ours:
         how = "resolved before it stopped" if all(a["resolved_s"] is not None for a in ours) else "is still open"
-        said = f"in part: a {ours[0]['kind']} on {WAIT} was raised while the hog ran, but {how}"
-        line = f"story shown in part: {ours[0]['kind']} on {WAIT} raised under the hog, but {how}" + cut
+        word, said = "in part", f"in part: a {ours[0]['kind']} on {var} was raised while the hog ran, but {how}"
+        line = f"story shown in part: {ours[0]['kind']} on {var} raised under the hog, but {how}{held}" + cut
     else:
-        said = (f"no anomaly on {WAIT} while the hog ran, though tasks waited {waits.get('wait_per_cpu_s_before')} s "
-                f"for a CPU per CPU second before it and {waits.get('wait_per_cpu_s_during')} s during it")
-        line = (f"story NOT shown: no anomaly on {WAIT} in {story.hog_versions} model versions under the hog (wait "
+        word = "no"
+        said = (f"no: no anomaly on {var} while the hog ran, though tasks waited "
+                f"{waits.get('wait_per_cpu_s_before')} s for a CPU per CPU second before it and "
+                f"{waits.get('wait_per_cpu_s_during')} s during it")
+        line = (f"story NOT shown: no anomaly on {var} in {story.hog_versions} model versions under the hog (wait "
                 f"per CPU second {waits.get('wait_per_cpu_s_before')} before, {waits.get('wait_per_cpu_s_during')} "
-                "during)" + cut)
+                f"during){held}" + cut)
     outside = [a["cause"].split(":")[0] for a in anomalies if not a["cause"].startswith("the hog")]
     if outside:
         counts = ", ".join(f"{k} {outside.count(k)}" for k in sorted(set(outside)))
         line += f"; {len(outside)} anomal{'y' if len(outside) == 1 else 'ies'} not from the hog ({counts}: " \
                 "causes in the report)"
-    return said, line
+    return word, said, line
 
 
 def _anomaly(a: dict, story: Story, tasks, models: list[dict], base_window) -> dict:
@@ -520,8 +551,9 @@ def _cause(a: dict, story: Story, tasks, models: list[dict], base_window) -> str
     lo, hi = span
     on = f"{'the tasks it judged' if a['kind'] in ROW_KINDS else 'the model window'}, {lo:.0f}-{hi:.0f} s"
     if _by_hog(span, hog):
-        if WAIT in (a["src"], a["dst"]):
-            return f"the hog: {on}, ran while it contended for the CPUs, and {WAIT} is that contention"
+        if story.contended in (a["src"], a["dst"]):
+            return (f"the hog: {on}, ran while it contended for the CPUs, and {story.contended} "
+                    + ("is that contention" if story.contended == WAIT else "holds their wait for a CPU"))
         if a["kind"] in ROW_KINDS:
             return f"the hog: {on}, ran while it did (contention moves {a['dst']} too)"
         return f"the hog: {on}, holds tasks that ran under it (edges stay until the window moves past them)"

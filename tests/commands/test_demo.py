@@ -41,10 +41,11 @@ def _tasks(st: Store, times) -> None:
         for i, t in enumerate(times)])
 
 
-def _model(st: Store, learned: float, origin: float = ORIGIN, lag: float = 1.0) -> int:
-    """A model version learnt `learned` s after `origin` from the tasks up to `lag` s before."""
-    edges = [("cpu_seconds", "duration", 0.9), (demo.WAIT, "duration", 0.4)]
-    graph = {"nodes": ["cpu_seconds", demo.WAIT, "duration"], "edges": [
+def _model(st: Store, learned: float, origin: float = ORIGIN, lag: float = 1.0,
+           nodes=("cpu_seconds", demo.WAIT, "duration")) -> int:
+    """A model version of `nodes` learnt `learned` s after `origin` from the tasks up to `lag` s before."""
+    edges = [e for e in [("cpu_seconds", "duration", 0.9), (demo.WAIT, "duration", 0.4)] if e[0] in nodes]
+    graph = {"nodes": list(nodes), "edges": [
         {"src": s, "dst": d, "directed": True, "strength": v} for s, d, v in edges]}
     return st.run(lambda con: results.insert_model(
         con, demo.SCOPE, (origin, origin + learned - lag), int(2 * learned), origin + learned, graph,
@@ -130,6 +131,34 @@ def test_anomalies_without_the_hog_are_explained_and_the_last_line_says_why_not(
         "story NOT shown: the hog never ran; no baseline model within the calm start's 0 s: the causal job "
         f"had learnt no model yet (200 tasks stored), load {story.loads[0][1]:.1f}; 2 anomalies not from the "
         "hog (other work 1, unexplained 1: causes in the report)")
+
+
+def test_a_wait_the_model_left_out_shows_in_duration(store, tmp_path):
+    """On a loaded machine a task's wait is most of its time, and the model leaves the wait out as a
+    linear copy of duration: the story's anomaly is then one on duration, and the last line says so.
+    Without one, the story was not shown, and the last line says what the wait did."""
+    _tasks(store, [t / 2 for t in range(200)])   # duration = CPU + wait: a linear copy
+    for learned in (10, 20, 30, 40, 50, 60, 70, 78, 86, 94):
+        _model(store, learned, nodes=["cpu_seconds", "duration"])
+    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 2, "first stable", ORIGIN + 21))
+    story = _story(started=HOG[0], stopped=HOG[1])
+    story.contended, story.why = demo.contended(store.cursor(), demo._task_waits(store.cursor(), ORIGIN), ORIGIN)
+    assert story.contended == "duration" and story.why == (
+        "cpu_wait_seconds is not a variable of the baseline model, so the hog shows in duration (on the baseline's "
+        "tasks the two moved together, r = 1.0000: the wait was most of a task's time)")
+    rep = _report(store, story, tmp_path)
+    assert rep["story"]["shown"] == "no" and rep["story"]["line"] == (
+        "story NOT shown: no anomaly on duration in 0 model versions under the hog (wait per CPU second 0.5 before, "
+        "4.0 during) (cpu_wait_seconds is not in the model: duration holds it)")
+    assert rep["contention_hog"][0]["shown"].startswith("no: no anomaly on duration while the hog ran")
+    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, resolved=78.0)
+    rep = _report(store, story, tmp_path)
+    assert rep["anomalies"][0]["cause"].startswith("the hog: the tasks it judged, 19-39 s, ran while it contended "
+                                                   "for the CPUs, and duration holds their wait for a CPU")
+    assert rep["story"]["shown"] == "yes" and rep["story"]["line"] == (
+        "story shown: mechanism_changed on duration raised 10.0 s into the hog, resolved 6.0 s after it stopped "
+        "(cpu_wait_seconds is not in the model: duration holds it)")
+    assert rep["contention_hog"][0]["variable"] == "duration" and rep["contention_hog"][0]["why"] == story.why
 
 
 def test_the_stretches_follow_the_store(store):
