@@ -6,9 +6,12 @@ workload, live progress while data arrives, then what was stored and what the an
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,12 +23,14 @@ from causewatch.errors import InputError
 MARK = ".causewatch-demo"   # written into a folder the demo made, so a later run may empty it
 SEED = 1                    # the workload's and the probe kit's seeds: the same tasks run to run
 PROBE_WAIT = 60.0           # seconds the workload waits for the agents' probes at most
+RATE = 20                   # tasks a second the workload runs on an idle machine (--seconds x RATE tasks at least)
 # The watched command waits for a file before it becomes the workload (exec: the agent's counters follow):
 # the agents' probes run at their hello and must not share the cores with the workload they predict.
 WAIT_THEN_EXEC = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.1)\n" \
                  "os.execv(sys.argv[2], sys.argv[2:])"
-# The contention hog: one busy process pinned to each CPU the workload may use.
-HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+# The contention hog: busy processes, each pinned to one of the CPUs the workload may use; each stops
+# by itself once the demo is gone, however it went (a killed demo must not leave busy processes behind).
+HOG = "import os, sys\nwhile os.getppid() == int(sys.argv[1]):\n    for _ in range(1_000_000): pass"
 # The causal job learns every few seconds here (a daemon's default is a minute): the baseline is set
 # in the calm start, and the hog's departure is confirmed, raised and resolved within the run.
 # Its jobs worker runs at normal priority and is never paused for ingest: the workload keeps both
@@ -34,26 +39,46 @@ HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: 
 # Each check of new dependencies judges at least 40 new tasks: fewer are a run or two of one task type.
 CAUSAL = {"causal_interval": 3.0, "causal_min_new": 40, "causal_confirm": 2, "analysis_nice": 0,
           "analysis_pause_max": 0.0}
-HOG_CYCLES = 6              # model versions learnt while the hog runs: its first batch is part calm, and a
+BASELINE_ROWS = DaemonConfig().causal_baseline_rows   # the fewest rows a baseline is learnt from
+# The story's three stretches, each ended by what it needs, within its share of --seconds plus --wait:
+SHARES = {"calm": 0.35, "hog": 0.40, "end": 0.25}
+WAIT_MORE = 180.0           # --wait's default: what a stretch may take beyond its share under load (at
+                            # load 10-30 on two cores a stretch took 95-127 s)
+FINISH = 120.0              # the workload's own tasks may take this much longer than --seconds under load
+HOG_CYCLES = 6              # model versions learnt under the hog at most: its first batch is part calm, and a
                             # finding is raised on the 2nd check in a row that sees it (4 stopped it first)
-HOG_UNTIL = 0.75            # ...or until this share of the workload's tasks is stored: the end stays calm
-PIN_AT = 0.35               # no stable baseline by this share of the tasks: pin the newest calm model
+END_CYCLES = 2              # model versions of the calm end when no anomaly on the wait is left to resolve
 SCOPE = "app:demo"
 STABLE = 0.8                # an edge held by this share of the run's model versions (and not weak) is stable
 WAIT = "cpu_wait_seconds"   # the contended resource's variable in each task record
+DURATION = "duration"       # ...which a model may hold instead (the wait as most of a task's time)
+MOVED = 1.25                # tasks waiting this factor more (or less) for a CPU than the baseline's, or this
+                            # factor more (fewer) processes runnable on the machine: other work moved
 
-EPILOG = """examples:
-  causewatch demo                      # about 80 s, files under ./demo-out
+EPILOG = """The story: a calm start until app:demo has a baseline model, then a CPU hog until an anomaly on
+the tasks' CPU wait is raised, then a calm end until it resolves. Each stretch ends when what it needs
+has come, within its share of --seconds plus --wait; under load the demo waits longer, and says up
+front how long at most. Its last line says whether the story was shown, and if not, why.
+Exit status: 0 the story was shown, 3 the demo ran but could not show it, 1 a part failed.
+
+examples:
+  causewatch demo                      # about 80 s on an idle machine, files under ./demo-out
   causewatch demo --seconds 60 --dir /tmp/cw-demo
-  causewatch demo --json               # the final report as JSON
+  causewatch demo --wait 300           # a busy machine: give each stretch up to 5 min more
+  causewatch demo --json               # the final report as JSON (the last line on stderr)
 """
+
 
 def add_arguments(p):
     p.add_argument("--dir", default="demo-out",
                    help="demo folder (DuckDB file, spool, kits): a new or empty one, or one an earlier demo made")
     p.add_argument("--seconds", type=float, default=30.0,
-                   help="how long the agent streams on an idle machine, 20 tasks a second (default 30: a calm "
+                   help=f"how long the workload runs on an idle machine, {RATE} tasks a second (default 30: a calm "
                         "start, the hog, a calm end)")
+    p.add_argument("--wait", type=float, default=WAIT_MORE,
+                   help="seconds each stretch may run beyond its share of --seconds, waiting for what it needs "
+                        "(a baseline model, the anomaly, its resolution) on a loaded machine "
+                        f"(default {WAIT_MORE:.0f})")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
 
 
@@ -75,15 +100,15 @@ def _register_kit(folder: Path, url: str, quiet: bool) -> None:
 
 
 def _tasks(seconds: float) -> int:
-    return int(seconds * 20)
+    return int(seconds * RATE)
 
 
 NODES = (("demo-node-1", True), ("demo-node-2", False))   # (node, watches the workload)
 
 
-def _agent(folder: Path, endpoint: str, seconds: float, node: str, watch: bool) -> subprocess.Popen:
+def _agent(folder: Path, endpoint: str, node: str, watch: bool) -> subprocess.Popen:
     """An agent for `node`; demo-node-1 watches the instrumented master-worker workload, which starts
-    once `folder/go` exists, demo-node-2 its node only."""
+    once `folder/go` exists and runs until `folder/stop` does, demo-node-2 its node only."""
     cfg = folder / f"{node}.toml"
     cfg.write_text(f'[agent]\ndaemon = "{endpoint}"\nnode = "{node}"\nspool = "{folder / node}-spool"\n'
                    f'ipc = "ipc://{folder / node}.sock"\n')
@@ -91,7 +116,7 @@ def _agent(folder: Path, endpoint: str, seconds: float, node: str, watch: bool) 
     if watch:
         cmd += ["--", sys.executable, "-c", WAIT_THEN_EXEC, str(folder / "go"),
                 sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--app", "demo",
-                "--tasks", str(_tasks(seconds)), "--seed", str(SEED), "--workers", "2"]
+                "--until", str(folder / "stop"), "--seed", str(SEED), "--workers", "2"]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / f"{node}.log", "w"),
                             env=dict(os.environ, CAUSEWATCH_CONFIG=str(cfg)))
 
@@ -125,81 +150,240 @@ def prepare(folder: Path) -> None:
     (folder / MARK).write_text("made by causewatch demo: a later demo empties this folder\n")
 
 
-class Hog:
-    """CPU contention for the workload: started once the scope has its baseline, stopped after
-    HOG_CYCLES model versions learnt under it or HOG_UNTIL of the tasks stored (and always, by `stop`,
-    on the way out)."""
+def runnable() -> int:
+    """Processes runnable on the machine now (/proc/stat's procs_running), this one left out; 0 unread."""
+    try:
+        with open("/proc/stat") as f:
+            return next(int(line.split()[1]) - 1 for line in f if line.startswith("procs_running "))
+    except (OSError, StopIteration, ValueError):
+        return 0
 
-    def __init__(self, origin: float, url: str):
-        self.url = url                       # the daemon's HTTP API, where an operator pins a baseline
-        self.pinned: int | None = None       # the model the demo pinned, if no stable one came in time
+
+def hog_size(calm_wait: float | None) -> int:
+    """Busy processes per CPU for the hog: the seconds the calm tasks waited for a CPU per CPU second
+    (about the others sharing a task's CPU), rounded up, at least one. The mechanism test finds the
+    wait multiplied by 6 in 8 of 8 checks, by 4 in 2 of 8 and by 3 in none (45 calm demo tasks against
+    200 with the wait scaled, offline); one per CPU beside a dozen busy processes on two cores adds a
+    fraction of the wait they cause. This many multiplied it 8 times in a demo run at load 10-30
+    (5.9 -> 46.5 s with 6 per CPU), 3 per CPU by 14 at load 5 (0.53 -> 7.7 s)."""
+    return max(1, math.ceil(calm_wait or 0))
+
+
+class Hog:
+    """CPU contention for the workload: `per_cpu` busy processes pinned to each CPU it may use, from
+    `start` to `stop` (always, by `stop`, on the way out)."""
+
+    def __init__(self):
         self.procs: list[subprocess.Popen] = []
         self.cpus = sorted(os.sched_getaffinity(0))
-        self.origin = origin                 # wall-clock time the workload started
-        self.started = self.stopped = None   # seconds after the origin
-        self.versions = 0                    # model versions when it started
+        self.per_cpu = 0
+        self.load: float | None = None       # the 1-minute load average when it started
+        self.calm_wait: float | None = None  # the calm tasks' median wait per CPU second then
+        self.started = self.stopped = None   # seconds after the workload started
 
-    def step(self, con, done: float) -> None:
-        """Start or stop, `done` being the share of the workload's tasks stored so far."""
-        from causewatch.daemon import readers
-        models = readers.models.models(con, SCOPE)
-        if self.started is None and done >= PIN_AT and models and readers.models.baseline(con, SCOPE) is None:
-            self._pin(models[0]["model_id"])
-        if self.started is None and done < HOG_UNTIL and readers.models.baseline(con, SCOPE) is not None:
-            self.versions = len(models)
-            self.procs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in self.cpus]
-            self.started = time.time() - self.origin
-        elif self.running and (done >= HOG_UNTIL or len(models) - self.versions >= HOG_CYCLES):
-            self.stop()
-
-    def _pin(self, model_id: int) -> None:
-        """POST /api/baseline, as an operator pins a model they trust (the calm start's newest)."""
-        import urllib.parse
-        import urllib.request
-        query = urllib.parse.urlencode({"scope": SCOPE, "model_id": model_id})
-        urllib.request.urlopen(urllib.request.Request(f"{self.url}/api/baseline?{query}", method="POST"), timeout=10)
-        self.pinned = model_id
+    def start(self, at: float, load: float, calm_wait: float | None) -> None:
+        self.load, self.calm_wait, self.started = load, calm_wait, at
+        self.per_cpu = hog_size(calm_wait)
+        for cpu in self.cpus:
+            for _ in range(self.per_cpu):
+                self.procs.append(subprocess.Popen([sys.executable, "-c", HOG, str(os.getpid())]))
+                os.sched_setaffinity(self.procs[-1].pid, {cpu})
 
     @property
     def running(self) -> bool:
         return bool(self.procs)
 
-    def stop(self) -> None:
+    def stop(self, at: float) -> None:
         for proc in self.procs:
             proc.kill()
             proc.wait()
         if self.procs:
-            self.stopped = time.time() - self.origin
+            self.stopped = at
         self.procs = []
 
 
-def _live(con, bar, hog: Hog) -> dict:
+class Story:
+    """The demo's three stretches, each ended by what it needs rather than by the clock:
+
+    1. `calm`: until the calm share of the tasks is stored and app:demo has a baseline (the causal
+       job's first stable model, or else the newest learnt from BASELINE_ROWS tasks at least, pinned
+       through the API as an operator would);
+    2. `hog`: until an anomaly on the CPU wait is raised, or HOG_CYCLES model versions were learnt
+       under it;
+    3. `end`: until an anomaly on the wait raised under the hog is resolved (none was raised:
+       END_CYCLES more versions).
+
+    Each may take its share of `seconds` plus `wait` at most (`bounds`, stated before the workload
+    starts); one that runs out is noted in `short`. A calm start that runs out without a baseline ends
+    the story there, and the workload then runs until `tasks` are stored (its idle-machine length).
+    All of it takes `bound` s at most: the stretches' bounds, or --seconds and FINISH if more."""
+
+    def __init__(self, origin: float, url: str, seconds: float, wait: float):
+        self.origin = origin                 # wall-clock time the workload started
+        self.url = url                       # the daemon's HTTP API, where an operator pins a baseline
+        self.tasks = _tasks(seconds)
+        self.calm_tasks = int(SHARES["calm"] * self.tasks)
+        self.bounds = {name: share * seconds + wait for name, share in SHARES.items()}
+        self.bound = max(sum(self.bounds.values()), seconds + FINISH)
+        self.stretch = "calm"
+        self.began = {"calm": 0.0}           # seconds after the origin each stretch began
+        self.hog = Hog()
+        self.pinned: int | None = None       # the model the demo pinned, if no stable one came
+        self.baseline_s: float | None = None  # when the calm start had its baseline
+        self.versions = {}                   # model versions when each stretch began
+        self.hog_versions = 0                # model versions learnt under the hog
+        self.contended, self.why = WAIT, None   # the model variable the hog shows in, and why not the wait
+        self.short: list[str] = []           # the bounds that ran out, and what was missing then
+        # (seconds after the origin, 1-minute load average, processes runnable then: the demo and its hog left out)
+        self.loads: list[tuple[float, float, int]] = []
+
+    def plan(self) -> str:
+        """The story and its bounds in words, said before the workload starts."""
+        b = self.bounds
+        return (f"the story: a calm start until {SCOPE} has a baseline model (at most {b['calm']:.0f} s), a CPU "
+                f"hog until an anomaly on the tasks' CPU wait is raised (at most {b['hog']:.0f} s), a calm end until "
+                f"it resolves (at most {b['end']:.0f} s): at least {self.tasks} tasks, about "
+                f"{self.tasks / RATE:.0f} s on an idle machine, at most {self.bound:.0f} s under load")
+
+    def now(self) -> float:
+        return time.time() - self.origin
+
+    def step(self, con, stored: int) -> bool:
+        """Move the story on, `stored` being the workload's tasks stored so far; False once the
+        workload may stop."""
+        from causewatch.daemon import readers
+        now, load = self.now(), os.getloadavg()[0]
+        self.loads.append((round(now, 1), load, runnable() - len(self.hog.procs)))
+        models = readers.models.models(con, SCOPE)
+        if self.stretch == "calm":
+            self._calm(con, models, stored, now, load)
+        elif self.stretch == "hog":
+            self._hogging(con, models, now)
+        elif self.stretch == "end":
+            self._ending(con, models, now)
+        done = self.stretch == "done" and (self.hog.started is not None or stored >= self.tasks)
+        return not done and now < self.bound
+
+    def _next(self, stretch: str, now: float, models: list) -> None:
+        self.stretch = stretch
+        self.began[stretch] = now
+        self.versions[stretch] = len(models)
+
+    def _calm(self, con, models: list, stored: int, now: float, load: float) -> None:
+        from causewatch.daemon import readers
+        baseline = readers.models.baseline(con, SCOPE)
+        over = now - self.began["calm"] >= self.bounds["calm"]
+        if baseline is None and models and models[0]["n_rows"] >= BASELINE_ROWS and (stored >= self.calm_tasks
+                                                                                    or over):
+            self._pin(models[0]["model_id"])
+            baseline = None if self.pinned is None else {"model_id": self.pinned}
+        if baseline is not None and (stored >= self.calm_tasks or over):
+            self.baseline_s = now
+            self._next("hog", now, models)
+            tasks = _task_waits(con, self.origin)
+            self.contended, self.why = contended(con, tasks, self.origin)
+            self.hog.start(now, load, _median(tasks, -math.inf, now))
+        elif over:
+            self.short.append(f"no baseline model within the calm start's {self.bounds['calm']:.0f} s: " + (
+                f"the newest of {len(models)} model versions was learnt from {models[0]['n_rows']} tasks, a "
+                f"baseline needs {BASELINE_ROWS}" if models else
+                f"the causal job had learnt no model yet ({stored} tasks stored)") + f", load {load:.1f}")
+            self.stretch = "done"
+
+    def _hogging(self, con, models: list, now: float) -> None:
+        self.hog_versions = len(models) - self.versions["hog"]
+        over = now - self.began["hog"] >= self.bounds["hog"]
+        if over:
+            self.short.append(f"the hog's {self.bounds['hog']:.0f} s ran out after {self.hog_versions} model "
+                              f"versions under it")
+        if self._ours(con) or self.hog_versions >= HOG_CYCLES or over:
+            self.hog.stop(now)
+            self._next("end", now, models)
+
+    def _ending(self, con, models: list, now: float) -> None:
+        ours = self._ours(con)
+        if any(a["resolved"] is not None for a in ours):
+            self.stretch = "done"
+        elif not ours and len(models) - self.versions["end"] >= END_CYCLES:
+            self.stretch = "done"
+        elif now - self.began["end"] >= self.bounds["end"]:
+            self.short.append(f"the calm end's {self.bounds['end']:.0f} s ran out before the anomaly on "
+                              f"{self.contended} resolved" if ours else
+                              f"the calm end's {self.bounds['end']:.0f} s ran out before {END_CYCLES} model versions")
+            self.stretch = "done"
+
+    def _ours(self, con) -> list[dict]:
+        """The anomalies on the wait raised under the hog, on tasks that ran under it (the report's own)."""
+        from causewatch.daemon import readers
+        models = sorted(readers.models.models(con, SCOPE), key=lambda m: m["learned_at"])
+        return [a for a in readers.models.anomalies(con, SCOPE, limit=10_000)
+                if _ours(dict(a, opened_s=a["opened"] - self.origin), self)
+                and _by_hog(_judged(a, models, self.origin), self.hog)]
+
+    def _pin(self, model_id: int) -> None:
+        """POST /api/baseline, as an operator pins a model they trust (the calm start's newest); an
+        answer that does not come in time is asked again at the next step."""
+        import urllib.parse
+        import urllib.request
+        query = urllib.parse.urlencode({"scope": SCOPE, "model_id": model_id})
+        try:
+            urllib.request.urlopen(urllib.request.Request(f"{self.url}/api/baseline?{query}", method="POST"),
+                                   timeout=60)
+        except OSError as e:   # URLError, a timeout: the API worker is slow on a loaded machine
+            print(f"pinning model {model_id} as the baseline: {e}; asking again", file=sys.stderr)
+            return
+        self.pinned = model_id
+
+    def finish(self) -> None:
+        self.hog.stop(self.now())
+
+    def state(self) -> str:
+        """The stretch in a few words, with the time left of its bound (the live bar's)."""
+        if self.stretch == "done":
+            return "story done" if not self.short else "story cut short"
+        left = self.bounds[self.stretch] - (self.now() - self.began[self.stretch])
+        what = {"calm": "calm, waiting for the baseline", "hog": f"hog on ({self.hog.per_cpu}/CPU), waiting for "
+                "the anomaly", "end": "calm end, waiting for it to resolve"}[self.stretch]
+        return f"{what} ({left:.0f} s left)"
+
+
+def _live(con, bar, story: Story) -> dict:
     from causewatch.daemon import readers
     counts = readers.report.live_counts(con)
     if bar is not None:
-        state = "on" if hog.running else "done" if hog.stopped else "waiting for the baseline"
-        bar.set_postfix_str("  ".join(f"{k} {v:,}" for k, v in counts.items()) + f"  hog {state}", refresh=False)
+        bar.set_postfix_str("  ".join(f"{k} {v:,}" for k, v in counts.items()) + f"  {story.state()}", refresh=False)
     return counts
 
 
-def report(con, seconds: float, folder: Path, hog: Hog) -> dict:
+def report(con, seconds: float, folder: Path, story: Story) -> dict:
     """What is in the store, from the store: ingest figures, then each analysis' latest output, the
-    hog's stretch and each anomaly timed against it, and each scope's newest model drawn as SVG in the
-    demo folder (open anomalies in red)."""
+    hog's stretch and each anomaly timed against it and given its cause, each scope's newest model
+    drawn as SVG in the demo folder (open anomalies in red), and the story's verdict."""
     from causewatch.analytics.causal import CausalModel, model_svg
     from causewatch.analytics.causal.anomalies import MIN_BITS
     from causewatch.daemon import readers
     from causewatch.probe.rank import rank_nodes
     rep = readers.report.overview(con)
+    hog = story.hog
     rep["causal_edges"] = [dict(e, stable=e["held_by"] >= STABLE * e["versions"] and e["strength_bits"] >= MIN_BITS)
                            for e in rep["causal_edges"]]
     rep["phases"] = phases(con)
-    rep["anomalies"] = [_anomaly(a, hog) for a in reversed(readers.models.anomalies(con))]
-    waits = _waits(con, hog)
-    rep["contention_hog"] = [{"cpus": hog.cpus, "baseline": f"model {hog.pinned}, pinned by the demo at "
-                              f"{PIN_AT:.0%} of the tasks" if hog.pinned else "the first stable model",
-                              "started_s": _round(hog.started), "stopped_s": _round(hog.stopped),
-                              "model_versions": HOG_CYCLES, **waits, "shown": _shown(rep["anomalies"], waits, hog)}]
+    tasks = _task_waits(con, story.origin)
+    models = sorted(readers.models.models(con, SCOPE), key=lambda m: m["learned_at"])
+    base = readers.models.baseline(con, SCOPE)
+    base_window = next(((m["window_start"] - story.origin, m["window_end"] - story.origin) for m in models
+                        if base and m["model_id"] == base["model_id"]), None)
+    rep["anomalies"] = [_anomaly(a, story, tasks, models, base_window) for a in reversed(readers.models.anomalies(con))]
+    waits = _waits(tasks, hog)
+    word, shown, line = verdict(rep["anomalies"], waits, story)
+    rep["contention_hog"] = [{"cpus": hog.cpus, "per_cpu": hog.per_cpu, "load_at_start": _round(hog.load),
+                              "calm_wait_per_cpu_s": _round(hog.calm_wait),
+                              "baseline": f"model {story.pinned}, pinned by the demo" if story.pinned
+                              else "the first stable model" if base else "none",
+                              "baseline_after_s": _round(story.baseline_s), "started_s": _round(hog.started),
+                              "stopped_s": _round(hog.stopped), "model_versions": story.hog_versions, **waits,
+                              "variable": story.contended, **({"why": story.why} if story.why else {}),
+                              "shown": shown}]
     ranking = rank_nodes("demo", readers.probes.latest_probes(con, "demo"), readers.probes.registered_kits(con),
                          time.time())
     rep["probe_ranking"] = [{
@@ -214,6 +398,11 @@ def report(con, seconds: float, folder: Path, hog: Hog) -> dict:
         graph = readers.models.model_graph(con, scope)[1]
         path.write_text(model_svg(CausalModel.from_json(graph), marked, title=scope))
         pictures.append({"scope": scope, "svg": str(path)})
+    loads = [v for _, v, _ in story.loads]
+    rep["story"] = {"shown": word, "plan": story.plan(), "bound_s": round(story.bound, 1),
+                    "ran_s": _round(story.loads[-1][0]) if story.loads else None,
+                    "load": [round(min(loads), 1), round(max(loads), 1)] if loads else None,
+                    "short": story.short, "line": line}
     return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
 
 
@@ -239,49 +428,179 @@ def phases(con, shown: int = 8) -> list[dict]:
     return out
 
 
-def _waits(con, hog: Hog) -> dict:
-    """The contention the tasks met before, during and after the hog: the median of seconds waited
-    for a CPU per second of CPU used (cpu_wait_seconds / cpu_seconds)."""
-    from causewatch.analytics.causal.features import name_task_columns
+def _task_waits(con, origin: float):
+    """The workload's tasks: start (`t`, seconds after `origin`), `duration`, the seconds waited for a
+    CPU (`wait`) and per second of CPU used (`ratio`); None if the records carry no wait."""
     from causewatch.daemon import readers
-    df = name_task_columns(*readers.tasks.task_df(con, "demo"))[0]
-    if WAIT not in df or hog.started is None:
+    df, _, counters = readers.tasks.task_df(con, "demo")
+    column = next((c for c, key in counters.items() if key == WAIT), None)
+    if column is None:
+        return None
+    return df.assign(t=df["t_start"] - origin, wait=df[column], ratio=df[column] / df["cpu_seconds"])[
+        ["t", "duration", "wait", "ratio"]]
+
+
+def contended(con, tasks, origin: float) -> tuple[str, str | None]:
+    """The variable of the scope's baseline model the hog's contention shows in, and why when it is
+    not the wait: on a loaded machine a task's wait is most of its time, and the model leaves it out
+    as a linear copy of duration (features.COPY_R), which then carries it."""
+    from causewatch.daemon import readers
+    base = readers.models.baseline(con, SCOPE)
+    nodes = readers.models.model_graph(con, SCOPE, base["model_id"])[1].get("nodes", []) if base else []
+    if WAIT in nodes or DURATION not in nodes:
+        return WAIT, None
+    why = f"{WAIT} is not a variable of the baseline model, so the hog shows in {DURATION}"
+    if tasks is not None:
+        lo, hi = readers.models.model_window(con, base["model_id"])
+        window = tasks[(tasks["t"] >= lo - origin) & (tasks["t"] <= hi - origin)]
+        r = window["wait"].corr(window[DURATION]) if len(window) > 2 else float("nan")
+        why += f" (on the baseline's tasks the two moved together, r = {r:.4f}: the wait was most of a task's time)"
+    return DURATION, why
+
+
+def _median(tasks, lo: float, hi: float) -> float | None:
+    """The median wait per CPU second of the tasks started in [lo, hi] (seconds after the origin)."""
+    if tasks is None:
+        return None
+    ratio = tasks["ratio"][(tasks["t"] >= lo) & (tasks["t"] <= hi)]
+    return _round(ratio.median()) if len(ratio) else None
+
+
+def _waits(tasks, hog: Hog) -> dict:
+    """The contention the tasks met before, during and after the hog: the median of seconds waited
+    for a CPU per second of CPU used."""
+    if tasks is None or hog.started is None:
         return {}
-    t = df["t_start"] - hog.origin
-    ratio = df[WAIT] / df["cpu_seconds"]
-    stretches = {"before": t < hog.started, "during": (t >= hog.started) & (t < (hog.stopped or float("inf"))),
-                 "after": t >= (hog.stopped or float("inf"))}
-    return {f"wait_per_cpu_s_{name}": _round(ratio[mask].median()) if mask.any() else None
-            for name, mask in stretches.items()}
+    inf = float("inf")
+    stopped = inf if hog.stopped is None else hog.stopped
+    stretches = {"before": (-inf, hog.started), "during": (hog.started, stopped), "after": (stopped, inf)}
+    return {f"wait_per_cpu_s_{name}": _median(tasks, lo, hi) for name, (lo, hi) in stretches.items()}
 
 
-def _shown(anomalies: list[dict], waits: dict, hog: Hog) -> str:
-    """In plain words, whether the report shows the hog: an anomaly on the contended resource's variable
-    raised while it ran and resolved after it stopped."""
-    if hog.stopped is None:
-        return "no: the hog did not run its stretch (the model had no baseline in time, or the workload ended)"
-    ours = [a for a in anomalies if WAIT in (a["src"], a["dst"]) and hog.started <= a["opened_s"] <= hog.stopped]
-    ours.sort(key=lambda a: a["kind"] != "mechanism_changed")   # the wait's own change first
-    shown = [a for a in ours if a["resolved_s"] is not None and a["resolved_s"] >= hog.stopped]
-    if shown:
-        return f"yes: a {shown[0]['kind']} on {WAIT} was raised while the hog ran and resolved after it stopped"
-    if ours:
+def _ours(a: dict, story: Story) -> bool:
+    """An anomaly on the contended resource's variable raised while the hog ran (the story's own when
+    the hog is its cause too)."""
+    hog = story.hog
+    stopped = float("inf") if hog.stopped is None else hog.stopped
+    return (story.contended in (a["src"], a["dst"]) and hog.started is not None
+            and hog.started <= a["opened_s"] <= stopped)
+
+
+def _by_hog(span: tuple[float, float] | None, hog: Hog) -> bool:
+    """Whether tasks started in `span` (seconds after the origin) ran under the hog."""
+    stopped = float("inf") if hog.stopped is None else hog.stopped
+    return span is not None and hog.started is not None and span[1] >= hog.started and span[0] <= stopped
+
+
+def verdict(anomalies: list[dict], waits: dict, story: Story) -> tuple[str, str, str]:
+    """Whether the report shows the hog (an anomaly on the contended resource's variable, on tasks that
+    ran under the hog, raised while it ran and resolved after it stopped): "yes", "in part" or "no",
+    the contention section's words, and the demo's last line, which says why not when it was not, and
+    what the anomalies not from the hog were."""
+    hog, var = story.hog, story.contended
+    ours = sorted((a for a in anomalies if _ours(a, story) and a["cause"].startswith("the hog")),
+                  key=lambda a: a["kind"] != "mechanism_changed")
+    shown = [a for a in ours if hog.stopped is not None and (a["resolved_s"] or -1) >= hog.stopped]
+    cut = "; " + "; ".join(story.short) if story.short else ""
+    held = f" ({WAIT} is not in the model: {DURATION} holds it)" if var != WAIT else ""
+    if hog.started is None:
+        word, said = "no", "no: the hog never ran" + (f" ({story.short[0]})" if story.short
+                                                      else " (the workload ended first)")
+        line = "story NOT shown: the hog never ran" + cut
+    elif shown:
+        a = shown[0]
+        word, said = "yes", f"yes: a {a['kind']} on {var} was raised while the hog ran and resolved after it stopped"
+        line = (f"story shown: {a['kind']} on {var} raised {a['opened_s'] - hog.started:.1f} s into the hog, "
+                f"resolved {a['resolved_s'] - hog.stopped:.1f} s after it stopped{held}")
+    elif ours:
         how = "resolved before it stopped" if all(a["resolved_s"] is not None for a in ours) else "is still open"
-        return f"in part: a {ours[0]['kind']} on {WAIT} was raised while the hog ran, but {how}"
-    return (f"no anomaly on {WAIT} while the hog ran, though tasks waited {waits.get('wait_per_cpu_s_before')} s "
-            f"for a CPU per CPU second before it and {waits.get('wait_per_cpu_s_during')} s during it")
+        word, said = "in part", f"in part: a {ours[0]['kind']} on {var} was raised while the hog ran, but {how}"
+        line = f"story shown in part: {ours[0]['kind']} on {var} raised under the hog, but {how}{held}" + cut
+    else:
+        word = "no"
+        said = (f"no: no anomaly on {var} while the hog ran, though tasks waited "
+                f"{waits.get('wait_per_cpu_s_before')} s for a CPU per CPU second before it and "
+                f"{waits.get('wait_per_cpu_s_during')} s during it")
+        line = (f"story NOT shown: no anomaly on {var} in {story.hog_versions} model versions under the hog (wait "
+                f"per CPU second {waits.get('wait_per_cpu_s_before')} before, {waits.get('wait_per_cpu_s_during')} "
+                f"during){held}" + cut)
+    outside = [a["cause"].split(":")[0] for a in anomalies if not a["cause"].startswith("the hog")]
+    if outside:
+        counts = ", ".join(f"{k} {outside.count(k)}" for k in sorted(set(outside)))
+        line += f"; {len(outside)} anomal{'y' if len(outside) == 1 else 'ies'} not from the hog ({counts}: " \
+                "causes in the report)"
+    return word, said, line
 
 
-def _anomaly(a: dict, hog: Hog) -> dict:
-    """An anomaly with its evidence, opened and resolved in seconds after the workload started and
-    said against the hog's stretch."""
-    opened = a["opened"] - hog.origin
-    resolved = None if a["resolved"] is None else a["resolved"] - hog.origin
+def _anomaly(a: dict, story: Story, tasks, models: list[dict], base_window) -> dict:
+    """An anomaly with its evidence, opened and resolved in seconds after the workload started, said
+    against the hog's stretch and given its cause."""
+    hog = story.hog
+    opened = a["opened"] - story.origin
+    resolved = None if a["resolved"] is None else a["resolved"] - story.origin
     return {"scope": a["scope"], "kind": a["kind"], "src": a["src"], "dst": a["dst"],
             "state": "open" if resolved is None else "resolved", "opened_s": round(opened, 1),
             "resolved_s": _round(resolved), "when": _when(opened, resolved, hog),
+            "cause": _cause(a, story, tasks, models, base_window),
             "score": round(a["score"], 3), "threshold": round(a["threshold"], 3),
             "rows": a["evidence"].get("rows")}
+
+
+def _judged(a: dict, models: list[dict], origin: float) -> tuple[float, float] | None:
+    """The tasks an anomaly was raised on, as (first, last) start in seconds after `origin`: for a
+    finding on rows, the newest tasks of the causal_confirm checks in a row that found it (each check
+    judges the tasks since the version before); for an edge, the raising version's window. `models`
+    in the order learnt; None if no version was learnt by the time it was raised."""
+    from causewatch.analytics.causal.anomalies import ROW_KINDS
+    learnt = [m for m in models if m["learned_at"] <= a["opened"]]
+    if not learnt:
+        return None
+    if a["kind"] not in ROW_KINDS:
+        return learnt[-1]["window_start"] - origin, learnt[-1]["window_end"] - origin
+    confirm = CAUSAL["causal_confirm"]
+    first = learnt[-confirm - 1]["window_end"] if len(learnt) > confirm else learnt[0]["window_start"]
+    return first - origin, learnt[-1]["window_end"] - origin
+
+
+def _cause(a: dict, story: Story, tasks, models: list[dict], base_window) -> str:
+    """Why an anomaly was raised, as far as the demo can tell: "the hog" when the tasks it was judged on
+    ran while the hog did; else "other work" when those tasks waited for a CPU MOVED times more or
+    less than the baseline's (the machine's own load moved); else "unexplained"."""
+    from causewatch.analytics.causal.anomalies import ROW_KINDS
+    hog = story.hog
+    span = _judged(a, models, story.origin)
+    if span is None:
+        return "unexplained: raised before any model version was stored"
+    lo, hi = span
+    on = f"{'the tasks it judged' if a['kind'] in ROW_KINDS else 'the model window'}, {lo:.0f}-{hi:.0f} s"
+    if _by_hog(span, hog):
+        if story.contended in (a["src"], a["dst"]):
+            return (f"the hog: {on}, ran while it contended for the CPUs, and {story.contended} "
+                    + ("is that contention" if story.contended == WAIT else "holds their wait for a CPU"))
+        if a["kind"] in ROW_KINDS:
+            return f"the hog: {on}, ran while it did (contention moves {a['dst']} too)"
+        return f"the hog: {on}, holds tasks that ran under it (edges stay until the window moves past them)"
+    if base_window is None:
+        return f"unexplained: {on}, outside the hog, and the baseline's window is unknown"
+    now, then = _median(tasks, lo, hi), _median(tasks, *base_window)
+    running, before = _mean_runnable(story, lo, hi), _mean_runnable(story, *base_window)
+    said = f"{on}, outside the hog: they waited {now} s for a CPU per CPU second, the baseline's tasks {then}"
+    if running is not None and before is not None:
+        said += f"; {running:.1f} processes runnable on the machine, {before:.1f} then"
+    if _moved(now, then) or _moved(running, before):
+        return f"other work: {said}, so the machine's other work moved the contention"
+    return f"unexplained: {said}, so neither the hog nor the machine's load explains it"
+
+
+def _mean_runnable(story: Story, lo: float, hi: float) -> float | None:
+    """The processes runnable on the machine while tasks started in [lo, hi], on average, the hog's
+    own left out."""
+    counts = [n for t, _, n in story.loads if lo <= t <= hi]
+    return sum(counts) / len(counts) if counts else None
+
+
+def _moved(now: float | None, then: float | None) -> bool:
+    return now is not None and then is not None and then > 0 and not 1 / MOVED < now / then < MOVED
 
 
 def _when(opened: float, resolved: float | None, hog: Hog) -> str:
@@ -313,16 +632,20 @@ MEANING = {
                     "held_by of versions: how many of the run's model versions had the edge; stable: held by 80 % "
                     "and at least 0.1 bits (weaker edges sit near the test's threshold and may differ run to run)",
     "causal_submodels": "each variable with parents as the function of them that describes it shortest (MDL)",
-    "contention_hog": "mid-run, one busy process per CPU (pinned) competed with the workload for its cores, "
-                      "from started_s to stopped_s (seconds after the workload started) while the causal job "
-                      "learnt model_versions versions; wait_per_cpu_s: seconds a task waited for a CPU per "
-                      "second it ran, before, during and after (other work on the machine contends too)",
+    "contention_hog": "once the model had its baseline (baseline_after_s seconds after the workload started), "
+                      "per_cpu busy processes pinned to each CPU (calm_wait_per_cpu_s, the calm tasks' wait per CPU "
+                      "second, rounded up: enough to double it) competed with the workload for its cores, from "
+                      "started_s to stopped_s while the causal job learnt model_versions versions; wait_per_cpu_s: "
+                      "seconds a task waited for a CPU per second it ran, before, during and after (other work on "
+                      "the machine contends too)",
     "anomalies": "departures from the baseline model (the first stable one): a mechanism change is a variable "
                  "whose distribution given its causes and the task parameters moved from the baseline's tasks to "
                  "the newest (src (time)); a Markov violation is a new dependency the baseline says should not be "
                  "there; both are judged on each cycle's newest tasks, so they resolve once those are calm "
                  "again (edges that appeared or changed are the model's, whose window keeps the hog's tasks: "
-                 "they stay open until it moves); times are seconds from the hog's start and stop",
+                 "they stay open until it moves); times are seconds from the hog's start and stop; cause: the hog "
+                 "when the tasks it was judged on ran while the hog did, other work when they waited for a CPU "
+                 f"{MOVED}x more or less than the baseline's, else unexplained",
     "model_pictures": "the newest model of each scope drawn as SVG (edge width = strength, anomalies in red)",
     "bottlenecks": "code regions with fuzzy bottleneck severity (Truong & Fahringer): degree per severity term",
     "probe_ranking": "each node's predicted seconds per task of the app from its software probe (run before "
@@ -355,42 +678,66 @@ def _print(rep: dict, db: Path) -> None:
         print(f"\n== {title.replace('_', ' ')} ==\n  ({meaning})")
         print("\n".join("  " + "  ".join(f"{k}={v}" for k, v in r.items()) for r in rep[title]) or "  (none yet)")
     print(_next_steps(db))
+    print(f"\n== story ==\n  {rep['story']['plan']}\n  ran {rep['story']['ran_s']} s of the workload at load "
+          f"{rep['story']['load']} (1-minute load average, least and most)")
+
+
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)   # the way out stops the hog, the agents and the daemon
 
 
 def run(args) -> int:
-    from tqdm import tqdm
-
     from causewatch.daemon.server import Daemon
+    signal.signal(signal.SIGTERM, _terminated)
     folder = Path(args.dir).resolve()
     prepare(folder)
     db, quiet = folder / "causewatch.duckdb", args.json or args.quiet
     _build_kit(folder, quiet)
     daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0", **CAUSAL)).start()
+    try:
+        return _tell(args, folder, daemon, quiet)
+    finally:
+        daemon.stop()
+
+
+def _tell(args, folder: Path, daemon, quiet: bool) -> int:
+    """The demo on its running daemon: the kit registered, the agents probed one at a time, the story
+    told while the workload runs, then the report and its last line."""
+    from tqdm import tqdm
+    db = Path(daemon.cfg.db)
     if not quiet:
         print(f"daemon {daemon.endpoint}, DuckDB {db}, metrics http://{daemon.http.address}/metrics")
     _register_kit(folder, f"http://{daemon.http.address}", quiet)
     con = daemon.store.cursor()
     agents = {}
-    for node, watch in NODES:   # one at a time: two probes at once would share the cores and disagree
-        agents[node] = _agent(folder, daemon.endpoint, args.seconds, node, watch)
-        _await_probe(con, node, agents[node], quiet)
-    watched = agents["demo-node-1"]
-    (folder / "go").touch()
-    t0 = time.monotonic()
-    bar = None if quiet else tqdm(total=_tasks(args.seconds), desc="workload tasks stored", dynamic_ncols=True,
-                                  bar_format="{desc} {bar:20} {n}/{total} {elapsed}{postfix}")
-    hog = Hog(time.time(), f"http://{daemon.http.address}")
     try:
-        while watched.poll() is None and time.monotonic() - t0 < args.seconds + 120:
-            time.sleep(1.0)
-            counts = _live(con, bar, hog)
-            hog.step(con, counts["tasks"] / _tasks(args.seconds))
+        for node, watch in NODES:   # one at a time: two probes at once would share the cores and disagree
+            agents[node] = _agent(folder, daemon.endpoint, node, watch)
+            _await_probe(con, node, agents[node], quiet)
+        watched = agents["demo-node-1"]
+        story = Story(time.time(), f"http://{daemon.http.address}", args.seconds, args.wait)
+        if not quiet:
+            print(story.plan(), flush=True)
+        (folder / "go").touch()
+        t0 = time.monotonic()
+        bar = None if quiet else tqdm(total=story.tasks, desc="workload tasks stored", dynamic_ncols=True,
+                                      bar_format="{desc} {bar:20} {n}/{total} {elapsed}{postfix}")
+        try:
+            going = True
+            while going and watched.poll() is None:
+                time.sleep(1.0)
+                counts = _live(con, bar, story)
+                going = story.step(con, counts["tasks"])
+                if bar is not None:
+                    bar.update(min(counts["tasks"], bar.total) - bar.n)
+        finally:
+            story.finish()
+            (folder / "stop").touch()   # the workload finishes the tasks it handed out; its agent stops with it
             if bar is not None:
-                bar.update(min(counts["tasks"], bar.total) - bar.n)
+                bar.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                watched.wait(60)
     finally:
-        hog.stop()
-        if bar is not None:
-            bar.close()
         for agent in agents.values():
             if agent.poll() is None:
                 agent.terminate()
@@ -398,10 +745,12 @@ def run(args) -> int:
     elapsed = time.monotonic() - t0
     daemon.scheduler.stop()
     daemon.scheduler.run_due(float("inf"), {})  # one last analysis cycle over everything stored
-    rep = report(con, elapsed, folder, hog)
-    daemon.stop()
+    rep = report(con, elapsed, folder, story)
     print(json.dumps(rep, default=str)) if args.json else _print(rep, db)
     failed = [f"{node} exited {a.returncode}" for node, a in agents.items() if a.returncode not in (0, -15)]
     if failed:
         print(f"agents failed: {', '.join(failed)}; logs in {folder}", file=sys.stderr)
-    return 0 if not failed and rep["sample_values"] > 0 else 1
+    print(rep["story"]["line"], file=sys.stderr if args.json else sys.stdout)
+    if failed or rep["sample_values"] == 0:
+        return 1
+    return 0 if rep["story"]["shown"] == "yes" else 3

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import multiprocessing
+import os
 import sys
+import threading
 import time
 from multiprocessing.util import Finalize
 
@@ -110,23 +113,34 @@ def timed_task(task: dict, app: str | None = None) -> dict:
             "cpu": time.process_time() - c0, "checksum": checksum}
 
 
-def make_tasks(n: int, seed: int = 0, scale: float = 1.0) -> list[dict]:
-    """A phased task list: runs of one task type each (the program's phases), sizes jittered +-10 %.
-
-    The order of the runs, their lengths and the jitter all follow `seed`.
-    """
+def iter_tasks(seed: int = 0, scale: float = 1.0):
+    """The phased task stream without end: runs of one task type each (the program's phases), sizes
+    jittered +-10 %. The order of the runs, their lengths and the jitter all follow `seed`."""
     rng = np.random.default_rng(seed)
     types = list(TASK_TYPES)
-    tasks: list[dict] = []
-    while len(tasks) < n:
+    n = 0
+    while True:
         kind = types[int(rng.integers(len(types)))]
         for _ in range(int(rng.integers(2, 7))):
-            if len(tasks) == n:
-                break
             size = max(1, int(TASK_TYPES[kind] * scale * rng.uniform(0.9, 1.1)))
-            tasks.append({"id": f"t{len(tasks):04d}", "type": kind, "size": size,
-                          "seed": int(rng.integers(2**31))})
-    return tasks
+            yield {"id": f"t{n:04d}", "type": kind, "size": size, "seed": int(rng.integers(2**31))}
+            n += 1
+
+
+def make_tasks(n: int, seed: int = 0, scale: float = 1.0) -> list[dict]:
+    """The first `n` tasks of `iter_tasks(seed, scale)`."""
+    return list(itertools.islice(iter_tasks(seed, scale), n))
+
+
+def until(tasks, path: str, ahead: threading.Semaphore):
+    """`tasks` until a file at `path` exists, each handed out once `ahead` allows (a pool's feeder
+    thread reads its input as fast as it can: without the semaphore it would run far ahead of the
+    workers and past the file)."""
+    for task in tasks:
+        ahead.acquire()
+        if os.path.exists(path):
+            return
+        yield task
 
 
 def _worker_start(app: str | None) -> None:
@@ -138,17 +152,21 @@ def _worker_start(app: str | None) -> None:
         Finalize(None, instrument.flush, exitpriority=10)
 
 
-def run_master(tasks: list[dict], workers: int = 2, progress=None, app: str | None = None) -> dict:
+def run_master(tasks, workers: int = 2, progress=None, app: str | None = None, stop: str | None = None) -> dict:
     """Hand `tasks` to `workers` spawned processes; return per-task records and the run's wall time.
 
-    With `app`, every task sends a causewatch task record (see `timed_task`).
+    With `app`, every task sends a causewatch task record (see `timed_task`). With `stop` (a path),
+    tasks are handed out until a file there exists, two per worker ahead of the results.
     """
     ctx = multiprocessing.get_context("spawn")
     w0 = time.perf_counter()
     records = []
+    ahead = threading.Semaphore(2 * workers)
     with ctx.Pool(workers, initializer=_worker_start, initargs=(app,)) as pool:
-        for record in pool.imap(functools.partial(timed_task, app=app), tasks):
+        stream = tasks if stop is None else until(tasks, stop, ahead)
+        for record in pool.imap(functools.partial(timed_task, app=app), stream):
             records.append(record)
+            ahead.release()
             if progress:
                 progress(len(records))
         pool.close()
@@ -162,6 +180,8 @@ def main(argv=None) -> int:
         prog="python -m causewatch.probe.workloads.masterworker",
         description="Run the phased master-worker workload (or, with --run-task, one task as a command worker).")
     parser.add_argument("--tasks", type=int, default=40, help="number of tasks (default 40, a few seconds)")
+    parser.add_argument("--until", metavar="FILE",
+                        help="hand out tasks until FILE exists, without end (--tasks is then ignored)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the task list")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (spawned)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every task's size")
@@ -174,7 +194,8 @@ def main(argv=None) -> int:
         with open(args.run_task) as f:
             print(json.dumps(timed_task(json.load(f))))
         return 0
-    result = run_master(make_tasks(args.tasks, args.seed, args.scale), args.workers, app=args.app)
+    tasks = iter_tasks(args.seed, args.scale) if args.until else make_tasks(args.tasks, args.seed, args.scale)
+    result = run_master(tasks, args.workers, app=args.app, stop=args.until)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -41,6 +41,21 @@ def test_master_runs_tasks_on_spawned_workers():
     assert all(r["checksum"] == mw.run_task(t) for r, t in zip(result["tasks"], tasks))
 
 
+def test_an_endless_stream_stops_when_its_file_appears(tmp_path):
+    """`--until FILE` (the demo's workload): tasks are handed out, in the seeded order, until the file
+    exists; the ones in flight finish, and the run ends."""
+    stop = tmp_path / "stop"
+
+    def progress(done):
+        if done == 5:
+            stop.touch()
+
+    result = mw.run_master(mw.iter_tasks(seed=1, scale=0.05), workers=2, progress=progress, stop=str(stop))
+    ids = [r["id"] for r in result["tasks"]]
+    assert 5 <= len(ids) <= 5 + 2 * 2   # at most two tasks per worker were handed out ahead
+    assert ids == [t["id"] for t in mw.make_tasks(len(ids), seed=1, scale=0.05)]
+
+
 def test_module_runs_as_a_command(tmp_path):
     out = subprocess.run([sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--tasks", "4",
                           "--seed", "2", "--workers", "1", "--scale", "0.05", "--json"],

@@ -1,0 +1,247 @@
+"""The demo's story on a real store: its report under a pinned hog (each anomaly timed against the
+hog and given its cause, the verdict and the last line), and its stretches moved on by what the
+store holds, with real hog processes. No clocks: the stretches' bounds are set to none or to zero."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pytest
+
+from causewatch import wire
+from causewatch.commands import demo
+from causewatch.daemon.store import Store, results
+
+ORIGIN = 1_000.0          # the workload's start, unix seconds
+HOG = (35.0, 72.0)        # the pinned hog's stretch, seconds after it
+CPU = 0.05                # each task's CPU seconds
+
+
+def _ratio(t: float) -> float:
+    """Seconds a task started at `t` waits for a CPU per CPU second: calm, the hog, calm, other work."""
+    return 4.0 if HOG[0] <= t < HOG[1] else 2.0 if t >= 80 else 0.5
+
+
+@pytest.fixture
+def store(tmp_path):
+    st = Store(str(tmp_path / "cw.duckdb"))
+    yield st
+    st.close()
+
+
+def _tasks(st: Store, times) -> None:
+    st.commit_frames([wire.Frame("task", "demo-node-1", "b", i, ORIGIN + t, {
+        "app": "demo", "task_id": f"t{i}", "start": ORIGIN + t, "duration": CPU * (1 + _ratio(t)),
+        "cpu_seconds": CPU, "params": {"type": "float"}, "counters": {demo.WAIT: CPU * _ratio(t)}})
+        for i, t in enumerate(times)])
+
+
+def _model(st: Store, learned: float, origin: float = ORIGIN, lag: float = 1.0,
+           nodes=("cpu_seconds", demo.WAIT, "duration")) -> int:
+    """A model version of `nodes` learnt `learned` s after `origin` from the tasks up to `lag` s before."""
+    edges = [e for e in [("cpu_seconds", "duration", 0.9), (demo.WAIT, "duration", 0.4)] if e[0] in nodes]
+    graph = {"nodes": list(nodes), "edges": [
+        {"src": s, "dst": d, "directed": True, "strength": v} for s, d, v in edges]}
+    return st.run(lambda con: results.insert_model(
+        con, demo.SCOPE, (origin, origin + learned - lag), int(2 * learned), origin + learned, graph,
+        pa.Table.from_pylist([dict(src=s, dst=d, strength=v, directed=True) for s, d, v in edges])))
+
+
+def _anomaly(st: Store, kind: str, src: str, dst: str, opened: float, resolved: float | None = None) -> None:
+    def write(con):
+        raised = results.raise_anomaly(con, {"scope": demo.SCOPE, "kind": kind, "src": src, "dst": dst,
+                                             "opened": ORIGIN + opened, "baseline_id": 2, "model_id": 1,
+                                             "score": 1.43, "threshold": 1.06, "evidence": {"rows": 40}})
+        if resolved is not None:
+            results.resolve_anomaly(con, raised, ORIGIN + resolved)
+    st.run(write)
+
+
+def _story(**hog):
+    story = demo.Story(ORIGIN, "http://127.0.0.1:9", seconds=30, wait=120)   # no daemon: nothing is pinned
+    story.hog.started, story.hog.stopped = hog.get("started"), hog.get("stopped")
+    return story
+
+
+def _report(st: Store, story, folder) -> dict:
+    return json.loads(json.dumps(demo.report(st.cursor(), 100.0, folder, story)))
+
+
+def test_the_report_gives_each_anomaly_its_cause_and_says_the_story_was_shown(store, tmp_path):
+    """Under the pinned hog the wait's mechanism change is raised and resolves after it: shown. Two
+    more are not the hog's, and the report says what they are: one raised after it on tasks that
+    waited four times the baseline's (other work), one an edge of a model learnt on calm tasks that
+    waited as the baseline's did (unexplained); the last line counts them."""
+    _tasks(store, [t / 2 for t in range(200)])
+    for learned in (10, 20, 30, 40, 50, 60, 70, 78, 86, 94):
+        _model(store, learned)
+    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 2, "pinned", ORIGIN + 21))
+    _anomaly(store, "mechanism_changed", "(time)", demo.WAIT, opened=45.0, resolved=78.0)
+    _anomaly(store, "markov_violation", "cpu_seconds", "duration", opened=55.0, resolved=78.0)
+    _anomaly(store, "mechanism_changed", "(time)", demo.WAIT, opened=94.5)
+    _anomaly(store, "edge_appeared", "cpu_seconds", demo.WAIT, opened=30.5, resolved=40.5)
+    rep = _report(store, _story(started=HOG[0], stopped=HOG[1]), tmp_path)
+    by_open = {a["opened_s"]: a for a in rep["anomalies"]}
+    assert by_open[45.0]["when"] == "raised +10.0 s from the hog's start, resolved +6.0 s from its stop"
+    # raised on the checks of the versions learnt at 30 and 40 s (confirm 2): tasks started 19-39 s
+    assert by_open[45.0]["cause"].startswith("the hog: the tasks it judged, 19-39 s, ran while it contended")
+    assert by_open[55.0]["cause"].startswith("the hog: the tasks it judged, 29-49 s, ran while it did")
+    # raised on the checks of the versions learnt at 86 and 94 s: tasks of 77-93 s, waiting 2.0 against 0.5
+    assert by_open[94.5]["cause"].startswith("other work: the tasks it judged, 77-93 s, outside the hog: "
+                                              "they waited 2.0 s for a CPU per CPU second, the baseline's tasks 0.5")
+    # the version learnt at 30 s, window 0-29 s: before the hog, contention as in the baseline's window
+    assert by_open[30.5]["cause"].startswith("unexplained: the model window, 0-29 s, outside the hog: they waited "
+                                              "0.5 s for a CPU per CPU second, the baseline's tasks 0.5")
+    (hog,) = rep["contention_hog"]
+    assert hog["shown"].startswith("yes: a mechanism_changed on cpu_wait_seconds")
+    assert (hog["wait_per_cpu_s_before"], hog["wait_per_cpu_s_during"]) == (0.5, 4.0)
+    assert rep["story"]["shown"] == "yes"
+    assert rep["story"]["line"] == (
+        "story shown: mechanism_changed on cpu_wait_seconds raised 10.0 s into the hog, resolved 6.0 s after it "
+        "stopped; 2 anomalies not from the hog (other work 1, unexplained 1: causes in the report)")
+
+
+def test_anomalies_without_the_hog_are_explained_and_the_last_line_says_why_not(store, tmp_path):
+    """The issue's loaded run: the hog never ran, yet anomalies opened. The calm start's bound ran out
+    without a baseline (here a bound of nothing, and no model came); the last line says so, and no
+    anomaly is put down to the hog."""
+    _tasks(store, [t / 2 for t in range(200)])   # from 35 s on, other work made them wait (_ratio's "hog")
+    story = demo.Story(ORIGIN, "http://127.0.0.1:9", seconds=0, wait=0)
+    assert story.step(store.cursor(), stored=200) is False   # the story is over, and the tasks are in
+    assert not story.hog.running and story.hog.started is None
+    for learned in (30, 40, 50):
+        _model(store, learned)
+    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 1, "first stable", ORIGIN + 31))
+    _anomaly(store, "mechanism_changed", "(time)", demo.WAIT, opened=50.5)
+    _anomaly(store, "edge_appeared", "cpu_seconds", "duration", opened=30.5)
+    rep = _report(store, story, tmp_path)
+    assert [a["when"] for a in rep["anomalies"]] == ["the hog never ran"] * 2
+    causes = sorted(a["cause"] for a in rep["anomalies"])
+    assert causes[0].startswith("other work: the tasks it judged, 29-49 s, outside the hog: they waited 4.0 s "
+                                "for a CPU per CPU second, the baseline's tasks 0.5")
+    assert causes[1].startswith("unexplained: the model window, 0-29 s, outside the hog: they waited 0.5 s")
+    assert rep["contention_hog"][0]["shown"].startswith("no: the hog never ran (no baseline model within")
+    assert rep["story"]["shown"] == "no"
+    assert rep["story"]["line"] == (
+        "story NOT shown: the hog never ran; no baseline model within the calm start's 0 s: the causal job "
+        f"had learnt no model yet (200 tasks stored), load {story.loads[0][1]:.1f}; 2 anomalies not from the "
+        "hog (other work 1, unexplained 1: causes in the report)")
+
+
+def test_a_wait_the_model_left_out_shows_in_duration(store, tmp_path):
+    """On a loaded machine a task's wait is most of its time, and the model leaves the wait out as a
+    linear copy of duration: the story's anomaly is then one on duration, and the last line says so.
+    Without one, the story was not shown, and the last line says what the wait did."""
+    _tasks(store, [t / 2 for t in range(200)])   # duration = CPU + wait: a linear copy
+    for learned in (10, 20, 30, 40, 50, 60, 70, 78, 86, 94):
+        _model(store, learned, nodes=["cpu_seconds", "duration"])
+    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 2, "first stable", ORIGIN + 21))
+    story = _story(started=HOG[0], stopped=HOG[1])
+    story.contended, story.why = demo.contended(store.cursor(), demo._task_waits(store.cursor(), ORIGIN), ORIGIN)
+    assert story.contended == "duration" and story.why == (
+        "cpu_wait_seconds is not a variable of the baseline model, so the hog shows in duration (on the baseline's "
+        "tasks the two moved together, r = 1.0000: the wait was most of a task's time)")
+    rep = _report(store, story, tmp_path)
+    assert rep["story"]["shown"] == "no" and rep["story"]["line"] == (
+        "story NOT shown: no anomaly on duration in 0 model versions under the hog (wait per CPU second 0.5 before, "
+        "4.0 during) (cpu_wait_seconds is not in the model: duration holds it)")
+    assert rep["contention_hog"][0]["shown"].startswith("no: no anomaly on duration while the hog ran")
+    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, resolved=78.0)
+    rep = _report(store, story, tmp_path)
+    assert rep["anomalies"][0]["cause"].startswith("the hog: the tasks it judged, 19-39 s, ran while it contended "
+                                                   "for the CPUs, and duration holds their wait for a CPU")
+    assert rep["story"]["shown"] == "yes" and rep["story"]["line"] == (
+        "story shown: mechanism_changed on duration raised 10.0 s into the hog, resolved 6.0 s after it stopped "
+        "(cpu_wait_seconds is not in the model: duration holds it)")
+    assert rep["contention_hog"][0]["variable"] == "duration" and rep["contention_hog"][0]["why"] == story.why
+
+
+def test_the_stretches_follow_the_store(store):
+    """Calm until the scope has its baseline, then real hog processes until an anomaly on the wait is
+    raised, then calm until it resolves; the workload may stop once its tasks are in. Bounds of
+    nothing would end each stretch at once: these have none."""
+    origin = time.time() - 100   # the workload started 100 s ago
+    story = demo.Story(origin, "http://127.0.0.1:9", seconds=30, wait=float("inf"))
+    con = store.cursor()
+    assert story.step(con, stored=story.calm_tasks) and story.stretch == "calm"   # no model, no baseline
+    _model(store, 10, origin)
+    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 1, "first stable", time.time()))
+    try:
+        assert story.step(con, stored=story.calm_tasks - 1) and story.stretch == "calm"   # too few calm tasks
+        assert story.step(con, stored=story.calm_tasks) and story.stretch == "hog" and story.hog.running
+        pids = [p.pid for p in story.hog.procs]
+        assert len(pids) == story.hog.per_cpu * len(story.hog.cpus)
+        assert {frozenset(os.sched_getaffinity(pid)) for pid in pids} == {frozenset({c}) for c in story.hog.cpus}
+        assert story.step(con, stored=story.calm_tasks + 10) and story.hog.running   # no anomaly yet
+        _model(store, time.time() - origin, origin, lag=0)   # a version on tasks that ran under the hog
+        raised = store.run(lambda con: results.raise_anomaly(con, {
+            "scope": demo.SCOPE, "kind": "mechanism_changed", "src": "(time)", "dst": demo.WAIT,
+            "opened": time.time(), "baseline_id": 1, "model_id": 1, "score": 1.0, "threshold": 0.5, "evidence": {}}))
+        assert story.step(con, stored=story.calm_tasks + 50) and story.stretch == "end" and not story.hog.running
+        assert story.step(con, stored=story.calm_tasks + 60) and story.stretch == "end"   # still open
+        store.run(lambda con: results.resolve_anomaly(con, raised, time.time()))
+        assert story.step(con, stored=story.calm_tasks + 70) is False and story.stretch == "done"
+        assert story.short == []
+    finally:
+        story.finish()
+
+
+def test_the_report_times_each_anomaly_against_the_hog(store, tmp_path):
+    """A new dependency on the CPU wait raised while the hog ran and resolved after it stopped, and a
+    model edge still open, timed against the hog; the newest model's edges with the versions holding
+    them (either way round; weak ones are not stable), other scopes' versions not counted."""
+    row = {"scope": demo.SCOPE, "baseline_id": 3, "model_id": 7, "score": 1.43, "threshold": 1.06}
+
+    def write(con):
+        raised = results.raise_anomaly(con, dict(row, kind="markov_violation", src="cpu_seconds", dst=demo.WAIT,
+                                               opened=ORIGIN + 41.0, evidence={"rows": 44}))
+        results.resolve_anomaly(con, raised, ORIGIN + 82.5)
+        results.raise_anomaly(con, dict(row, kind="edge_appeared", src="cpu_seconds", dst=demo.WAIT,
+                                      opened=ORIGIN + 50.0, evidence={"strength_bits": 0.2}))
+    store.run(write)
+    graph = lambda *edges: {"nodes": ["a", "b", "c", "d"], "edges": [   # noqa: E731
+        {"src": s, "dst": d, "directed": True, "strength": v} for s, d, v in edges]}
+    for scope, edges in ((demo.SCOPE, [("a", "b", 0.9), ("b", "c", 0.3)]), ("app:other", [("a", "b", 1.0)]),
+                         (demo.SCOPE, [("b", "a", 0.8), ("c", "d", 0.05)])):
+        store.run(lambda con: results.insert_model(con, scope, (ORIGIN, ORIGIN + 39), 100, ORIGIN + 40, graph(*edges),
+                                                 pa.Table.from_pylist([dict(src=s, dst=d, strength=v, directed=True)
+                                                                       for s, d, v in edges])))
+    rep = _report(store, _story(started=35.0, stopped=72.0), tmp_path)
+    first, second = rep["anomalies"]
+    assert first == {"scope": demo.SCOPE, "kind": "markov_violation", "src": "cpu_seconds", "dst": demo.WAIT,
+                     "state": "resolved", "opened_s": 41.0, "resolved_s": 82.5, "score": 1.43, "threshold": 1.06,
+                     "rows": 44, "when": "raised +6.0 s from the hog's start, resolved +10.5 s from its stop",
+                     "cause": "the hog: the tasks it judged, 0-39 s, ran while it contended for the CPUs, and "
+                              "cpu_wait_seconds is that contention"}
+    assert second["state"] == "open" and second["resolved_s"] is None and second["when"].endswith("still open")
+    assert rep["causal_edges"] == [
+        {"src": "b", "dst": "a", "strength_bits": 0.8, "directed": True, "held_by": 2, "versions": 2, "stable": True},
+        {"src": "c", "dst": "d", "strength_bits": 0.05, "directed": True, "held_by": 1, "versions": 2, "stable": False}]
+    (shown,) = rep["contention_hog"]
+    assert (shown["started_s"], shown["stopped_s"]) == (35.0, 72.0) and shown["shown"].startswith("yes:")
+
+
+def test_a_hog_stops_by_itself_when_the_demo_is_killed(tmp_path):
+    """However the demo goes (here SIGKILL, where no `finally` runs), its busy processes go too."""
+    code = ("import time\nfrom causewatch.commands import demo\nhog = demo.Hog()\nhog.start(0.0, 1.0, 0.5)\n"
+            "print(' '.join(str(p.pid) for p in hog.procs), flush=True)\ntime.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pids = [int(pid) for pid in parent.stdout.readline().split()]
+    assert pids
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 120   # a safety bound, not a figure: each goes at its next look at its parent
+    try:
+        for pid in pids:
+            while os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z":
+                assert time.monotonic() < deadline, f"hog {pid} outlived the demo"
+                time.sleep(0.1)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
