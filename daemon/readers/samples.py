@@ -37,7 +37,8 @@ def samples_minute(con: Cursor, since: float | None = None, until: float | None 
 
 
 def rollup_bounds(con: Cursor) -> tuple[float | None, float | None]:
-    """(oldest raw sample ts, end of the newest aggregated minute): where a roll-up resumes."""
-    lo = con.execute("SELECT min(ts) FROM samples").fetchone()[0]
-    end = con.execute("SELECT max(minute) + 60 FROM samples_minute").fetchone()[0]
+    """(oldest raw sample ts, end of the newest aggregated minute): where a roll-up resumes. Read off the
+    base tables the roll-up itself reads and writes (store.retention), in seconds as the views show them."""
+    lo = con.execute("SELECT min(ts) / 1000 FROM samples_hot").fetchone()[0]
+    end = con.execute("SELECT max(minute) / 1000 + 60 FROM samples_minute_agg").fetchone()[0]
     return lo, end

@@ -1,5 +1,6 @@
 """The store's schema: versioned migrations, applied once each (`schema_version` records them), and
-TABLES, the one list of the store's tables, read off the migrations' own statements."""
+TABLES, the one list of what the store's SQL names: the base tables, read off the migrations' own
+statements, then the views over them (`views.VIEWS`, made at each open by `views.create_views`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import re
 import time
 
 import duckdb
+
+from causewatch.daemon.store.views import VIEWS
 
 MIGRATIONS: list[tuple[int, str]] = [
     (1, """
@@ -57,6 +60,30 @@ MIGRATIONS: list[tuple[int, str]] = [
     # The node facts a probe result was taken under (machine boot id, cpu model, cores, memory): a hello
     # whose facts differ gets the kit again. Older results keep NULL (only their age counts).
     (5, "ALTER TABLE probe_results ADD COLUMN facts JSON"),
+    # Series ids (issue 27): a sample row is (series id, ms, value), the strings once per series in
+    # `series`; a phase vector is one `bbv_vectors` row and its (key id, count) pairs, the keys once per
+    # target in `bbv_keys`. The old tables' rows are copied across, times rounded to the millisecond,
+    # sorted by (series, time); the views of the old names and columns are made by views.create_views.
+    # No primary key on the large tables: DuckDB holds a key's index in memory.
+    (6, """
+    SELECT CASE WHEN count(*) > 0 THEN error(printf(
+        'migration 6: %d samples have a time beyond +-2^43 s, which integer milliseconds cannot hold exactly '
+        '(delete them, e.g. DELETE FROM samples WHERE abs(ts) >= 2^43, and open the store again)', count(*))) END
+        FROM samples WHERE abs(ts) >= 8796093022208;   -- 2^43 s: wire.MAX_TIME
+    CREATE TABLE series (series_id INTEGER PRIMARY KEY, node VARCHAR NOT NULL, scope VARCHAR NOT NULL,
+        metric VARCHAR NOT NULL, UNIQUE (node, scope, metric));
+    INSERT INTO series SELECT row_number() OVER (ORDER BY node, scope, metric), node, scope, metric
+        FROM (SELECT node, scope, metric FROM samples UNION SELECT node, scope, metric FROM samples_minute);
+    CREATE TABLE samples_hot (series_id INTEGER, ts BIGINT, value DOUBLE);
+    INSERT INTO samples_hot SELECT s.series_id, floor(o.ts * 1000 + 0.5)::BIGINT AS ms, o.value
+        FROM samples o JOIN series s USING (node, scope, metric) ORDER BY s.series_id, ms;
+    DROP TABLE samples;
+    CREATE TABLE samples_minute_agg (series_id INTEGER, minute BIGINT, count BIGINT, mean DOUBLE, min DOUBLE,
+        max DOUBLE);
+    INSERT INTO samples_minute_agg SELECT s.series_id, floor(o.minute * 1000 + 0.5)::BIGINT AS ms, o.count,
+        o.mean, o.min, o.max FROM samples_minute o JOIN series s USING (node, scope, metric) ORDER BY s.series_id, ms;
+    DROP TABLE samples_minute;
+    """),
 ]
 
 
@@ -82,9 +109,9 @@ _DDL = re.compile(r"\b(CREATE|DROP)\s+TABLE\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?(\w+
 
 
 def _created_tables(statements: list[str]) -> tuple[str, ...]:
-    """The tables that `statements` leave, in the order they were last created. Only CREATE TABLE
-    and DROP TABLE are read: a migration that renames a table must teach this (a test compares the
-    result with a migrated file's tables)."""
+    """The base tables that `statements` leave, in the order they were last created. Only CREATE TABLE
+    and DROP TABLE are read (views and sequences are not tables): a migration that renames a table must
+    teach this (a test compares the result with a migrated file's tables)."""
     tables: list[str] = []
     for sql in statements:
         for verb, name in _DDL.findall(sql):
@@ -95,5 +122,7 @@ def _created_tables(statements: list[str]) -> tuple[str, ...]:
     return tuple(tables)
 
 
-# Every table of a migrated store: what /api/stats counts and what the SQL wall test guards.
-TABLES = _created_tables([VERSION_TABLE, *(sql for _, sql in MIGRATIONS)])
+# Every base table of a migrated store, then every view of an opened one: what /api/stats counts and
+# what the SQL wall test guards. Writes go to BASE_TABLES; readers name views where there is one.
+BASE_TABLES = _created_tables([VERSION_TABLE, *(sql for _, sql in MIGRATIONS)])
+TABLES = BASE_TABLES + VIEWS
