@@ -15,8 +15,9 @@ def samples_per_metric(con: Cursor) -> dict[str, int]:
 
 def samples_df(con: Cursor, metrics: list[str] | None = None, scope: str | None = None,
                limit: int | None = None) -> pd.DataFrame:
-    """Stored samples in their long form (node, ts, scope, metric, value), oldest first, the first
-    `limit` (all: None)."""
+    """Stored samples in their long form (node, ts, scope, metric, value), oldest first (rows of one
+    time by node, scope and metric: the order they were stored in is not kept), the first `limit`
+    (all: None)."""
     where, params = ["TRUE"], []
     if metrics:
         where.append(f"metric IN ({', '.join('?' * len(metrics))})")
@@ -25,7 +26,7 @@ def samples_df(con: Cursor, metrics: list[str] | None = None, scope: str | None 
         where.append("scope = ?")
         params.append(scope)
     return con.execute(f"SELECT node, ts, scope, metric, value FROM samples WHERE {' AND '.join(where)} "
-                       "ORDER BY ts LIMIT ?", [*params, limit]).df()
+                       "ORDER BY ts, node, scope, metric LIMIT ?", [*params, limit]).df()
 
 
 def samples_minute(con: Cursor, since: float | None = None, until: float | None = None) -> pd.DataFrame:

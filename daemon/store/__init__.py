@@ -1,5 +1,6 @@
-"""The daemon's DuckDB store, by subject: `schema` (migrations, the table list), `frames` (Store, the
-ingest writer), `results` (what the analyses write), `retention` (roll-ups and deletions).
+"""The daemon's DuckDB store, by subject: `schema` (migrations, the table list), `views` (the outward
+tables over the base ones), `frames` (Store, the ingest writer), `results` (what the analyses write),
+`retention` (roll-ups and deletions).
 
 Every write and every migration is here; every read is in `causewatch.daemon.readers`.
 """
@@ -7,5 +8,6 @@ Every write and every migration is here; every read is in `causewatch.daemon.rea
 from causewatch.daemon.store import results, retention, schema
 from causewatch.daemon.store.frames import Store
 from causewatch.daemon.store.schema import migrate
+from causewatch.daemon.store.views import create_views
 
-__all__ = ["Store", "migrate", "results", "retention", "schema"]
+__all__ = ["Store", "create_views", "migrate", "results", "retention", "schema"]

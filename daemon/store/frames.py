@@ -69,12 +69,6 @@ def ms(t: np.ndarray) -> np.ndarray:
     return np.floor(t * 1000 + 0.5).astype(np.int64)
 
 
-def _bbv_rows(f: wire.Frame) -> list[tuple]:
-    b, vec = f.body, f.body["vector"]
-    return [(f.node, f.boot, f.seq, b["target"], b["kind"], b["start"], b["end"], k, c, b.get("pid"), b.get("lost"))
-            for k, c in zip(vec["keys"], vec["counts"])]
-
-
 def _task_row(f: wire.Frame) -> tuple:
     b = f.body
     return (f.node, f.boot, f.seq, b["app"], b["task_id"], b["start"], b["duration"], b.get("cpu_seconds"),
@@ -110,6 +104,7 @@ class Store:
         create_views(self.con)
         self._columns: dict[str, list[str]] = {}
         self.series = Ids(self.con.execute("SELECT series_id, node, scope, metric FROM series").fetchall())
+        self.bbv_keys = Ids(self.con.execute("SELECT key_id, target, key FROM bbv_keys").fetchall())
         # (node, scope, names) -> the series id of each name: agents send the same names frame after frame
         self._id_columns: dict[tuple, np.ndarray] = {}
         # Highest stored seq per (node, boot): a frame above it is new without a look-up; at or below it,
@@ -155,6 +150,7 @@ class Store:
             self.con.rollback()
             raise
         self.series.commit()
+        self.bbv_keys.commit()
         for f in verdicts.stored:
             self._high[(f.node, f.boot)] = max(self._high.get((f.node, f.boot), 0), f.seq)
         return verdicts
@@ -174,8 +170,9 @@ class Store:
             if self.series.new:
                 self._insert_rows("series", self.series.new_rows())
             self.con.execute("INSERT INTO samples_hot SELECT * FROM batch")
+        if "bbv" in by_type:
+            self._insert_bbv(by_type["bbv"])
         rows = {
-            "bbv": [r for f in by_type.get("bbv", []) for r in _bbv_rows(f)],
             "tasks": [_task_row(f) for f in by_type.get("task", [])],
             "regions": [_region_row(f) for f in by_type.get("region", [])],
             "probe_results": [_probe_row(f) for f in by_type.get("probe_result", [])],
@@ -222,11 +219,37 @@ class Store:
             ids = self._id_columns[key] = np.array([get((node, scope, n)) for n in names], np.int32)
         return ids
 
+    def _insert_bbv(self, frames: list[wire.Frame]) -> None:
+        """Each vector as one bbv_vectors row (its id from the sequence, which outlives rows moved out of
+        DuckDB) and its (key id, count) pairs; keys new to their target go into bbv_keys first."""
+        ids = [r[0] for r in self.con.execute("SELECT nextval('bbv_vector_ids') FROM range(?)",
+                                              [len(frames)]).fetchall()]
+        bodies = [f.body for f in frames]
+        vectors = pa.table({  # noqa: F841 (DuckDB reads it by name)
+            "vector_id": pa.array(ids, pa.int64()), "node": [f.node for f in frames],
+            "boot": [f.boot for f in frames], "seq": pa.array([f.seq for f in frames], pa.int64()),
+            "target": [b["target"] for b in bodies], "kind": [b["kind"] for b in bodies],
+            "t_start": pa.array([b["start"] for b in bodies], pa.float64()),
+            "t_end": pa.array([b["end"] for b in bodies], pa.float64()),
+            "pid": pa.array([b.get("pid") for b in bodies], pa.int64()),
+            "lost": pa.array([b.get("lost") for b in bodies], pa.int64())})
+        get = self.bbv_keys.get
+        key_ids = [get((b["target"], k)) for b in bodies for k in b["vector"]["keys"]]
+        counts = pa.table({  # noqa: F841
+            "vector_id": np.repeat(np.array(ids, np.int64), [len(b["vector"]["keys"]) for b in bodies]),
+            "key_id": pa.array(key_ids, pa.int32()),
+            "count": pa.array([c for b in bodies for c in b["vector"]["counts"]], pa.int64())})
+        if self.bbv_keys.new:
+            self._insert_rows("bbv_keys", self.bbv_keys.new_rows())
+        self.con.execute("INSERT INTO bbv_vectors SELECT * FROM vectors")
+        self.con.execute("INSERT INTO bbv_counts SELECT * FROM counts")
+
     def _forget_new_ids(self) -> None:
         """After a rollback: the ids given in it are gone from the tables, so from the maps too."""
         if self.series.new:
             self.series.rollback()
             self._id_columns.clear()   # some columns hold the forgotten ids
+        self.bbv_keys.rollback()
 
     def _insert_rows(self, table: str, rows: list[tuple], on_conflict: str = "") -> None:
         columns = self._columns.get(table)

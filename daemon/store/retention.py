@@ -60,18 +60,17 @@ RETAINED = {"samples": "ts", "bbv": "t_start", "samples_minute": "minute"}
 # The deletion from the base tables under each view, its bound in their units: (statement, ms?).
 _DELETE = {"samples": [("DELETE FROM samples_hot WHERE ts < ?", True)],
            "samples_minute": [("DELETE FROM samples_minute_agg WHERE minute < ?", True)],
-           "bbv": [("DELETE FROM bbv WHERE t_start < ?", False)]}
+           "bbv": [("DELETE FROM bbv_counts WHERE vector_id IN (SELECT vector_id FROM bbv_vectors WHERE t_start < ?)",
+                    False), ("DELETE FROM bbv_vectors WHERE t_start < ?", False)]}
 
 
 def delete_before(con: duckdb.DuckDBPyConnection, table: str, cutoff: float, export: str | None = None) -> int:
     """Delete `table`'s rows older than `cutoff` (RETAINED names the view's column) from the base tables
     under it, first copying them, as the view shows them, to `export`/<table>-<cutoff>.parquet when a
-    folder is given. Returns the view's rows deleted."""
+    folder is given. Returns the view's rows deleted (a phase vector without keys has none, and goes too)."""
     where = f"{RETAINED[table]} < ?"
     n = con.execute(f"SELECT count(*) FROM {table} WHERE {where}", [cutoff]).fetchone()[0]
-    if not n:
-        return 0
-    if export:
+    if n and export:
         path = f"{export.rstrip('/')}/{table}-{cutoff:.0f}.parquet".replace("'", "''")
         # COPY takes no bound parameters: the cutoff is a float formatted here, the folder the operator's
         con.execute(f"COPY (SELECT * FROM {table} WHERE {RETAINED[table]} < {cutoff!r}) TO '{path}' "

@@ -83,6 +83,24 @@ MIGRATIONS: list[tuple[int, str]] = [
     INSERT INTO samples_minute_agg SELECT s.series_id, floor(o.minute * 1000 + 0.5)::BIGINT AS ms, o.count,
         o.mean, o.min, o.max FROM samples_minute o JOIN series s USING (node, scope, metric) ORDER BY s.series_id, ms;
     DROP TABLE samples_minute;
+    CREATE TABLE bbv_keys (key_id INTEGER PRIMARY KEY, target VARCHAR, key VARCHAR, UNIQUE (target, key));
+    INSERT INTO bbv_keys SELECT row_number() OVER (ORDER BY target, key), target, key
+        FROM (SELECT DISTINCT target, key FROM bbv);
+    CREATE SEQUENCE bbv_vector_ids;
+    CREATE TABLE bbv_vectors (vector_id BIGINT, node VARCHAR, boot VARCHAR, seq BIGINT, target VARCHAR,
+        kind VARCHAR, t_start DOUBLE, t_end DOUBLE, pid BIGINT, lost BIGINT);
+    INSERT INTO bbv_vectors SELECT nextval('bbv_vector_ids'), * FROM (SELECT DISTINCT node, boot, seq, target,
+        kind, t_start, t_end, pid, lost FROM bbv ORDER BY t_start, node, boot, seq);
+    CREATE TABLE bbv_counts (vector_id BIGINT, key_id INTEGER, count BIGINT);
+    INSERT INTO bbv_counts SELECT v.vector_id, k.key_id, o.count FROM bbv o
+        JOIN bbv_vectors v ON v.node IS NOT DISTINCT FROM o.node AND v.boot IS NOT DISTINCT FROM o.boot
+            AND v.seq IS NOT DISTINCT FROM o.seq AND v.target IS NOT DISTINCT FROM o.target
+            AND v.kind IS NOT DISTINCT FROM o.kind AND v.t_start IS NOT DISTINCT FROM o.t_start
+            AND v.t_end IS NOT DISTINCT FROM o.t_end AND v.pid IS NOT DISTINCT FROM o.pid
+            AND v.lost IS NOT DISTINCT FROM o.lost
+        JOIN bbv_keys k ON k.target IS NOT DISTINCT FROM o.target AND k.key IS NOT DISTINCT FROM o.key
+        ORDER BY v.vector_id;
+    DROP TABLE bbv;
     """),
 ]
 

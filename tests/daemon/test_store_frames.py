@@ -237,3 +237,63 @@ def test_times_are_kept_to_the_nearest_millisecond(tmp_path):
     assert got == [0.001, 1.7e9, 1.7e9 + 0.001, 1776000000.123]
     assert store.cursor().execute("SELECT ts FROM samples_hot ORDER BY ts").fetchall()[-1] == (1776000000123,)
     store.close()
+
+
+# ---- phase vectors: a row per vector, its counts by key id, a key dictionary per target ----------------
+
+def bbv_frame(node: str, seq: int, target: str, keys, counts=None, boot="b1", **extra) -> wire.Frame:
+    counts = list(range(1, len(keys) + 1)) if counts is None else counts
+    body = {"target": target, "kind": "native", "start": float(seq), "end": seq + 1.0,
+            "vector": {"keys": list(keys), "counts": counts}, **extra}
+    return wire.decode(wire.encode("bbv", node, boot, seq, body))
+
+
+def key_rows(store: Store) -> dict[tuple, int]:
+    return {(t, k): i for i, t, k in store.cursor().execute("SELECT key_id, target, key FROM bbv_keys").fetchall()}
+
+
+def bbv_view(store: Store) -> list[tuple]:
+    return store.cursor().execute("SELECT node, seq, target, key, count, pid, lost FROM bbv ORDER BY ALL").fetchall()
+
+
+def test_phase_vector_keys_get_ids_per_target_on_first_sight(tmp_path):
+    db = str(tmp_path / "s.duckdb")
+    store = Store(db)
+    batch = [bbv_frame("n1", 1, "app", ["f", "g"], pid=7, lost=2), bbv_frame("n2", 1, "app", ["g", "h"]),
+             bbv_frame("n1", 2, "other", ["f"]),                   # the same key, another target: its own id
+             bbv_frame("n1", 3, "app", []),                        # an empty vector: a vector row, no counts
+             bbv_frame("n1", 4, "app", ["f", "f"], [1, 5]),        # a key twice in one vector: both rows kept
+             bbv_frame("n1", 1, "app", ["f", "g"], pid=7, lost=2)]  # a resend in the same batch
+    v = store.commit_frames(batch)
+    assert len(v.stored) == 5 and len(v.duplicate) == 1
+    keys = key_rows(store)
+    assert keys == {("app", "f"): 1, ("app", "g"): 2, ("app", "h"): 3, ("other", "f"): 4} == store.bbv_keys.ids
+    assert bbv_view(store) == [("n1", 1, "app", "f", 1, 7, 2), ("n1", 1, "app", "g", 2, 7, 2),
+                               ("n1", 2, "other", "f", 1, None, None), ("n1", 4, "app", "f", 1, None, None),
+                               ("n1", 4, "app", "f", 5, None, None), ("n2", 1, "app", "g", 1, None, None),
+                               ("n2", 1, "app", "h", 2, None, None)]
+    vectors = store.cursor().execute("SELECT count(*), count(DISTINCT vector_id) FROM bbv_vectors").fetchone()
+    assert vectors == (5, 5)
+    store.close()
+    store = Store(db)
+    assert store.bbv_keys.ids == keys
+    store.commit_frames([bbv_frame("n3", 1, "app", ["h", "new"])])
+    assert key_rows(store) == {**keys, ("app", "new"): 5}
+    store.close()
+
+
+def test_a_rolled_back_commit_takes_its_new_key_ids_and_vectors_with_it(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"))
+    store.commit_frames([bbv_frame("n1", 1, "app", ["f"])])
+    before = dict(store.bbv_keys.ids)
+    with pytest.raises((duckdb.Error, OverflowError, pa.ArrowException)):
+        store.commit_frames([bbv_frame("n1", 2, "app", ["g", "f"]), bbv_frame("n1", 3, "new", ["x"]),
+                             samples_frame("n1", 4, ["m"]), unstorable_bbv(5)])
+    assert store.bbv_keys.ids == before == key_rows(store) and store.bbv_keys.next == 2
+    assert store.series.ids == {} == series_rows(store)
+    assert store.cursor().execute("SELECT count(*) FROM bbv_vectors").fetchone()[0] == 1
+    store.commit_frames([bbv_frame("n1", 3, "new", ["x"]), bbv_frame("n1", 2, "app", ["g", "f"])])
+    assert key_rows(store) == store.bbv_keys.ids == {("app", "f"): 1, ("new", "x"): 2, ("app", "g"): 3}
+    assert bbv_view(store) == [("n1", 1, "app", "f", 1, None, None), ("n1", 2, "app", "f", 2, None, None),
+                               ("n1", 2, "app", "g", 1, None, None), ("n1", 3, "new", "x", 1, None, None)]
+    store.close()

@@ -114,6 +114,12 @@ def test_a_store_of_the_previous_release_is_migrated_keeping_every_row(tmp_path)
     minutes.append(("gone", "node", "only-aggregated", 1.6e9, 1, None, None, None))   # raw rows deleted long ago
     con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", samples)
     con.executemany("INSERT INTO samples_minute VALUES (?, ?, ?, ?, ?, ?, ?, ?)", minutes)
+    # phase vectors: two targets sharing a key, a key twice in one vector, pid and lost or NULL
+    bbv = [("n-1", "b1", 50 + v, "app:x" if v % 3 else "pid:7", "python" if v % 2 else "native", 10.0 * v,
+            10.0 * v + 1, key, count, v if v % 2 else None, None if v % 4 else 3)
+           for v in range(8) for key, count in [("a.py:f", v), ("b.py:g", 1), ("a.py:f", 2)][:1 + v % 3]]
+    con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count, pid, lost) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", bbv)
     con.executemany("INSERT INTO ingest_log VALUES (?, ?, ?, 'samples', ?, ?)",
                     [(f.node, f.boot, f.seq, f.ts, 1.0) for f in frames])
     con.execute("INSERT INTO tasks (node, boot, seq, app, task_id, t_start, duration, params) "
@@ -129,6 +135,12 @@ def test_a_store_of_the_previous_release_is_migrated_keeping_every_row(tmp_path)
     assert ordered(got) == ordered(rounded(samples, 1)) and len(got) == len(samples)
     got = cur.execute("SELECT * FROM samples_minute").fetchall()
     assert ordered(got) == ordered(minutes)
+    got = cur.execute("SELECT node, boot, seq, target, kind, t_start, t_end, key, count, pid, lost FROM bbv")
+    assert ordered(got.fetchall()) == ordered(bbv)
+    assert [r[0] for r in cur.execute("DESCRIBE bbv").fetchall()] == BBV_COLUMNS
+    assert cur.execute("SELECT count(*) FROM bbv_vectors").fetchone()[0] == 8
+    assert cur.execute("SELECT target, key FROM bbv_keys ORDER BY key_id").fetchall() == [
+        ("app:x", "a.py:f"), ("app:x", "b.py:g"), ("pid:7", "a.py:f")]   # a dictionary per target
     assert [r[:2] for r in cur.execute("DESCRIBE samples").fetchall()] == SAMPLES_COLUMNS
     for t in untouched:
         assert cur.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() == before[t], t
@@ -143,6 +155,7 @@ def test_a_store_of_the_previous_release_is_migrated_keeping_every_row(tmp_path)
     store.close()
 
 
+BBV_COLUMNS = ["node", "boot", "seq", "target", "kind", "t_start", "t_end", "key", "count", "pid", "lost"]
 SAMPLES_COLUMNS = [("node", "VARCHAR"), ("ts", "DOUBLE"), ("scope", "VARCHAR"), ("metric", "VARCHAR"),
                    ("value", "DOUBLE")]
 
