@@ -43,3 +43,21 @@ def rollup_bounds(con: Cursor) -> tuple[float | None, float | None]:
     lo = con.execute("SELECT min(ts) / 1000 FROM samples_hot").fetchone()[0]
     end = con.execute("SELECT max(minute) / 1000 + 60 FROM samples_minute_agg").fetchone()[0]
     return lo, end
+
+
+def tiers(con: Cursor) -> dict[str, float]:
+    """How the samples are split: values hot (DuckDB) and cold (the lake's listed files), the lake's
+    files and bytes, and the cold bytes per value."""
+    hot = con.execute("SELECT count(*) FROM samples_hot").fetchone()[0]
+    files, cold, nbytes = con.execute("SELECT count(*), coalesce(sum(rows), 0), coalesce(sum(bytes), 0) "
+                                      "FROM lake_files").fetchone()
+    return {"hot_values": hot, "cold_values": cold, "cold_files": files, "cold_bytes": nbytes,
+            "cold_bytes_per_value": nbytes / cold if cold else None}
+
+
+def lake_days_to_merge(con: Cursor, before: str) -> list[tuple[str, list[str]]]:
+    """The lake's days before `before` (YYYY-MM-DD: no regular move adds to them) that have more than
+    one file, oldest first, each with its files."""
+    return [(day, sorted(files)) for day, files in con.execute(
+        "SELECT day::VARCHAR, list(path) FROM lake_files WHERE day < ?::DATE GROUP BY day HAVING count(*) > 1 "
+        "ORDER BY day", [before]).fetchall()]

@@ -9,6 +9,7 @@ frame's rows and the dictionary rows (`series`) they are the first to use.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -17,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from causewatch import wire
+from causewatch.daemon.store.lake import folder_for, sweep
 from causewatch.daemon.store.results import record_probe_facts
 from causewatch.daemon.store.schema import migrate
 from causewatch.daemon.store.views import create_views
@@ -24,6 +26,7 @@ from causewatch.daemon.store.views import create_views
 # Cached series-id columns (samples_batch) at most: past it the cache starts again (names that vary
 # frame after frame must not grow the writer's memory; the series map itself grows with the series).
 ID_COLUMNS_MAX = 1 << 16
+log = logging.getLogger(__name__)
 
 
 def _json(value) -> str | None:
@@ -97,11 +100,16 @@ class Verdicts:
 class Store:
     """Owns one DuckDB file: migrations at open, exactly-once batch commits, reader cursors."""
 
-    def __init__(self, path: str, memory_bytes: int | None = None):
-        self.path = path
+    def __init__(self, path: str, memory_bytes: int | None = None, lake: str = ""):
+        self.path, self.lake = path, folder_for(path, lake)
         self.con = duckdb.connect(path, config={"memory_limit": f"{memory_bytes}B"} if memory_bytes else {})
         self.version = migrate(self.con)
-        create_views(self.con)
+        # Files a crashed move left unlisted go; listed ones that are gone are named (their rows are lost)
+        # and left out of the view, so every other reader still works.
+        missing = sweep(self.con, self.lake)["missing"]
+        if missing:
+            log.error("%s: lake files listed but missing, their rows are lost: %s", path, ", ".join(missing))
+        create_views(self.con, self.lake)
         self._columns: dict[str, list[str]] = {}
         self.series = Ids(self.con.execute("SELECT series_id, node, scope, metric FROM series").fetchall())
         self.bbv_keys = Ids(self.con.execute("SELECT key_id, target, key FROM bbv_keys").fetchall())

@@ -102,6 +102,11 @@ MIGRATIONS: list[tuple[int, str]] = [
         ORDER BY v.vector_id;
     DROP TABLE bbv;
     """),
+    # The Parquet lake's catalog (daemon/store/lake.py): a file counts from the transaction listing it.
+    (7, """
+    CREATE TABLE lake_files (path VARCHAR PRIMARY KEY, tbl VARCHAR, day DATE, rows BIGINT, bytes BIGINT,
+        ts_min BIGINT, ts_max BIGINT, written DOUBLE);
+    """),
 ]
 
 

@@ -1,12 +1,16 @@
-"""The store's outward tables as views over its base tables, made in one place at every open.
+"""The store's outward tables as views over its base tables, made in one place at every open and in
+every transaction that changes the lake's file list.
 
 Readers (verbs, routes, analyses, PERFQL) name `samples`, `samples_minute` and `bbv` with the columns
 they always had; the base tables under them key each row by an integer id (`series`, `bbv_keys`) and
-keep times of samples as integer milliseconds. The views are not migrations: `create_views` runs at
-each `Store` open (CREATE OR REPLACE), so what they read may depend on where the store is opened.
+keep times of samples as integer milliseconds. `samples` is hot ∪ cold: the DuckDB rows and the lake's
+listed Parquet files (daemon/store/lake.py). The views are not migrations: `create_views` runs at each
+`Store` open (CREATE OR REPLACE), so the lake's files are named where the store is opened.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import duckdb
 
@@ -15,8 +19,7 @@ VIEWS = ("samples", "samples_minute", "bbv")
 
 # samples_hot.ts and samples_minute_agg.minute are integer ms; `/ 1000` (BIGINT / INTEGER) is DOUBLE
 # division, correctly rounded: the seconds a sender wrote to the millisecond come back as that double.
-_SAMPLES = """CREATE OR REPLACE VIEW samples AS
-    SELECT s.node, h.ts / 1000 AS ts, s.scope, s.metric, h.value
+_HOT_SAMPLES = """SELECT s.node, h.ts / 1000 AS ts, s.scope, s.metric, h.value
     FROM samples_hot h JOIN series s USING (series_id)"""
 _SAMPLES_MINUTE = """CREATE OR REPLACE VIEW samples_minute AS
     SELECT s.node, s.scope, s.metric, a.minute / 1000 AS minute, a.count, a.mean, a.min, a.max
@@ -25,8 +28,30 @@ _BBV = """CREATE OR REPLACE VIEW bbv AS
     SELECT v.node, v.boot, v.seq, v.target, v.kind, v.t_start, v.t_end, k.key, c.count, v.pid, v.lost
     FROM bbv_counts c JOIN bbv_vectors v USING (vector_id) JOIN bbv_keys k USING (key_id)"""
 
+_BBV = """CREATE OR REPLACE VIEW bbv AS
+    SELECT v.node, v.boot, v.seq, v.target, v.kind, v.t_start, v.t_end, k.key, c.count, v.pid, v.lost
+    FROM bbv_counts c JOIN bbv_vectors v USING (vector_id) JOIN bbv_keys k USING (key_id)"""
 
-def create_views(con: duckdb.DuckDBPyConnection) -> None:
-    """(Re)create every view of VIEWS over the migrated base tables."""
-    for sql in (_SAMPLES, _SAMPLES_MINUTE, _BBV):
-        con.execute(sql)
+
+def listed(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The lake's files in its catalog (paths relative to the lake folder), oldest day first."""
+    return [p for (p,) in con.execute("SELECT path FROM lake_files ORDER BY day, path").fetchall()]
+
+
+def cold_samples(con: duckdb.DuckDBPyConnection, lake: Path | None) -> str | None:
+    """The SELECT reading the lake's samples in the view's columns, None while no file is listed. The
+    files are spelled out, not globbed: a file counts only from the transaction that listed it."""
+    files = [p for p in listed(con) if (lake / p).exists()] if lake is not None else []
+    if not files:
+        return None
+    quoted = ", ".join("'" + str(lake / p).replace("'", "''") + "'" for p in files)
+    return (f"SELECT node, ts / 1000 AS ts, scope, metric, value FROM read_parquet([{quoted}], "
+            "hive_partitioning = true)")
+
+
+def create_views(con: duckdb.DuckDBPyConnection, lake: Path | None = None) -> None:
+    """(Re)create every view of VIEWS over the migrated base tables and the lake's listed files."""
+    cold = cold_samples(con, lake)
+    con.execute(f"CREATE OR REPLACE VIEW samples AS {_HOT_SAMPLES}" + (f" UNION ALL {cold}" if cold else ""))
+    con.execute(_SAMPLES_MINUTE)
+    con.execute(_BBV)
