@@ -41,7 +41,10 @@ class CompactionJob(Job):
         return cls(str(lake), cfg.store_hot_seconds, cfg.compaction_interval)
 
     def cutoff(self, now: float) -> float:
-        return math.floor((now - self.hot_seconds) / CHUNK) * CHUNK
+        """Where this run cuts: now - hot window, floored to a CHUNK (to the window itself when shorter,
+        as in the demo's seconds-long window)."""
+        step = min(CHUNK, self.hot_seconds)
+        return math.floor((now - self.hot_seconds) / step) * step
 
     def run(self, ctx: JobContext) -> None:
         cutoff = self.cutoff(self.clock())
