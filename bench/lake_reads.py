@@ -29,7 +29,8 @@ def build(folder: Path, nodes: int, metrics: int, step: float) -> tuple[store.St
     s.con.execute("""INSERT INTO series SELECT row_number() OVER (), 'node-' || lpad(n::VARCHAR, 5, '0'),
         'node', 'metric_' || m FROM range(?) a(n), range(?) b(m)""", [nodes, metrics])
     per_series = int(86400 / step)
-    s.con.execute(f"""INSERT INTO samples_hot SELECT series_id, {t0} + k * {int(step * 1000)} + (hash(series_id, k) % 1000),
+    s.con.execute(f"""INSERT INTO samples_hot SELECT series_id,
+        {t0} + k * {int(step * 1000)} + (hash(series_id, k) % 1000),
         round(50 + 30 * sin(k / 500.0 + series_id) + (hash(k, series_id) % 1000) / 100.0, 2)
         FROM series, range({per_series}) t(k) ORDER BY k""")
     s.run(functools.partial(store.lake.compact, lake=str(s.lake), cutoff_ms=t0 + DAY_MS - 3_600_000))

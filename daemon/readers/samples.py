@@ -39,8 +39,10 @@ def samples_minute(con: Cursor, since: float | None = None, until: float | None 
 
 def rollup_bounds(con: Cursor) -> tuple[float | None, float | None]:
     """(oldest raw sample ts, end of the newest aggregated minute): where a roll-up resumes. Read off the
-    base tables the roll-up itself reads and writes (store.retention), in seconds as the views show them."""
-    lo = con.execute("SELECT min(ts) / 1000 FROM samples_hot").fetchone()[0]
+    base tables and the lake's catalog (store.retention rolls up `samples_raw`: both), in seconds as the
+    views show them."""
+    lo = con.execute("SELECT least((SELECT min(ts) FROM samples_hot), (SELECT min(ts_min) FROM lake_files)) / 1000"
+                     ).fetchone()[0]
     end = con.execute("SELECT max(minute) / 1000 + 60 FROM samples_minute_agg").fetchone()[0]
     return lo, end
 

@@ -61,8 +61,13 @@ def sweep(con: duckdb.DuckDBPyConnection, lake: Path | None) -> dict[str, list[s
     return {"removed": removed, "missing": sorted(keep - on_disk)}
 
 
+def day_of(seconds: float) -> str:
+    """The UTC day (YYYY-MM-DD) a time in unix seconds falls on: a lake partition's name."""
+    return dt.datetime.fromtimestamp(seconds // 86400 * 86400, dt.UTC).strftime("%Y-%m-%d")
+
+
 def _day(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms // 1000, dt.UTC).strftime("%Y-%m-%d")
+    return day_of(ms // 1000)
 
 
 def _write_day(con: duckdb.DuckDBPyConnection, lake: Path, day_ms: int, hi: int) -> tuple[str, int] | None:
@@ -119,22 +124,14 @@ def move(con: duckdb.DuckDBPyConnection, lake: Path, cutoff_ms: int) -> dict[str
         raise
 
 
-def drop_before(con: duckdb.DuckDBPyConnection, lake: Path | None, day: str, export: str | None = None) -> int:
-    """Unlist the lake's partitions of days before `day` (YYYY-MM-DD), copying their files to `export`
-    first when given; the next sweep deletes them. Returns the rows dropped."""
-    if lake is None:
-        return 0
-    gone = con.execute("SELECT path, rows FROM lake_files WHERE day < ?::DATE", [day]).fetchall()
-    if not gone:
-        return 0
-    if export:
-        for rel, _ in gone:
-            target = Path(export) / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(lake / rel, target)
-    con.execute("DELETE FROM lake_files WHERE day < ?::DATE", [day])
-    create_views(con, lake)
-    return sum(n for _, n in gone)
+def drop_before(con: duckdb.DuckDBPyConnection, lake: Path, day: str) -> int:
+    """Unlist the lake's partitions of days before `day` (YYYY-MM-DD) and re-create the views; the next
+    sweep deletes their files. Returns the rows dropped."""
+    rows = con.execute("SELECT coalesce(sum(rows), 0) FROM lake_files WHERE day < ?::DATE", [day]).fetchone()[0]
+    if rows:
+        con.execute("DELETE FROM lake_files WHERE day < ?::DATE", [day])
+        create_views(con, lake)
+    return rows
 
 
 def merge(lake: str, files: list[str], memory_bytes: int = 256 * 2**20) -> tuple[str, int]:

@@ -9,8 +9,11 @@ exactly those the views' seconds put on either side of it.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import duckdb
+
+from causewatch.daemon.store import lake as store_lake
 
 RAW_TYPES = ("samples", "bbv")   # frame types whose rows retention deletes (tasks, regions stay)
 
@@ -37,7 +40,7 @@ def rollup_minutes(con: duckdb.DuckDBPyConnection, lo: float, hi: float, merge: 
     con.execute("""CREATE OR REPLACE TEMP TABLE rollup_new AS
         SELECT series_id, ts - ((ts % 60000) + 60000) % 60000 AS minute, count(value) AS count,
                avg(value) AS mean, min(value) AS min, max(value) AS max
-        FROM samples_hot WHERE ts >= ? AND ts < ? GROUP BY ALL""", [ms_bound(lo), ms_bound(hi)])
+        FROM samples_raw WHERE ts >= ? AND ts < ? GROUP BY ALL""", [ms_bound(lo), ms_bound(hi)])
     # Replacing: the stored aggregate takes no part (a join that never matches leaves its columns NULL).
     on = "USING (series_id, minute)" if merge else "ON FALSE"
     con.execute(f"""CREATE OR REPLACE TEMP TABLE rollup_out AS
@@ -64,10 +67,12 @@ _DELETE = {"samples": [("DELETE FROM samples_hot WHERE ts < ?", True)],
                     False), ("DELETE FROM bbv_vectors WHERE t_start < ?", False)]}
 
 
-def delete_before(con: duckdb.DuckDBPyConnection, table: str, cutoff: float, export: str | None = None) -> int:
+def delete_before(con: duckdb.DuckDBPyConnection, table: str, cutoff: float, export: str | None = None,
+                  lake: str | None = None) -> int:
     """Delete `table`'s rows older than `cutoff` (RETAINED names the view's column) from the base tables
-    under it, first copying them, as the view shows them, to `export`/<table>-<cutoff>.parquet when a
-    folder is given. Returns the view's rows deleted (a phase vector without keys has none, and goes too)."""
+    under it, and for samples the lake's days before it (`lake`: its folder; the cutoff then falls on a
+    UTC midnight), first copying them, as the view shows them, to `export`/<table>-<cutoff>.parquet when
+    a folder is given. Returns the view's rows deleted (a phase vector without keys has none, and goes too)."""
     where = f"{RETAINED[table]} < ?"
     n = con.execute(f"SELECT count(*) FROM {table} WHERE {where}", [cutoff]).fetchone()[0]
     if n and export:
@@ -77,6 +82,8 @@ def delete_before(con: duckdb.DuckDBPyConnection, table: str, cutoff: float, exp
                     "(FORMAT parquet)")
     for sql, in_ms in _DELETE[table]:
         con.execute(sql, [ms_bound(cutoff) if in_ms else cutoff])
+    if table == "samples" and lake:
+        store_lake.drop_before(con, Path(lake), store_lake.day_of(cutoff))
     return n
 
 
@@ -89,11 +96,12 @@ def trim_ingest_log(con: duckdb.DuckDBPyConnection, cutoff: float) -> int:
 
 
 def retain(con: duckdb.DuckDBPyConnection, lo: float | None, current: float, first: float | None, finalised: float,
-           cut: dict[str, float], export: str | None, log_cut: float | None) -> dict[str, int]:
+           cut: dict[str, float], export: str | None, log_cut: float | None, lake: str | None = None) -> dict[str, int]:
     """A retention run's writes (daemon/job_retention.py): roll up the minutes from `lo` to `current`;
     give the minutes about to lose their raw samples (from `first` to cut["samples"]) their final
     aggregate, merged into it before `finalised`; delete each table's rows before its cut (copied to
-    Parquet in `export` first) and the ingest log before `log_cut`. Returns rows deleted per table."""
+    Parquet in `export` first; samples' whole days from the `lake` folder) and the ingest log before
+    `log_cut`. Returns rows deleted per table."""
     if lo is not None and lo < current:
         rollup_minutes(con, lo, current)
     raw_cut = cut.get("samples")
@@ -102,7 +110,7 @@ def retain(con: duckdb.DuckDBPyConnection, lo: float | None, current: float, fir
         if first < merged_to:
             rollup_minutes(con, first, merged_to, merge=True)
         rollup_minutes(con, max(first, merged_to), raw_cut)
-    deleted = {t: delete_before(con, t, c, export) for t, c in cut.items()}
+    deleted = {t: delete_before(con, t, c, export, lake) for t, c in cut.items()}
     if log_cut is not None:
         deleted["ingest_log"] = trim_ingest_log(con, log_cut)
     return deleted
