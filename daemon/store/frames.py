@@ -138,11 +138,14 @@ class Store:
         return verdicts
 
     def _logged(self, frames: list[wire.Frame]) -> set[tuple[str, str, int]]:
-        """Which of these frames' (node, boot, seq) are already in ingest_log: one join, not a query each."""
+        """Which of these frames' (node, boot, seq) are already stored: in ingest_log, or at or below
+        their boot's trim watermark (retention trimmed their log rows). One query, not one a frame."""
         keys = pa.table({"node": [f.node for f in frames], "boot": [f.boot for f in frames],  # noqa: F841
                          "seq": pa.array([f.seq for f in frames], pa.int64())})
-        return set(self.con.execute("SELECT l.node, l.boot, l.seq FROM ingest_log l JOIN keys k "
-                                    "USING (node, boot, seq)").fetchall())
+        return set(self.con.execute("""SELECT k.node, k.boot, k.seq FROM keys k
+            WHERE EXISTS (SELECT 1 FROM ingest_log l WHERE l.node = k.node AND l.boot = k.boot AND l.seq = k.seq)
+               OR k.seq <= (SELECT t.seq FROM ingest_trimmed t WHERE t.node = k.node AND t.boot = k.boot)
+            """).fetchall())
 
     def commit_frames(self, frames: list[wire.Frame]) -> Verdicts:
         """Store the new frames of a batch in one transaction; resends are recognised, not stored twice."""

@@ -89,10 +89,13 @@ def delete_before(con: duckdb.DuckDBPyConnection, table: str, cutoff: float, exp
 
 def trim_ingest_log(con: duckdb.DuckDBPyConnection, cutoff: float) -> int:
     """Delete the log rows of raw frames (RAW_TYPES) received before `cutoff`, except the newest of each
-    (node, boot): Store rebuilds its per-boot high-water mark from those at open (exactly-once)."""
-    return con.execute(f"""DELETE FROM ingest_log WHERE type IN {RAW_TYPES} AND received < ?
-        AND seq < (SELECT max(m.seq) FROM ingest_log m WHERE m.node = ingest_log.node AND m.boot = ingest_log.boot)
-        """, [cutoff]).fetchone()[0]
+    (node, boot): Store rebuilds its per-boot high-water mark from those at open. Each boot's highest
+    trimmed seq becomes its watermark in `ingest_trimmed`, so a resend of a trimmed frame is still known."""
+    doomed = f"""FROM ingest_log WHERE type IN {RAW_TYPES} AND received < ?
+        AND seq < (SELECT max(m.seq) FROM ingest_log m WHERE m.node = ingest_log.node AND m.boot = ingest_log.boot)"""
+    con.execute(f"""INSERT INTO ingest_trimmed SELECT node, boot, max(seq) {doomed} GROUP BY node, boot
+        ON CONFLICT (node, boot) DO UPDATE SET seq = greatest(seq, excluded.seq)""", [cutoff])
+    return con.execute(f"DELETE {doomed}", [cutoff]).fetchone()[0]
 
 
 def retain(con: duckdb.DuckDBPyConnection, lo: float | None, current: float, first: float | None, finalised: float,

@@ -107,6 +107,9 @@ MIGRATIONS: list[tuple[int, str]] = [
     CREATE TABLE lake_files (path VARCHAR PRIMARY KEY, tbl VARCHAR, day DATE, rows BIGINT, bytes BIGINT,
         ts_min BIGINT, ts_max BIGINT, written DOUBLE);
     """),
+    # Per (node, boot), the highest seq whose ingest_log row retention trimmed: a resend at or below it
+    # was stored long ago (else a resend after the trim would be stored twice).
+    (8, "CREATE TABLE ingest_trimmed (node VARCHAR, boot VARCHAR, seq BIGINT, PRIMARY KEY (node, boot))"),
 ]
 
 
