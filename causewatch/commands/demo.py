@@ -34,6 +34,9 @@ HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: 
 # Each check of new dependencies judges at least 40 new tasks: fewer are a run or two of one task type.
 CAUSAL = {"causal_interval": 3.0, "causal_min_new": 40, "causal_confirm": 2, "analysis_nice": 0,
           "analysis_pause_max": 0.0}
+# Samples older than 20 s move to the Parquet lake (a daemon's default is an hour), so the demo's store
+# shows both tiers and what a value costs in each.
+STORE = {"store_hot_seconds": 20.0, "compaction_interval": 5.0}
 HOG_CYCLES = 6              # model versions learnt while the hog runs: its first batch is part calm, and a
                             # finding is raised on the 2nd check in a row that sees it (4 stopped it first)
 HOG_UNTIL = 0.75            # ...or until this share of the workload's tasks is stored: the end stays calm
@@ -191,6 +194,8 @@ def report(con, seconds: float, folder: Path, hog: Hog) -> dict:
     from causewatch.daemon import readers
     from causewatch.probe.rank import rank_nodes
     rep = readers.report.overview(con)
+    rep["store_bytes"] = sum(p.stat().st_size for p in [*folder.glob("causewatch.duckdb*"),
+                                                        *folder.glob("causewatch.lake/**/*")] if p.is_file())
     rep["causal_edges"] = [dict(e, stable=e["held_by"] >= STABLE * e["versions"] and e["strength_bits"] >= MIN_BITS)
                            for e in rep["causal_edges"]]
     rep["anomalies"] = [_anomaly(a, hog) for a in reversed(readers.models.anomalies(con))]
@@ -321,6 +326,11 @@ def _print(rep: dict, db: Path) -> None:
     print("\n== stored ==")
     print("frames by type: " + ", ".join(f"{k} {v}" for k, v in sorted(rep["frames_by_type"].items())))
     print(f"sample values: {rep['sample_values']:,}  ({rep['ingest_values_per_s']:,.0f} values/s over the run)")
+    t = rep["store_tiers"]
+    lake = f"{t['cold_bytes_per_value']:.2f} B/value" if t["cold_values"] else "nothing moved yet"
+    print(f"store: {t['hot_values']:,} values hot in DuckDB, {t['cold_values']:,} cold in the Parquet lake "
+          f"({t['cold_files']} files, {t['cold_bytes']:,} bytes: {lake}); the store's file and lake "
+          f"{rep['store_bytes']:,} bytes")
     per_metric = rep["rows_per_metric"]
     print(f"rows per scope/metric ({len(per_metric)} series; the 15 fullest):")
     for metric, n in sorted(per_metric.items(), key=lambda kv: (-kv[1], kv[0]))[:15]:
@@ -339,7 +349,8 @@ def run(args) -> int:
     prepare(folder)
     db, quiet = folder / "causewatch.duckdb", args.json or args.quiet
     _build_kit(folder, quiet)
-    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0", **CAUSAL)).start()
+    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0", **CAUSAL,
+                                  **STORE)).start()
     if not quiet:
         print(f"daemon {daemon.endpoint}, DuckDB {db}, metrics http://{daemon.http.address}/metrics")
     _register_kit(folder, f"http://{daemon.http.address}", quiet)
