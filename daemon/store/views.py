@@ -31,7 +31,6 @@ _BBV = """CREATE OR REPLACE VIEW bbv AS
     FROM bbv_counts c JOIN bbv_vectors v USING (vector_id) JOIN bbv_keys k USING (key_id)"""
 
 
-
 def listed(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The lake's files in its catalog (paths relative to the lake folder), oldest day first."""
     return [p for (p,) in con.execute("SELECT path FROM lake_files ORDER BY day, path").fetchall()]
