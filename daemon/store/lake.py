@@ -31,7 +31,11 @@ HOT, SERIES = "samples_hot", "series"
 # Sorted by series, then time: the strings fall into runs (dictionary + RLE make them nearly free), the
 # times into small steps (delta), and one node's or series' rows into few row groups (pruning).
 ORDER = "node, scope, metric, ts"
-COPY_OPTIONS = "FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION v2"
+# Measured by bench/storage.py over ten layouts: Parquet v2 encodes the ms times as deltas and the values
+# BYTE_STREAM_SPLIT, which DuckDB's dictionary pages would otherwise pre-empt (DICTIONARY_SIZE_LIMIT 1:
+# the sorted names compress to nearly nothing under zstd without one); large row groups, zstd level 9.
+COPY_OPTIONS = ("FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 9, PARQUET_VERSION v2, "
+                "DICTIONARY_SIZE_LIMIT 1, ROW_GROUP_SIZE 1048576")
 
 
 def folder_for(db: str, configured: str = "") -> Path | None:
