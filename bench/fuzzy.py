@@ -13,7 +13,7 @@ import numpy as np
 
 from causewatch.analytics.fuzzy import Membership, hedges, owa, perfql
 from causewatch.daemon.readers.regions import perfql_matches, region_summaries
-from causewatch.daemon.store import migrate
+from causewatch.daemon.store import create_views, migrate
 
 
 def best(fn, repeat: int = 3) -> float:
@@ -66,6 +66,7 @@ def bench_perfql(n: int) -> None:
         path = str(Path(tmp) / "bench.duckdb")
         con = duckdb.connect(path)
         migrate(con)
+        create_views(con)
         t = time.perf_counter()
         con.execute(f"""
             INSERT INTO regions SELECT 'node' || (i % 100), 'b', i, 'app', 'region' || (i // 100), 1000.0 + i % 50,

@@ -48,6 +48,12 @@ class DaemonConfig:
     # DuckDB's buffer pool (memory_limit): inserted rows stay cached up to it, so without a bound the
     # daemon's RSS grows with the table (~10 MB per million sample values); beyond it DuckDB evicts or spills
     store_memory_bytes: int = _limit(128 * 2**20, 64 * 2**20, 2**44)
+    # The Parquet lake (daemon/store/lake.py): samples older than store_hot_seconds move there from DuckDB,
+    # checked every compaction_interval (so a backfill's old rows go within minutes); 0 keeps all hot.
+    # "" puts the lake beside the DuckDB file (x.duckdb -> x.lake/), so a store is one folder to move.
+    store_lake: str = _fmt("", "lake")
+    store_hot_seconds: float = _limit(3600.0, 0.0, 3650 * 86400.0)
+    compaction_interval: float = _limit(120.0, 1.0, 86400.0)
     fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)
     reprobe_after: float = _limit(86400.0, 0.0, None)  # seconds before a node's probe result is re-taken; 0: never
     # The causal job (daemon/job_causal.py): how often it learns, from how many new task rows at least,
@@ -170,7 +176,19 @@ def folder_problem(path: str) -> str | None:
     return f"{path}: no such writable folder (create it, or remove the line to export nothing)"
 
 
-CHECKS = {"endpoint": endpoint_problem, "http": http_problem, "file": file_problem, "folder": folder_problem}
+def lake_problem(path: str) -> str | None:
+    """A lake folder need not exist yet (the first move makes it), but it must be possible to make."""
+    if "\0" in path:
+        return f"{path!r}: a path cannot hold a NUL character"
+    folder = Path(os.path.expanduser(path))
+    parent = next((p for p in (folder, *folder.parents) if p.exists()), None) if path else None
+    if path == "" or (parent is not None and parent.is_dir() and os.access(parent, os.W_OK)):
+        return None
+    return f"{path}: cannot be made (the nearest existing folder above it is not a writable folder)"
+
+
+CHECKS = {"endpoint": endpoint_problem, "http": http_problem, "file": file_problem, "folder": folder_problem,
+          "lake": lake_problem}
 
 
 def _lines(text: str, section: str | None) -> dict[str, int]:

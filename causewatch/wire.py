@@ -39,6 +39,9 @@ DAEMON_TYPES = ("ack", "nack", "run_probe", "credit")
 # ZMTP handshake property by which an agent says it waits for the daemon's `credit` grants (see docs/architecture.md)
 CREDIT_PROPERTY = "X-Credit"
 _SEQ_MAX = 2**63 - 1
+# Sample times, unix seconds, lie within +-MAX_TIME: the store keeps them as integer milliseconds, exact
+# below 2^53 ms (about 278,000 years either side of 1970).
+MAX_TIME = float(2**43)
 METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]*")
 MAX_SHOWN = 200               # characters of a peer's value echoed back in an error (no amplification)
 # nack codes that say nothing is wrong with the frame itself: the sender keeps it and sends it again
@@ -259,6 +262,9 @@ def _check_samples(body: dict) -> None:
         raise WireError("body.names", "duplicate metric name", "name")
     if nonfinite_mask(t):
         raise WireError("body.t", "timestamps must be finite", "nonfinite")
+    times = struct.unpack(f"<{n_t}d", t)
+    if times and not -MAX_TIME < min(times) <= max(times) < MAX_TIME:
+        raise WireError("body.t", f"timestamps must lie within +-{MAX_TIME:.0f} s (unix seconds)", "range")
     bad = nonfinite_mask(values)
     if "nulls" in body:
         if len(body["nulls"]) != n_t * n_m:

@@ -13,6 +13,7 @@ from causewatch.config import DaemonConfig
 from causewatch.daemon import remote
 from causewatch.daemon.calls import Entry
 from causewatch.daemon.job_causal import CausalJob
+from causewatch.daemon.job_compaction import CompactionJob
 from causewatch.daemon.job_fuzzy import FuzzyJob
 from causewatch.daemon.job_probe import ProbeJob
 from causewatch.daemon.job_retention import RetentionJob
@@ -24,14 +25,17 @@ _held: list[LocalJobs] = []   # this worker's jobs (one set); their state lives 
 
 
 def default_jobs(cfg: DaemonConfig) -> list[Job]:
-    """The daemon's analyses: causal models of tasks, fuzzy bottleneck scores, software probes, retention."""
+    """The daemon's analyses: causal models of tasks, fuzzy bottleneck scores, software probes, retention,
+    and the compaction that moves old samples to the lake."""
     try:
         termsets = load_terms(cfg.fuzzy_terms)
     except (OSError, TermsError) as e:
         raise ConfigError("fuzzy_terms", f"cannot load the term sets {cfg.fuzzy_terms!r} ({e})") from None
     causal = CausalJob(min_new=cfg.causal_min_new, confirm=cfg.causal_confirm, interval=cfg.causal_interval,
                        baseline_rows=cfg.causal_baseline_rows)
-    return [causal, FuzzyJob(termsets), ProbeJob(cfg.reprobe_after), RetentionJob.from_config(cfg)]
+    compaction = CompactionJob.from_config(cfg)
+    return [causal, FuzzyJob(termsets), ProbeJob(cfg.reprobe_after), RetentionJob.from_config(cfg),
+            *([compaction] if compaction else [])]
 
 
 def install(cfg: DaemonConfig, jobs: list[Job] | None) -> list[tuple[str, float]]:

@@ -29,28 +29,35 @@ def floor_minute(ts: float) -> float:
     return math.floor(ts / MINUTE) * MINUTE
 
 
+def floor_day(ts: float) -> float:
+    return math.floor(ts / DAY) * DAY
+
+
 class RetentionJob(Job):
-    """Windows in days (0 keeps a table forever); `export` a folder for Parquet copies ("" = none)."""
+    """Windows in days (0 keeps a table forever); `export` a folder for Parquet copies ("" = none);
+    `lake` the store's lake folder ("" = none), whose samples go a day at a time."""
     name = "retention"
 
     def __init__(self, samples_days: float = 14.0, bbv_days: float = 14.0, minute_days: float = 400.0,
-                 export: str = "", interval: float = 300.0, clock=time.time):
+                 export: str = "", interval: float = 300.0, lake: str = "", clock=time.time):
         self.samples_days, self.bbv_days, self.minute_days = samples_days, bbv_days, minute_days
-        self.export, self.interval, self.clock = export, interval, clock
+        self.export, self.interval, self.lake, self.clock = export, interval, lake, clock
         self.rolled_to_: float | None = None    # minutes before this were rolled up by an earlier run
         self.finalised_: float | None = None    # raw samples before this were deleted: later ones are merged
         self.deleted_: dict[str, int] = {}
 
     @classmethod
     def from_config(cls, cfg: DaemonConfig) -> "RetentionJob":
+        lake = store.lake.folder_for(cfg.db, cfg.store_lake) if cfg.store_hot_seconds else None
         return cls(cfg.retain_samples_days, cfg.retain_bbv_days, cfg.retain_samples_minute_days,
-                   cfg.retention_export, cfg.retention_interval)
+                   cfg.retention_export, cfg.retention_interval, str(lake or ""))
 
     def cutoffs(self, now: float) -> dict[str, float]:
         """Per table, the time before which its rows are deleted (tables kept forever are absent)."""
         out = {}
         if self.samples_days:
-            out["samples"] = floor_minute(now - self.samples_days * DAY)
+            # the lake drops whole days: with one, raw samples go a UTC day at a time
+            out["samples"] = (floor_day if self.lake else floor_minute)(now - self.samples_days * DAY)
         if self.bbv_days:
             out["bbv"] = now - self.bbv_days * DAY
         if self.minute_days:
@@ -73,7 +80,7 @@ class RetentionJob(Job):
         log_cut = now - max(self.samples_days, self.bbv_days) * DAY if self.samples_days and self.bbv_days else None
         self.deleted_ = ctx.write(functools.partial(store.retention.retain, lo=lo, current=current, first=first,
                                                     finalised=self.finalised_, cut=cut, export=export,
-                                                    log_cut=log_cut))
+                                                    log_cut=log_cut, lake=self.lake or None))
         self.rolled_to_ = current
         if "samples" in cut:
             self.finalised_ = max(self.finalised_, cut["samples"])

@@ -35,7 +35,7 @@ class Daemon:
     def __init__(self, cfg: DaemonConfig, jobs: list[Job] | None = None):
         self.cfg = cfg
         self.exporter = Exporter()
-        self.store = Store(cfg.db, cfg.store_memory_bytes)
+        self.store = Store(cfg.db, cfg.store_memory_bytes, cfg.store_lake)
         self.ingest = Ingest(cfg, self.store, self.exporter)
         host = Host(self.store.cursor, self.ingest.call, self.ingest.send, self.exporter)
         # While frames wait for the writer the jobs worker is paused (a re-learn's cache and memory traffic slows

@@ -118,3 +118,15 @@ def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProce
 def samples(i: int, n_t: int = 5, names=("cpu", "mem", "io")) -> dict:
     """Frame i of a test stream: timestamps i*n_t .. i*n_t+n_t-1, every value i."""
     return wire.samples_body(np.arange(n_t) + i * n_t, list(names), np.full((n_t, len(names)), float(i)))
+
+
+def bbv_frames(rows) -> list[wire.Frame]:
+    """The bbv frames whose stored rows are `rows`, long form as the `bbv` view shows them: (node, boot,
+    seq, target, kind, t_start, t_end, key, count), a vector per (node, boot, seq)."""
+    vectors: dict[tuple, dict] = {}
+    for node, boot, seq, target, kind, t_start, t_end, key, count in rows:
+        body = vectors.setdefault((node, boot, seq), {"target": target, "kind": kind, "start": float(t_start),
+                                                      "end": float(t_end), "vector": {"keys": [], "counts": []}})
+        body["vector"]["keys"].append(key)
+        body["vector"]["counts"].append(int(count))
+    return [wire.decode(wire.encode("bbv", node, boot, seq, body)) for (node, boot, seq), body in vectors.items()]

@@ -45,6 +45,9 @@ SHARES = {"calm": 0.35, "hog": 0.40, "end": 0.25}
 WAIT_MORE = 180.0           # --wait's default: what a stretch may take beyond its share under load (at
                             # load 10-30 on two cores a stretch took 95-127 s)
 FINISH = 120.0              # the workload's own tasks may take this much longer than --seconds under load
+# Samples older than 20 s move to the Parquet lake (a daemon's default is an hour), so the demo's store
+# shows both tiers and what a value costs in each.
+STORE = {"store_hot_seconds": 20.0, "compaction_interval": 5.0}
 HOG_CYCLES = 6              # model versions learnt under the hog at most: its first batch is part calm, and a
                             # finding is raised on the 2nd check in a row that sees it (4 stopped it first)
 END_CYCLES = 2              # model versions of the calm end when no anomaly on the wait is left to resolve
@@ -365,6 +368,8 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
     from causewatch.probe.rank import rank_nodes
     rep = readers.report.overview(con)
     hog = story.hog
+    rep["store_bytes"] = sum(p.stat().st_size for p in [*folder.glob("causewatch.duckdb*"),
+                                                        *folder.glob("causewatch.lake/**/*")] if p.is_file())
     rep["causal_edges"] = [dict(e, stable=e["held_by"] >= STABLE * e["versions"] and e["strength_bits"] >= MIN_BITS)
                            for e in rep["causal_edges"]]
     rep["phases"] = phases(con)
@@ -670,6 +675,11 @@ def _print(rep: dict, db: Path) -> None:
     print("\n== stored ==")
     print("frames by type: " + ", ".join(f"{k} {v}" for k, v in sorted(rep["frames_by_type"].items())))
     print(f"sample values: {rep['sample_values']:,}  ({rep['ingest_values_per_s']:,.0f} values/s over the run)")
+    t = rep["store_tiers"]
+    lake = f"{t['cold_bytes_per_value']:.2f} B/value" if t["cold_values"] else "nothing moved yet"
+    print(f"store: {t['hot_values']:,} values hot in DuckDB, {t['cold_values']:,} cold in the Parquet lake "
+          f"({t['cold_files']} files, {t['cold_bytes']:,} bytes: {lake}); the store's file and lake "
+          f"{rep['store_bytes']:,} bytes")
     per_metric = rep["rows_per_metric"]
     print(f"rows per scope/metric ({len(per_metric)} series; the 15 fullest):")
     for metric, n in sorted(per_metric.items(), key=lambda kv: (-kv[1], kv[0]))[:15]:
@@ -693,7 +703,8 @@ def run(args) -> int:
     prepare(folder)
     db, quiet = folder / "causewatch.duckdb", args.json or args.quiet
     _build_kit(folder, quiet)
-    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0", **CAUSAL)).start()
+    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0", **CAUSAL,
+                                  **STORE)).start()
     try:
         return _tell(args, folder, daemon, quiet)
     finally:

@@ -20,6 +20,7 @@ def bbv_targets(con: Cursor, limit: int | None = None) -> pd.DataFrame:
 
 def bbv_rows(con: Cursor, target: str, kind: str) -> pd.DataFrame:
     """The stored vectors of one target and kind in their long form (a row per vector and key),
-    oldest vector first."""
+    oldest vector first, each vector's keys sorted (the order they came in is not kept: `bbv` is a
+    join of the vectors, their counts and the key dictionary, and its key ids depend on the store)."""
     return con.execute(f"SELECT {', '.join(BBV_IDENT)}, key, count FROM bbv WHERE target = ? AND kind = ? "
-                       "ORDER BY t_start, node, boot, seq", [target, kind]).df()
+                       "ORDER BY t_start, node, boot, seq, key", [target, kind]).df()

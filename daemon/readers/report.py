@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from causewatch.daemon.cursor import Cursor
-from causewatch.daemon.readers import shared
+from causewatch.daemon.readers import samples, shared
 from causewatch.daemon.store.schema import TABLES
 
 
@@ -47,6 +47,7 @@ def overview(con: Cursor) -> dict:
     return {
         "frames_by_type": {r["type"]: r["n"] for r in rows("SELECT type, count(*) n FROM ingest_log GROUP BY type")},
         "sample_values": con.execute("SELECT count(*) FROM samples").fetchone()[0],
+        "store_tiers": samples.tiers(con),
         "rows_per_metric": {f'{r["scope"]}/{r["metric"]}': r["n"] for r in rows(
             "SELECT scope, metric, count(*) n FROM samples GROUP BY ALL ORDER BY scope, metric")},
         "nodes": [dict(r, counters=_availability(r["counters"])) for r in rows(

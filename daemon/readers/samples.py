@@ -15,8 +15,9 @@ def samples_per_metric(con: Cursor) -> dict[str, int]:
 
 def samples_df(con: Cursor, metrics: list[str] | None = None, scope: str | None = None,
                limit: int | None = None) -> pd.DataFrame:
-    """Stored samples in their long form (node, ts, scope, metric, value), oldest first, the first
-    `limit` (all: None)."""
+    """Stored samples in their long form (node, ts, scope, metric, value), oldest first (rows of one
+    time by node, scope and metric: the order they were stored in is not kept), the first `limit`
+    (all: None)."""
     where, params = ["TRUE"], []
     if metrics:
         where.append(f"metric IN ({', '.join('?' * len(metrics))})")
@@ -25,7 +26,7 @@ def samples_df(con: Cursor, metrics: list[str] | None = None, scope: str | None 
         where.append("scope = ?")
         params.append(scope)
     return con.execute(f"SELECT node, ts, scope, metric, value FROM samples WHERE {' AND '.join(where)} "
-                       "ORDER BY ts LIMIT ?", [*params, limit]).df()
+                       "ORDER BY ts, node, scope, metric LIMIT ?", [*params, limit]).df()
 
 
 def samples_minute(con: Cursor, since: float | None = None, until: float | None = None) -> pd.DataFrame:
@@ -37,7 +38,28 @@ def samples_minute(con: Cursor, since: float | None = None, until: float | None 
 
 
 def rollup_bounds(con: Cursor) -> tuple[float | None, float | None]:
-    """(oldest raw sample ts, end of the newest aggregated minute): where a roll-up resumes."""
-    lo = con.execute("SELECT min(ts) FROM samples").fetchone()[0]
-    end = con.execute("SELECT max(minute) + 60 FROM samples_minute").fetchone()[0]
+    """(oldest raw sample ts, end of the newest aggregated minute): where a roll-up resumes. Read off the
+    base tables and the lake's catalog (store.retention rolls up `samples_raw`: both), in seconds as the
+    views show them."""
+    lo = con.execute("SELECT least((SELECT min(ts) FROM samples_hot), (SELECT min(ts_min) FROM lake_files)) / 1000"
+                     ).fetchone()[0]
+    end = con.execute("SELECT max(minute) / 1000 + 60 FROM samples_minute_agg").fetchone()[0]
     return lo, end
+
+
+def tiers(con: Cursor) -> dict[str, float]:
+    """How the samples are split: values hot (DuckDB) and cold (the lake's listed files), the lake's
+    files and bytes, and the cold bytes per value."""
+    hot = con.execute("SELECT count(*) FROM samples_hot").fetchone()[0]
+    files, cold, nbytes = con.execute("SELECT count(*), coalesce(sum(rows), 0), coalesce(sum(bytes), 0) "
+                                      "FROM lake_files").fetchone()
+    return {"hot_values": hot, "cold_values": cold, "cold_files": files, "cold_bytes": nbytes,
+            "cold_bytes_per_value": nbytes / cold if cold else None}
+
+
+def lake_days_to_merge(con: Cursor, before: str) -> list[tuple[str, list[str]]]:
+    """The lake's days before `before` (YYYY-MM-DD: no regular move adds to them) that have more than
+    one file, oldest first, each with its files."""
+    return [(day, sorted(files)) for day, files in con.execute(
+        "SELECT day::VARCHAR, list(path) FROM lake_files WHERE day < ?::DATE GROUP BY day HAVING count(*) > 1 "
+        "ORDER BY day", [before]).fetchall()]

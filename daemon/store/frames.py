@@ -1,14 +1,15 @@
-"""The ingest writer: a Store owns one DuckDB file, migrated at open, and commits the wire frames of
-a batch exactly once, each frame type turned into its table's rows.
+"""The ingest writer: a Store owns one DuckDB file, migrated and its views made at open, and commits
+the wire frames of a batch exactly once, each frame type turned into its base tables' rows.
 
 Only the daemon's writer thread calls `commit_frames` and `run`; readers in the same process take
 `cursor()`s. Exactly-once: (node, boot, seq) is in ingest_log once, in the same transaction as the
-frame's rows.
+frame's rows and the dictionary rows (`series`) they are the first to use.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -17,55 +18,58 @@ import numpy as np
 import pyarrow as pa
 
 from causewatch import wire
+from causewatch.daemon.store.lake import folder_for, sweep
 from causewatch.daemon.store.results import record_probe_facts
 from causewatch.daemon.store.schema import migrate
+from causewatch.daemon.store.views import create_views
+
+# Cached series-id columns (samples_batch) at most: past it the cache starts again (names that vary
+# frame after frame must not grow the writer's memory; the series map itself grows with the series).
+ID_COLUMNS_MAX = 1 << 16
+log = logging.getLogger(__name__)
 
 
 def _json(value) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
-def _coded(codes: np.ndarray, words: dict[str, int]) -> pa.DictionaryArray:
-    """A string column as dictionary codes: no Python string per row (codes valid by construction)."""
-    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(list(words), pa.string()), safe=False)
+class Ids:
+    """A dictionary table kept in memory by the writer: words (e.g. node, scope, metric) -> integer id,
+    a new id on first sight. Ids given while a transaction is open are its `new` rows, inserted in it;
+    `commit` keeps them, `rollback` forgets them, so the map never holds an id the table does not."""
+
+    def __init__(self, rows):
+        self.ids: dict[tuple, int] = {tuple(words): i for i, *words in rows}
+        self.next = max(self.ids.values(), default=0) + 1
+        self.new: list[tuple] = []
+
+    def get(self, words: tuple) -> int:
+        i = self.ids.get(words)
+        if i is None:
+            i = self.ids[words] = self.next
+            self.next += 1
+            self.new.append(words)
+        return i
+
+    def new_rows(self) -> list[tuple]:
+        """(id, *words) of the ids given since the last commit or rollback."""
+        first = self.next - len(self.new)
+        return [(first + k, *words) for k, words in enumerate(self.new)]
+
+    def commit(self) -> None:
+        self.new.clear()
+
+    def rollback(self) -> None:
+        for words in self.new:
+            del self.ids[words]
+        self.next -= len(self.new)
+        self.new.clear()
 
 
-def samples_table(frames: list[wire.Frame]) -> pa.Table:
-    """The frames' values (T x M each, row-major) as one single-chunk Arrow table: DuckDB inserts one
-    long chunk faster than a chunk per frame. Each column is filled in place, one slice per frame (no
-    per-frame temporaries to concatenate): it runs on the writer thread, between DuckDB's inserts."""
-    cols = [wire.samples_arrays(f.body) for f in frames]
-    total = sum(values.size for _, _, values, _ in cols)
-    node, scope, metric = (np.empty(total, np.int32) for _ in range(3))
-    ts, value = np.empty(total), np.empty(total)
-    mask = np.zeros(total, bool) if any(m is not None for *_, m in cols) else None
-    nodes: dict[str, int] = {}
-    scopes: dict[str, int] = {}
-    metrics: dict[str, int] = {}
-    metric_codes: dict[tuple, np.ndarray] = {}   # agents send the same names frame after frame
-    start = 0
-    for f, (t, names, v, m) in zip(frames, cols):
-        end = start + v.size
-        key = tuple(names)
-        codes = metric_codes.get(key)
-        if codes is None:
-            codes = metric_codes[key] = np.array([metrics.setdefault(n, len(metrics)) for n in names], np.int32)
-        node[start:end] = nodes.setdefault(f.node, len(nodes))
-        scope[start:end] = scopes.setdefault(f.body["scope"], len(scopes))
-        metric[start:end].reshape(v.shape)[:] = codes
-        ts[start:end].reshape(v.shape)[:] = t[:, None]
-        value[start:end] = v.ravel()
-        if m is not None:
-            mask[start:end] = m.ravel()
-        start = end
-    return pa.table({"node": _coded(node, nodes), "ts": ts, "scope": _coded(scope, scopes),
-                     "metric": _coded(metric, metrics), "value": pa.array(value, mask=mask)})
-
-
-def _bbv_rows(f: wire.Frame) -> list[tuple]:
-    b, vec = f.body, f.body["vector"]
-    return [(f.node, f.boot, f.seq, b["target"], b["kind"], b["start"], b["end"], k, c, b.get("pid"), b.get("lost"))
-            for k, c in zip(vec["keys"], vec["counts"])]
+def ms(t: np.ndarray) -> np.ndarray:
+    """Unix seconds as integer milliseconds, to the nearest (migration 6 rounds the same way); the
+    wire keeps |t| < wire.MAX_TIME, so every result is exact."""
+    return np.floor(t * 1000 + 0.5).astype(np.int64)
 
 
 def _task_row(f: wire.Frame) -> tuple:
@@ -96,11 +100,21 @@ class Verdicts:
 class Store:
     """Owns one DuckDB file: migrations at open, exactly-once batch commits, reader cursors."""
 
-    def __init__(self, path: str, memory_bytes: int | None = None):
-        self.path = path
+    def __init__(self, path: str, memory_bytes: int | None = None, lake: str = ""):
+        self.path, self.lake = path, folder_for(path, lake)
         self.con = duckdb.connect(path, config={"memory_limit": f"{memory_bytes}B"} if memory_bytes else {})
         self.version = migrate(self.con)
+        # Files a crashed move left unlisted go; listed ones that are gone are named (their rows are lost)
+        # and left out of the view, so every other reader still works.
+        missing = sweep(self.con, self.lake)["missing"]
+        if missing:
+            log.error("%s: lake files listed but missing, their rows are lost: %s", path, ", ".join(missing))
+        create_views(self.con, self.lake)
         self._columns: dict[str, list[str]] = {}
+        self.series = Ids(self.con.execute("SELECT series_id, node, scope, metric FROM series").fetchall())
+        self.bbv_keys = Ids(self.con.execute("SELECT key_id, target, key FROM bbv_keys").fetchall())
+        # (node, scope, names) -> the series id of each name: agents send the same names frame after frame
+        self._id_columns: dict[tuple, np.ndarray] = {}
         # Highest stored seq per (node, boot): a frame above it is new without a look-up; at or below it,
         # ingest_log decides (frames may arrive out of order: that is no reason to drop one).
         self._high = {(n, b): s for n, b, s in self.con.execute(
@@ -124,11 +138,14 @@ class Store:
         return verdicts
 
     def _logged(self, frames: list[wire.Frame]) -> set[tuple[str, str, int]]:
-        """Which of these frames' (node, boot, seq) are already in ingest_log: one join, not a query each."""
+        """Which of these frames' (node, boot, seq) are already stored: in ingest_log, or at or below
+        their boot's trim watermark (retention trimmed their log rows). One query, not one a frame."""
         keys = pa.table({"node": [f.node for f in frames], "boot": [f.boot for f in frames],  # noqa: F841
                          "seq": pa.array([f.seq for f in frames], pa.int64())})
-        return set(self.con.execute("SELECT l.node, l.boot, l.seq FROM ingest_log l JOIN keys k "
-                                    "USING (node, boot, seq)").fetchall())
+        return set(self.con.execute("""SELECT k.node, k.boot, k.seq FROM keys k
+            WHERE EXISTS (SELECT 1 FROM ingest_log l WHERE l.node = k.node AND l.boot = k.boot AND l.seq = k.seq)
+               OR k.seq <= (SELECT t.seq FROM ingest_trimmed t WHERE t.node = k.node AND t.boot = k.boot)
+            """).fetchall())
 
     def commit_frames(self, frames: list[wire.Frame]) -> Verdicts:
         """Store the new frames of a batch in one transaction; resends are recognised, not stored twice."""
@@ -140,8 +157,11 @@ class Store:
             self._insert(verdicts.stored)
             self.con.commit()
         except BaseException:
+            self._forget_new_ids()
             self.con.rollback()
             raise
+        self.series.commit()
+        self.bbv_keys.commit()
         for f in verdicts.stored:
             self._high[(f.node, f.boot)] = max(self._high.get((f.node, f.boot), 0), f.seq)
         return verdicts
@@ -157,10 +177,13 @@ class Store:
         for f in frames:
             by_type.setdefault(f.type, []).append(f)
         if "samples" in by_type:
-            batch = samples_table(by_type["samples"])  # noqa: F841 (DuckDB reads it by name)
-            self.con.execute("INSERT INTO samples SELECT * FROM batch")
+            batch = self.samples_batch(by_type["samples"])  # noqa: F841 (DuckDB reads it by name)
+            if self.series.new:
+                self._insert_rows("series", self.series.new_rows())
+            self.con.execute("INSERT INTO samples_hot SELECT * FROM batch")
+        if "bbv" in by_type:
+            self._insert_bbv(by_type["bbv"])
         rows = {
-            "bbv": [r for f in by_type.get("bbv", []) for r in _bbv_rows(f)],
             "tasks": [_task_row(f) for f in by_type.get("task", [])],
             "regions": [_region_row(f) for f in by_type.get("region", [])],
             "probe_results": [_probe_row(f) for f in by_type.get("probe_result", [])],
@@ -175,6 +198,69 @@ class Store:
                          [now, sorted({f.node for f in frames})])
         if "probe_result" in by_type:
             record_probe_facts(self.con)
+
+    def samples_batch(self, frames: list[wire.Frame]) -> pa.Table:
+        """The frames' values (T x M each, row-major) as one single-chunk Arrow table of samples_hot's
+        columns (series_id, ts in ms, value): DuckDB inserts one long chunk faster than a chunk per frame.
+        Each column is filled in place, one slice per frame, from the frame's cached series-id column
+        (no per-value Python); new series get their ids here (`series.new`, inserted with the batch)."""
+        cols = [wire.samples_arrays(f.body) for f in frames]
+        total = sum(values.size for _, _, values, _ in cols)
+        series, ts, value = np.empty(total, np.int32), np.empty(total, np.int64), np.empty(total)
+        mask = np.zeros(total, bool) if any(m is not None for *_, m in cols) else None
+        times = ms(np.concatenate([t for t, *_ in cols]))   # one conversion for the batch's timestamps
+        start = row = 0
+        for f, (t, names, v, m) in zip(frames, cols):
+            end = start + v.size
+            series[start:end].reshape(v.shape)[:] = self._series_ids(f.node, f.body["scope"], names)
+            ts[start:end].reshape(v.shape)[:] = times[row:row + len(t), None]
+            value[start:end] = v.ravel()
+            if m is not None:
+                mask[start:end] = m.ravel()
+            start, row = end, row + len(t)
+        return pa.table({"series_id": series, "ts": ts, "value": pa.array(value, mask=mask)})
+
+    def _series_ids(self, node: str, scope: str, names: list[str]) -> np.ndarray:
+        key = (node, scope, tuple(names))
+        ids = self._id_columns.get(key)
+        if ids is None:
+            if len(self._id_columns) >= ID_COLUMNS_MAX:
+                self._id_columns.clear()
+            get = self.series.get
+            ids = self._id_columns[key] = np.array([get((node, scope, n)) for n in names], np.int32)
+        return ids
+
+    def _insert_bbv(self, frames: list[wire.Frame]) -> None:
+        """Each vector as one bbv_vectors row (its id from the sequence, which outlives rows moved out of
+        DuckDB) and its (key id, count) pairs; keys new to their target go into bbv_keys first."""
+        ids = [r[0] for r in self.con.execute("SELECT nextval('bbv_vector_ids') FROM range(?)",
+                                              [len(frames)]).fetchall()]
+        bodies = [f.body for f in frames]
+        vectors = pa.table({  # noqa: F841 (DuckDB reads it by name)
+            "vector_id": pa.array(ids, pa.int64()), "node": [f.node for f in frames],
+            "boot": [f.boot for f in frames], "seq": pa.array([f.seq for f in frames], pa.int64()),
+            "target": [b["target"] for b in bodies], "kind": [b["kind"] for b in bodies],
+            "t_start": pa.array([b["start"] for b in bodies], pa.float64()),
+            "t_end": pa.array([b["end"] for b in bodies], pa.float64()),
+            "pid": pa.array([b.get("pid") for b in bodies], pa.int64()),
+            "lost": pa.array([b.get("lost") for b in bodies], pa.int64())})
+        get = self.bbv_keys.get
+        key_ids = [get((b["target"], k)) for b in bodies for k in b["vector"]["keys"]]
+        counts = pa.table({  # noqa: F841
+            "vector_id": np.repeat(np.array(ids, np.int64), [len(b["vector"]["keys"]) for b in bodies]),
+            "key_id": pa.array(key_ids, pa.int32()),
+            "count": pa.array([c for b in bodies for c in b["vector"]["counts"]], pa.int64())})
+        if self.bbv_keys.new:
+            self._insert_rows("bbv_keys", self.bbv_keys.new_rows())
+        self.con.execute("INSERT INTO bbv_vectors SELECT * FROM vectors")
+        self.con.execute("INSERT INTO bbv_counts SELECT * FROM counts")
+
+    def _forget_new_ids(self) -> None:
+        """After a rollback: the ids given in it are gone from the tables, so from the maps too."""
+        if self.series.new:
+            self.series.rollback()
+            self._id_columns.clear()   # some columns hold the forgotten ids
+        self.bbv_keys.rollback()
 
     def _insert_rows(self, table: str, rows: list[tuple], on_conflict: str = "") -> None:
         columns = self._columns.get(table)
@@ -207,5 +293,6 @@ class Store:
             self.con.commit()
             return result
         except BaseException:
+            self._forget_new_ids()
             self.con.rollback()
             raise

@@ -1,5 +1,6 @@
 """The store's schema: versioned migrations, applied once each (`schema_version` records them), and
-TABLES, the one list of the store's tables, read off the migrations' own statements."""
+TABLES, the one list of what the store's SQL names: the base tables, read off the migrations' own
+statements, then the views over them (`views.VIEWS`, made at each open by `views.create_views`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import re
 import time
 
 import duckdb
+
+from causewatch.daemon.store.views import VIEWS
 
 MIGRATIONS: list[tuple[int, str]] = [
     (1, """
@@ -57,6 +60,56 @@ MIGRATIONS: list[tuple[int, str]] = [
     # The node facts a probe result was taken under (machine boot id, cpu model, cores, memory): a hello
     # whose facts differ gets the kit again. Older results keep NULL (only their age counts).
     (5, "ALTER TABLE probe_results ADD COLUMN facts JSON"),
+    # Series ids (issue 27): a sample row is (series id, ms, value), the strings once per series in
+    # `series`; a phase vector is one `bbv_vectors` row and its (key id, count) pairs, the keys once per
+    # target in `bbv_keys`. The old tables' rows are copied across, times rounded to the millisecond,
+    # sorted by (series, time); the views of the old names and columns are made by views.create_views.
+    # No primary key on the large tables: DuckDB holds a key's index in memory.
+    (6, """
+    SELECT CASE WHEN count(*) > 0 THEN error(printf(
+        'migration 6: %d samples have a time beyond +-2^43 s, which integer milliseconds cannot hold exactly '
+        '(delete them, e.g. DELETE FROM samples WHERE abs(ts) >= 2^43, and open the store again)', count(*))) END
+        FROM samples WHERE abs(ts) >= 8796093022208;   -- 2^43 s: wire.MAX_TIME
+    CREATE TABLE series (series_id INTEGER PRIMARY KEY, node VARCHAR NOT NULL, scope VARCHAR NOT NULL,
+        metric VARCHAR NOT NULL, UNIQUE (node, scope, metric));
+    INSERT INTO series SELECT row_number() OVER (ORDER BY node, scope, metric), node, scope, metric
+        FROM (SELECT node, scope, metric FROM samples UNION SELECT node, scope, metric FROM samples_minute);
+    CREATE TABLE samples_hot (series_id INTEGER, ts BIGINT, value DOUBLE);
+    INSERT INTO samples_hot SELECT s.series_id, floor(o.ts * 1000 + 0.5)::BIGINT AS ms, o.value
+        FROM samples o JOIN series s USING (node, scope, metric) ORDER BY s.series_id, ms;
+    DROP TABLE samples;
+    CREATE TABLE samples_minute_agg (series_id INTEGER, minute BIGINT, count BIGINT, mean DOUBLE, min DOUBLE,
+        max DOUBLE);
+    INSERT INTO samples_minute_agg SELECT s.series_id, floor(o.minute * 1000 + 0.5)::BIGINT AS ms, o.count,
+        o.mean, o.min, o.max FROM samples_minute o JOIN series s USING (node, scope, metric) ORDER BY s.series_id, ms;
+    DROP TABLE samples_minute;
+    CREATE TABLE bbv_keys (key_id INTEGER PRIMARY KEY, target VARCHAR, key VARCHAR, UNIQUE (target, key));
+    INSERT INTO bbv_keys SELECT row_number() OVER (ORDER BY target, key), target, key
+        FROM (SELECT DISTINCT target, key FROM bbv);
+    CREATE SEQUENCE bbv_vector_ids;
+    CREATE TABLE bbv_vectors (vector_id BIGINT, node VARCHAR, boot VARCHAR, seq BIGINT, target VARCHAR,
+        kind VARCHAR, t_start DOUBLE, t_end DOUBLE, pid BIGINT, lost BIGINT);
+    INSERT INTO bbv_vectors SELECT nextval('bbv_vector_ids'), * FROM (SELECT DISTINCT node, boot, seq, target,
+        kind, t_start, t_end, pid, lost FROM bbv ORDER BY t_start, node, boot, seq);
+    CREATE TABLE bbv_counts (vector_id BIGINT, key_id INTEGER, count BIGINT);
+    INSERT INTO bbv_counts SELECT v.vector_id, k.key_id, o.count FROM bbv o
+        JOIN bbv_vectors v ON v.node IS NOT DISTINCT FROM o.node AND v.boot IS NOT DISTINCT FROM o.boot
+            AND v.seq IS NOT DISTINCT FROM o.seq AND v.target IS NOT DISTINCT FROM o.target
+            AND v.kind IS NOT DISTINCT FROM o.kind AND v.t_start IS NOT DISTINCT FROM o.t_start
+            AND v.t_end IS NOT DISTINCT FROM o.t_end AND v.pid IS NOT DISTINCT FROM o.pid
+            AND v.lost IS NOT DISTINCT FROM o.lost
+        JOIN bbv_keys k ON k.target IS NOT DISTINCT FROM o.target AND k.key IS NOT DISTINCT FROM o.key
+        ORDER BY v.vector_id;
+    DROP TABLE bbv;
+    """),
+    # The Parquet lake's catalog (daemon/store/lake.py): a file counts from the transaction listing it.
+    (7, """
+    CREATE TABLE lake_files (path VARCHAR PRIMARY KEY, tbl VARCHAR, day DATE, rows BIGINT, bytes BIGINT,
+        ts_min BIGINT, ts_max BIGINT, written DOUBLE);
+    """),
+    # Per (node, boot), the highest seq whose ingest_log row retention trimmed: a resend at or below it
+    # was stored long ago (else a resend after the trim would be stored twice).
+    (8, "CREATE TABLE ingest_trimmed (node VARCHAR, boot VARCHAR, seq BIGINT, PRIMARY KEY (node, boot))"),
 ]
 
 
@@ -82,9 +135,9 @@ _DDL = re.compile(r"\b(CREATE|DROP)\s+TABLE\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?(\w+
 
 
 def _created_tables(statements: list[str]) -> tuple[str, ...]:
-    """The tables that `statements` leave, in the order they were last created. Only CREATE TABLE
-    and DROP TABLE are read: a migration that renames a table must teach this (a test compares the
-    result with a migrated file's tables)."""
+    """The base tables that `statements` leave, in the order they were last created. Only CREATE TABLE
+    and DROP TABLE are read (views and sequences are not tables): a migration that renames a table must
+    teach this (a test compares the result with a migrated file's tables)."""
     tables: list[str] = []
     for sql in statements:
         for verb, name in _DDL.findall(sql):
@@ -95,5 +148,7 @@ def _created_tables(statements: list[str]) -> tuple[str, ...]:
     return tuple(tables)
 
 
-# Every table of a migrated store: what /api/stats counts and what the SQL wall test guards.
-TABLES = _created_tables([VERSION_TABLE, *(sql for _, sql in MIGRATIONS)])
+# Every base table of a migrated store, then every view of an opened one: what /api/stats counts and
+# what the SQL wall test guards. Writes go to BASE_TABLES; readers name views where there is one.
+BASE_TABLES = _created_tables([VERSION_TABLE, *(sql for _, sql in MIGRATIONS)])
+TABLES = BASE_TABLES + VIEWS

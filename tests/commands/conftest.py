@@ -5,7 +5,7 @@ import json
 import duckdb
 import pytest
 
-from causewatch.daemon.store import migrate
+from causewatch.daemon.store import create_views, migrate
 
 
 @pytest.fixture
@@ -14,6 +14,7 @@ def fig5_db(tmp_path):
     path = str(tmp_path / "pic.duckdb")
     con = duckdb.connect(path)
     migrate(con)
+    create_views(con)
     rows = [("PARTICLE_LOAD", 0.9497242344418835, 4.0), ("MPI_SEND", 0.6550124668722567, 3.0),
             ("SR_E_FIELD", 0.2, 3.0)]
     con.executemany("INSERT INTO regions VALUES ('node1', 'b', ?, '3dpic', ?, 0, ?, 1, NULL, ?, NULL, NULL)",

@@ -4,14 +4,14 @@ entry point's help in a child process)."""
 
 import json
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pytest
 from support import run_cli
 
+from causewatch import wire
 from causewatch.cli import main
-from causewatch.daemon.store import migrate
+from causewatch.daemon.store import Store
 
 
 @pytest.fixture
@@ -108,12 +108,11 @@ def test_learn_over_stored_samples_learns_between_metrics(tmp_path, capsys):
     rng = np.random.default_rng(3)
     t = np.arange(400, dtype=float)
     load = rng.uniform(0, 1, 400)
-    rows = [("n1", ts, "node", "load", v) for ts, v in zip(t, load)]
-    rows += [("n1", ts, "node", "cpu_seconds", 2 * v + 0.05 * rng.normal()) for ts, v in zip(t, load)]
-    rows += [("n1", ts, "node", "unrelated", rng.normal()) for ts in t]
-    with duckdb.connect(str(db)) as con:
-        migrate(con)
-        con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", rows)
+    values = np.column_stack([load, 2 * load + 0.05 * rng.normal(size=400), rng.normal(size=400)])
+    store = Store(str(db))
+    store.commit_frames([wire.decode(wire.encode("samples", "n1", "b1", 1, wire.samples_body(
+        t, ["load", "cpu_seconds", "unrelated"], values)))])
+    store.close()
     assert main(["learn", f"duckdb:{db}:samples", "--metric", "load", "--metric", "cpu_seconds",
                  "--metric", "unrelated", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -128,8 +127,7 @@ def test_learn_over_stored_samples_learns_between_metrics(tmp_path, capsys):
 @pytest.mark.parametrize("spec", ["duckdb:{db}:nope"])
 def test_learn_names_the_tables_a_file_has(tmp_path, capsys, spec):
     db = tmp_path / "cw.duckdb"
-    with duckdb.connect(str(db)) as con:
-        migrate(con)
+    Store(str(db)).close()
     assert main(["learn", spec.format(db=db)]) == 2
     err = capsys.readouterr().err
     assert "no table 'nope'" in err and "samples" in err

@@ -3,24 +3,23 @@ choice that matches nothing (or several) lists the known targets."""
 
 import json
 
-import duckdb
 import pytest
+from support import bbv_frames
 
 from causewatch.cli import main
-from causewatch.daemon.store import migrate
+from causewatch.daemon.store import Store
 
 
 @pytest.fixture
 def db(tmp_path):
     path = str(tmp_path / "s.duckdb")
-    with duckdb.connect(path) as con:
-        migrate(con)
-        rows = [("n", "b", i, "app", "native", float(i), i + 1.0, key, 10 + i % 3)
-                for i in range(12) for key in (("f", "g") if i % 2 else ("h", "k"))]
-        rows += [("n", "b", 100 + i, "app", "python", float(i), i + 1.0, "x.py:f", 5) for i in range(3)]
-        rows += [("m", "c", i, "other", "native", float(i), i + 1.0, "z", 1) for i in range(4)]
-        con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    rows = [("n", "b", i + 1, "app", "native", float(i), i + 1.0, key, 10 + i % 3)
+            for i in range(12) for key in (("f", "g") if i % 2 else ("h", "k"))]
+    rows += [("n", "b", 100 + i, "app", "python", float(i), i + 1.0, "x.py:f", 5) for i in range(3)]
+    rows += [("m", "c", i + 1, "other", "native", float(i), i + 1.0, "z", 1) for i in range(4)]
+    store = Store(path)
+    store.commit_frames(bbv_frames(rows))
+    store.close()
     return path
 
 

@@ -9,7 +9,7 @@ import pytest
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_fuzzy import GAUGE, FuzzyJob
 from causewatch.daemon.jobs import JobContext
-from causewatch.daemon.store import migrate
+from causewatch.daemon.store import create_views, migrate
 
 NOW = 10_000.0
 
@@ -18,6 +18,7 @@ NOW = 10_000.0
 def con(tmp_path):
     con = duckdb.connect(str(tmp_path / "store.duckdb"))
     migrate(con)
+    create_views(con)
     regions = [("n1", "PARTICLE_LOAD", 0.9497242344418835, NOW - 60), ("n1", "MPI_SEND", 0.6550124668722567, NOW - 60),
                ("n2", "PARTICLE_LOAD", 0.5, NOW - 60), ("n2", "OLD", 0.99, NOW - 5000)]
     con.executemany("INSERT INTO regions VALUES (?, 'b', 1, '3dpic', ?, ?, 1, 1, NULL, ?, NULL, NULL)",
@@ -67,6 +68,7 @@ def test_job_republishes_only_current_bottlenecks(con):
 def test_job_on_an_empty_store(tmp_path):
     con = duckdb.connect(str(tmp_path / "empty.duckdb"))
     migrate(con)
+    create_views(con)
     ctx = _ctx(con)
     FuzzyJob(clock=lambda: NOW).run(ctx)
     assert con.execute("SELECT count(*) FROM scores").fetchone()[0] == 0 and _gauges(ctx) == []

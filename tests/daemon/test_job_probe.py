@@ -20,7 +20,7 @@ from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_probe import ProbeJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.server import Daemon
-from causewatch.daemon.store import Store, migrate
+from causewatch.daemon.store import Store, create_views, migrate
 from causewatch.daemon.store.results import NODE_FACTS_SQL, hello_facts, register_kit
 from causewatch.probe.registry import kit_row
 from causewatch.probe.run import handle_run_probe
@@ -45,6 +45,7 @@ def context(con, sent):
 def test_hello_from_a_new_node_gets_every_kit_it_has_no_result_for(tmp_path):
     con = duckdb.connect(str(tmp_path / "s.duckdb"))
     migrate(con)
+    create_views(con)
     register_kit(con, kit_row(manifest("k1")))
     register_kit(con, kit_row(manifest("k2")))
     sent = []
@@ -67,6 +68,7 @@ def test_new_agent_is_probed_and_ranked(tmp_path):
     db = tmp_path / "cw.duckdb"
     with duckdb.connect(str(db)) as con:
         migrate(con)
+        create_views(con)
         register_kit(con, kit_row(manifest()))
     daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
                     jobs=[ProbeJob()]).start()
@@ -113,6 +115,7 @@ def registered_store(tmp_path):
     db = tmp_path / "cw.duckdb"
     with duckdb.connect(str(db)) as con:
         migrate(con)
+        create_views(con)
         register_kit(con, kit_row(manifest()))
     return db
 

@@ -6,17 +6,18 @@ import json
 import duckdb
 import numpy as np
 import pytest
+from support import bbv_frames
 
 from causewatch.analytics.fuzzy import Membership, PerfQLError, Query, TermSet
 from causewatch.analytics.fuzzy.summaries import metric_name
 from causewatch.daemon.readers.regions import perfql_matches, region_summaries
-from causewatch.daemon.store import migrate
+from causewatch.daemon.store import Store
 
 
 @pytest.fixture
 def con(tmp_path):
-    con = duckdb.connect(str(tmp_path / "store.duckdb"))
-    migrate(con)
+    store = Store(str(tmp_path / "store.duckdb"))
+    con = store.con
     regions = [  # node, seq, app, region, t_start, duration, calls, cpu, counters, extra
         ("n1", 1, "pic", "main", 100.0, 10.0, 1, 9.0, {"cache_misses": 20, "cache-references": 100, "cpi": 1.0}, None),
         ("n1", 2, "pic", "solve", 101.0, 4.0, 2, 3.0, {"cache_misses": 10, "cache-references": 50, "cpi": 2.0},
@@ -32,10 +33,15 @@ def con(tmp_path):
         ("n1", 10, 100.0, 102.0, "f", 3), ("n1", 10, 100.0, 102.0, "g", 1),
         ("n1", 11, 102.0, 104.0, "f", 1), ("n1", 11, 102.0, 104.0, "g", 1),
     ]
-    con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
-                    "VALUES (?, 'b', ?, 'pic', 'native', ?, ?, ?, ?)", bbv)
+    store.commit_frames(bbv_frames([(n, "b", s, "pic", "native", t0, t1, k, c) for n, s, t0, t1, k, c in bbv]))
     yield con
-    con.close()
+    store.close()
+
+
+def opened(path) -> duckdb.DuckDBPyConnection:
+    """A connection to a store the daemon made: migrated, its views there."""
+    Store(str(path)).close()
+    return duckdb.connect(str(path))
 
 
 def _row(df, node, region, source):
@@ -72,8 +78,7 @@ def test_window_nodes_and_metric_selection(con):
 
 
 def test_empty_store(tmp_path):
-    con = duckdb.connect(str(tmp_path / "empty.duckdb"))
-    migrate(con)
+    con = opened(tmp_path / "empty.duckdb")
     f = region_summaries(con)
     assert len(f) == 0 and {"node", "app", "region", "source", "duration", "time_share"} <= set(f.columns)
 
@@ -87,8 +92,7 @@ TERMS = {"ratio": TermSet("ratio", {"low": Membership("z", (0.2, 0.4)), "high": 
 
 
 def _store(path):
-    con = duckdb.connect(str(path))
-    migrate(con)
+    con = opened(path)
     rows = [("n1", i, "app", f"r{i}", float(i), 1.0 + i, json.dumps({"a": i, "b": 10})) for i in range(10)]
     con.executemany("INSERT INTO regions VALUES (?, 'b', ?, ?, ?, ?, ?, 1, NULL, ?, NULL, NULL)", rows)
     return con
@@ -112,8 +116,7 @@ def test_misspelt_metric_in_a_store_is_an_error_and_an_empty_store_matches_nothi
 
 
 def test_region_counters_with_keys_hostile_to_sql_and_json_paths(tmp_path):
-    con = duckdb.connect(str(tmp_path / "s.duckdb"))
-    migrate(con)
+    con = opened(tmp_path / "s.duckdb")
     keys = ["x\\", "*", 'a"b', "it's", "a/b", "~1", "$", "cache-misses", "cache_misses"]
     counters = json.dumps({k: i + 1 for i, k in enumerate(keys)})
     con.execute("INSERT INTO regions VALUES ('n', 'b', 1, 'app', 'r', 1.0, 2.0, 1, NULL, ?, NULL, NULL)", [counters])

@@ -2,6 +2,7 @@
 per-minute aggregates stay and equal what the raw rows gave, the Parquet export holds exactly the
 deleted rows, late rows are folded into their minute, and a bad retention setting exits 2 naming it."""
 
+import functools
 import math
 import sys
 import time
@@ -19,6 +20,7 @@ from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_retention import DAY, RetentionJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.store import Store
+from causewatch.daemon.store.retention import trim_ingest_log
 from causewatch.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -105,6 +107,26 @@ def test_retention_deletes_what_is_older_and_keeps_exact_aggregates(store, tmp_p
     # The log keeps the newest frame of the boot (the high-water mark a reopened store starts from).
     log = all_rows(store, "ingest_log")
     assert log.seq.tolist() == [log_before.seq.max()] and job.deleted_["ingest_log"] == len(log_before) - 1
+
+
+def test_a_frame_resent_after_the_log_was_trimmed_is_still_a_duplicate(store):
+    """Exactly-once outlives the log's trim: an agent that lost its acks and resends a frame whose log
+    row retention deleted gets it acked as a duplicate, not stored twice (each boot's trim watermark)."""
+    rng = np.random.default_rng(5)
+    frames = samples_frames(RAW_CUT + np.arange(300.0), 1, rng)
+    store.commit_frames(frames)
+    before = all_rows(store, "samples")
+    store.run(functools.partial(trim_ingest_log, cutoff=NOW))
+    assert len(all_rows(store, "ingest_log")) == 1
+    verdicts = store.commit_frames(frames[:3] + [frames[-1]])
+    assert len(verdicts.duplicate) == 4 and not verdicts.stored
+    pd.testing.assert_frame_equal(all_rows(store, "samples"), before)
+    store.close()
+    reopened = Store(store.path)
+    assert len(reopened.commit_frames(frames[:2]).duplicate) == 2
+    other_boot = samples_frames(RAW_CUT + np.arange(50.0), 1, rng, boot="b9")
+    assert len(reopened.commit_frames(other_boot).stored) == 1, "another boot's frames were taken as resends"
+    reopened.close()
 
 
 def test_late_rows_are_folded_into_their_minute(store):

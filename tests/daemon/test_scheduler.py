@@ -62,7 +62,7 @@ def test_hello_reaches_jobs():
 
 def test_the_daemons_jobs_keep_the_protocol_under_distinct_names():
     jobs = default_jobs(DaemonConfig(db="x.duckdb"))
-    assert [j.name for j in jobs] == ["causal", "fuzzy", "probe", "retention"]
+    assert [j.name for j in jobs] == ["causal", "fuzzy", "probe", "retention", "compaction"]
     assert all(isinstance(j, Job) and j.interval > 0 for j in jobs)
     assert LocalJobs(jobs, None).schedule() == [(j.name, j.interval) for j in jobs]
 

@@ -2,9 +2,12 @@
 
 import duckdb
 import numpy as np
+import pyarrow as pa
+import pytest
 
 from causewatch import wire
 from causewatch.daemon.store import Store
+from causewatch.errors import WireError
 
 
 def frames(seqs, node="n1", boot="b1"):
@@ -105,4 +108,192 @@ def test_hellos_of_one_batch_are_upserted_newest_wins_first_seen_kept(tmp_path):
 def test_duckdb_memory_is_bounded_by_the_setting(tmp_path):
     store = Store(str(tmp_path / "s.duckdb"), memory_bytes=64 * 2**20)
     assert store.cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0] == "64.0 MiB"
+    store.close()
+
+
+# ---- series ids: filled on first sight, in the frame's own transaction -------------------------------
+
+def samples_frame(node: str, seq: int, names, t=(1.0,), scope="node", boot="b1", values=None) -> wire.Frame:
+    values = np.full((len(t), len(names)), float(seq)) if values is None else values
+    return wire.decode(wire.encode("samples", node, boot, seq, wire.samples_body(list(t), list(names), values, scope)))
+
+
+def series_rows(store: Store) -> dict[tuple, int]:
+    rows = store.cursor().execute("SELECT series_id, node, scope, metric FROM series").fetchall()
+    return {(n, s, m): i for i, n, s, m in rows}
+
+
+def test_series_are_given_ids_on_first_sight_once_each_and_kept_across_reopen(tmp_path):
+    db = str(tmp_path / "s.duckdb")
+    store = Store(db)
+    # one batch: a new series in two frames of one node, in another scope and node, and a frame twice
+    batch = [samples_frame("n1", 1, ["a", "b"]), samples_frame("n1", 2, ["b", "c"]),
+             samples_frame("n1", 3, ["a"], scope="other"), samples_frame("n2", 1, ["a"]),
+             samples_frame("n1", 2, ["b", "c"])]
+    v = store.commit_frames(batch)
+    assert len(v.stored) == 4 and len(v.duplicate) == 1
+    ids = series_rows(store)
+    assert sorted(ids) == [("n1", "node", "a"), ("n1", "node", "b"), ("n1", "node", "c"), ("n1", "other", "a"),
+                           ("n2", "node", "a")]
+    assert sorted(ids.values()) == [1, 2, 3, 4, 5] and store.series.ids == ids
+    store.close()
+    store = Store(db)
+    assert store.series.ids == ids
+    store.commit_frames([samples_frame("n2", 2, ["a", "z"])])
+    assert series_rows(store) == {**ids, ("n2", "node", "z"): 6}
+    got = store.cursor().execute("SELECT node, scope, metric, value FROM samples ORDER BY ALL").fetchall()
+    assert got == [("n1", "node", "a", 1.0), ("n1", "node", "b", 1.0), ("n1", "node", "b", 2.0),
+                   ("n1", "node", "c", 2.0), ("n1", "other", "a", 3.0), ("n2", "node", "a", 1.0),
+                   ("n2", "node", "a", 2.0), ("n2", "node", "z", 2.0)]
+    store.close()
+
+
+def unstorable_bbv(seq: int) -> wire.Frame:
+    """A frame the wire accepts and DuckDB cannot hold: a count past BIGINT (msgpack carries uint64)."""
+    body = {"target": "app", "kind": "native", "start": 0.0, "end": 1.0,
+            "vector": {"keys": ["f"], "counts": [2**64 - 1]}}
+    return wire.decode(wire.encode("bbv", "n1", "b1", seq, body))
+
+
+def test_a_rolled_back_commit_takes_its_new_series_ids_with_it(tmp_path):
+    """The series rows and the writer's map move together: after a failed batch neither holds the
+    ids it gave, and the same frames stored afterwards get ids the table agrees with."""
+    store = Store(str(tmp_path / "s.duckdb"))
+    store.commit_frames([samples_frame("n1", 1, ["a"])])
+    before_map, before_rows = dict(store.series.ids), series_rows(store)
+    new = [samples_frame("n1", 2, ["a", "fresh"]), samples_frame("n9", 1, ["a"])]
+    with pytest.raises((duckdb.Error, OverflowError, pa.ArrowException)):
+        store.commit_frames([*new, unstorable_bbv(3)])
+    assert store.series.ids == before_map and series_rows(store) == before_rows
+    assert store.series.new == [] and store.series.next == 2
+    assert store.cursor().execute("SELECT count(*) FROM samples").fetchone()[0] == 1
+    # the writer's cached id columns forgot the ids too: the same frames now get fresh, consistent ids
+    store.commit_frames([samples_frame("n7", 1, ["fresh"]), *new])
+    assert store.series.ids == series_rows(store)
+    assert series_rows(store) == {("n1", "node", "a"): 1, ("n7", "node", "fresh"): 2, ("n1", "node", "fresh"): 3,
+                                  ("n9", "node", "a"): 4}
+    got = store.cursor().execute("SELECT node, metric, value FROM samples ORDER BY ALL").fetchall()
+    assert got == [("n1", "a", 1.0), ("n1", "a", 2.0), ("n1", "fresh", 2.0), ("n7", "fresh", 1.0), ("n9", "a", 1.0)]
+    store.close()
+
+
+def test_a_failed_run_leaves_the_series_map_alone(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"))
+    store.commit_frames([samples_frame("n1", 1, ["a"])])
+    with pytest.raises(duckdb.Error):
+        store.run(lambda con: con.execute("SELECT * FROM no_such_table"))
+    store.commit_frames([samples_frame("n1", 2, ["a", "b"])])
+    assert store.series.ids == series_rows(store) == {("n1", "node", "a"): 1, ("n1", "node", "b"): 2}
+    store.close()
+
+
+def test_hostile_samples_empty_frames_nulls_and_times_at_the_limits(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"))
+    edge = wire.MAX_TIME - 0.001
+    frames = [
+        samples_frame("n1", 1, [], t=[]),                        # no timestamps, no names
+        samples_frame("n1", 2, ["a"], t=[]),                     # names, no timestamps
+        samples_frame("n1", 3, [], t=[5.0]),                     # a timestamp, no names
+        samples_frame("n1", 4, ["a", "b"], t=[-edge, edge, 1.2345678],
+                      values=np.array([[np.nan, 1.0], [2.0, np.nan], [np.nan, np.nan]])),
+    ]
+    assert len(store.commit_frames(frames).stored) == 4
+    got = store.cursor().execute("SELECT ts, metric, value FROM samples ORDER BY ts, metric").fetchall()
+    assert [r[1:] for r in got] == [("a", None), ("b", 1.0), ("a", None), ("b", None), ("a", 2.0), ("b", None)]
+    # out there a double of seconds is 2 ms coarse: the time comes back within a millisecond
+    assert [r[0] for r in got] == pytest.approx([-edge, -edge, 1.235, 1.235, edge, edge], abs=0.001, rel=0)
+    assert store.cursor().execute("SELECT count(*) FROM series").fetchone()[0] == 2
+    store.close()
+
+
+@pytest.mark.parametrize("t", [wire.MAX_TIME, -wire.MAX_TIME, 1e300, -1e300])
+def test_a_time_the_store_cannot_hold_is_refused_by_the_wire(t):
+    data = wire.encode("samples", "n1", "b1", 1, wire.samples_body([1.0, t], ["a"], [[1.0], [2.0]]))
+    with pytest.raises(WireError) as e:
+        wire.decode(data)
+    assert (e.value.field, e.value.code, e.value.seq) == ("body.t", "range", 1)
+
+
+def test_unflagged_nan_is_refused_and_a_flagged_one_stored_as_null(tmp_path):
+    body = wire.samples_body([1.0], ["a", "b"], [[1.0, 2.0]])
+    values = bytearray(body["values"])
+    values[8:16] = np.array([np.nan]).tobytes()
+    with pytest.raises(WireError) as e:
+        wire.decode(wire.encode("samples", "n1", "b1", 1, {**body, "values": bytes(values)}))
+    assert e.value.code == "nonfinite"
+    store = Store(str(tmp_path / "s.duckdb"))
+    flagged = {**body, "values": bytes(values), "nulls": b"\x00\x01"}
+    store.commit_frames([wire.decode(wire.encode("samples", "n1", "b1", 1, flagged))])
+    assert store.cursor().execute("SELECT metric, value FROM samples ORDER BY metric").fetchall() == \
+        [("a", 1.0), ("b", None)]
+    store.close()
+
+
+def test_times_are_kept_to_the_nearest_millisecond(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"))
+    t = [1.7e9 + 0.0004, 1.7e9 + 0.0006, 1776000000.123, 0.001]
+    store.commit_frames([samples_frame("n1", 1, ["a"], t=t)])
+    got = [r[0] for r in store.cursor().execute("SELECT ts FROM samples ORDER BY ts").fetchall()]
+    assert got == [0.001, 1.7e9, 1.7e9 + 0.001, 1776000000.123]
+    assert store.cursor().execute("SELECT ts FROM samples_hot ORDER BY ts").fetchall()[-1] == (1776000000123,)
+    store.close()
+
+
+# ---- phase vectors: a row per vector, its counts by key id, a key dictionary per target ----------------
+
+def bbv_frame(node: str, seq: int, target: str, keys, counts=None, boot="b1", **extra) -> wire.Frame:
+    counts = list(range(1, len(keys) + 1)) if counts is None else counts
+    body = {"target": target, "kind": "native", "start": float(seq), "end": seq + 1.0,
+            "vector": {"keys": list(keys), "counts": counts}, **extra}
+    return wire.decode(wire.encode("bbv", node, boot, seq, body))
+
+
+def key_rows(store: Store) -> dict[tuple, int]:
+    return {(t, k): i for i, t, k in store.cursor().execute("SELECT key_id, target, key FROM bbv_keys").fetchall()}
+
+
+def bbv_view(store: Store) -> list[tuple]:
+    return store.cursor().execute("SELECT node, seq, target, key, count, pid, lost FROM bbv ORDER BY ALL").fetchall()
+
+
+def test_phase_vector_keys_get_ids_per_target_on_first_sight(tmp_path):
+    db = str(tmp_path / "s.duckdb")
+    store = Store(db)
+    batch = [bbv_frame("n1", 1, "app", ["f", "g"], pid=7, lost=2), bbv_frame("n2", 1, "app", ["g", "h"]),
+             bbv_frame("n1", 2, "other", ["f"]),                   # the same key, another target: its own id
+             bbv_frame("n1", 3, "app", []),                        # an empty vector: a vector row, no counts
+             bbv_frame("n1", 4, "app", ["f", "f"], [1, 5]),        # a key twice in one vector: both rows kept
+             bbv_frame("n1", 1, "app", ["f", "g"], pid=7, lost=2)]  # a resend in the same batch
+    v = store.commit_frames(batch)
+    assert len(v.stored) == 5 and len(v.duplicate) == 1
+    keys = key_rows(store)
+    assert keys == {("app", "f"): 1, ("app", "g"): 2, ("app", "h"): 3, ("other", "f"): 4} == store.bbv_keys.ids
+    assert bbv_view(store) == [("n1", 1, "app", "f", 1, 7, 2), ("n1", 1, "app", "g", 2, 7, 2),
+                               ("n1", 2, "other", "f", 1, None, None), ("n1", 4, "app", "f", 1, None, None),
+                               ("n1", 4, "app", "f", 5, None, None), ("n2", 1, "app", "g", 1, None, None),
+                               ("n2", 1, "app", "h", 2, None, None)]
+    vectors = store.cursor().execute("SELECT count(*), count(DISTINCT vector_id) FROM bbv_vectors").fetchone()
+    assert vectors == (5, 5)
+    store.close()
+    store = Store(db)
+    assert store.bbv_keys.ids == keys
+    store.commit_frames([bbv_frame("n3", 1, "app", ["h", "new"])])
+    assert key_rows(store) == {**keys, ("app", "new"): 5}
+    store.close()
+
+
+def test_a_rolled_back_commit_takes_its_new_key_ids_and_vectors_with_it(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"))
+    store.commit_frames([bbv_frame("n1", 1, "app", ["f"])])
+    before = dict(store.bbv_keys.ids)
+    with pytest.raises((duckdb.Error, OverflowError, pa.ArrowException)):
+        store.commit_frames([bbv_frame("n1", 2, "app", ["g", "f"]), bbv_frame("n1", 3, "new", ["x"]),
+                             samples_frame("n1", 4, ["m"]), unstorable_bbv(5)])
+    assert store.bbv_keys.ids == before == key_rows(store) and store.bbv_keys.next == 2
+    assert store.series.ids == {} == series_rows(store)
+    assert store.cursor().execute("SELECT count(*) FROM bbv_vectors").fetchone()[0] == 1
+    store.commit_frames([bbv_frame("n1", 3, "new", ["x"]), bbv_frame("n1", 2, "app", ["g", "f"])])
+    assert key_rows(store) == store.bbv_keys.ids == {("app", "f"): 1, ("new", "x"): 2, ("app", "g"): 3}
+    assert bbv_view(store) == [("n1", 1, "app", "f", 1, None, None), ("n1", 2, "app", "f", 2, None, None),
+                               ("n1", 2, "app", "g", 1, None, None), ("n1", 3, "new", "x", 1, None, None)]
     store.close()

@@ -47,16 +47,18 @@ def _fill(path) -> None:
         con.executemany("INSERT INTO regions VALUES ('n1', 'b', ?, 'lu', ?, ?, 2.0, 1, 1.0, ?, NULL, NULL)",
                         [(1000 + i, f"r{i % 4}", time.time() - 30,
                           json.dumps({"cycles": 900 + i, "instructions": 1000})) for i in range(20)])
-        con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
-                        "VALUES ('n1', 'b', ?, 'app:lu', 'python', ?, ?, ?, ?)",
-                        [(2000 + i, float(i), i + 1.0, k, 5 + i % 3) for i in range(12) for k in
-                         (("a.py:f", "a.py:g") if i < 6 else ("b.py:h",))])
-        con.executemany("INSERT INTO samples VALUES ('n1', ?, 'node', ?, ?)",
-                        [(float(t), m, float(t % 7) ** (2 if m == "b" else 1)) for t in range(60) for m in "ab"])
         con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, ratio, "
                     "probe_seconds, phases) VALUES ('n1', 'b', 3000, 1.0, 'mw', 'k1', 5.0, 4.5, 5.5, 0.5, 0.2, NULL)")
         con.execute("INSERT INTO nodes (node, hostname, cores, memory_bytes, agent_version, boot, first_seen, "
                     "last_seen) VALUES ('n1', 'h1', 4, 8000000000, 't', 'b', 1.0, 2.0)")
+    # phase vectors and samples as the writer stores them (their tables are views over id-keyed ones)
+    vectors = [wire.decode(wire.encode("bbv", "n1", "b", 2000 + i, {
+        "target": "app:lu", "kind": "python", "start": float(i), "end": i + 1.0,
+        "vector": wire.sparse({k: 5 + i % 3 for k in (("a.py:f", "a.py:g") if i < 6 else ("b.py:h",))})}))
+        for i in range(12)]
+    t = np.arange(60.0)
+    samples = wire.samples_body(t, ["a", "b"], np.column_stack([t % 7, (t % 7) ** 2]))
+    store.commit_frames([*vectors, wire.decode(wire.encode("samples", "n1", "b", 3001, samples))])
     store.run(write)
     job = CausalJob(min_rows=50, min_new=20)
     ctx = JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())

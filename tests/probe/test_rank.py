@@ -12,7 +12,7 @@ from causewatch.daemon import (
     verbs,
 )
 from causewatch.daemon.readers.probes import latest_probes, predicted_times, registered_kits
-from causewatch.daemon.store import Store, migrate
+from causewatch.daemon.store import Store, create_views, migrate
 from causewatch.daemon.store.results import register_kit
 from causewatch.errors import InputError
 from causewatch.probe.rank import rank_nodes
@@ -32,6 +32,7 @@ def manifest(app="mw", kit="k1"):
 def store(path, results):
     con = duckdb.connect(str(path))
     migrate(con)
+    create_views(con)
     register_kit(con, kit_row(manifest()))
     for i, (node, ts, app, pred) in enumerate(results):
         con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, ratio, "

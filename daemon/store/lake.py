@@ -1,0 +1,178 @@
+"""The cold half of the store: samples older than the hot window, moved out of DuckDB into zstd Parquet
+files sorted by series and time, in a hive layout under the store's lake folder (samples/day=YYYY-MM-DD/).
+
+Crash safety, the whole argument: a file is written first, under a name no reader knows; then ONE
+DuckDB transaction records it in `lake_files`, deletes the same rows from `samples_hot` and re-creates
+the `samples` view over the new file list. Readers see the view of a committed transaction, so a row is
+hot or cold, never both, never neither. A crash before the commit leaves an unlisted file (the rows are
+still hot); a crash after it leaves nothing to do. `sweep` deletes unlisted files, at open and before
+every move; dropping a partition (retention, a merge) is the same in reverse: unlist in a transaction,
+then sweep.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import duckdb
+
+from causewatch.daemon.store.views import create_views, listed
+
+DAY_MS = 86_400_000
+TABLE = "samples"        # the lake's one table so far: its folder under the lake
+STAGING = ".staging"     # where a merge writes before its swap: never read, emptied by every sweep
+# The hot table a move deletes from and the dictionary that names its series (daemon/store/schema.py).
+HOT, SERIES = "samples_hot", "series"
+# Sorted by series, then time: the strings fall into runs (dictionary + RLE make them nearly free), the
+# times into small steps (delta), and one node's or series' rows into few row groups (pruning).
+ORDER = "node, scope, metric, ts"
+# Measured by bench/storage.py over ten layouts: Parquet v2 encodes the ms times as deltas and the values
+# BYTE_STREAM_SPLIT, which DuckDB's dictionary pages would otherwise pre-empt (DICTIONARY_SIZE_LIMIT 1:
+# the sorted names compress to nearly nothing under zstd without one); large row groups, zstd level 9.
+COPY_OPTIONS = ("FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 9, PARQUET_VERSION v2, "
+                "DICTIONARY_SIZE_LIMIT 1, ROW_GROUP_SIZE 1048576")
+
+
+def folder_for(db: str, configured: str = "") -> Path | None:
+    """The lake folder: the configured one, else beside the DuckDB file (`x.duckdb` -> `x.lake/`), so
+    a store is one folder to back up or move; None for an in-memory store (nothing to move to)."""
+    if configured:
+        return Path(configured).expanduser()
+    if db in ("", ":memory:") or db.startswith(":memory:"):
+        return None
+    return Path(db).with_suffix(".lake")
+
+
+def sweep(con: duckdb.DuckDBPyConnection, lake: Path | None) -> dict[str, list[str]]:
+    """Delete the lake's unlisted files (left by a move that did not commit, or unlisted by retention)
+    and name the listed ones that are missing (someone deleted them: their rows are lost)."""
+    if lake is None or not (lake / TABLE).is_dir():
+        return {"removed": [], "missing": listed(con) if lake is not None else []}
+    shutil.rmtree(lake / STAGING, ignore_errors=True)
+    keep = set(listed(con))
+    on_disk = {str(p.relative_to(lake)) for p in (lake / TABLE).rglob("*.parquet")}
+    removed = sorted(on_disk - keep)
+    for p in removed:
+        (lake / p).unlink(missing_ok=True)
+    for d in (lake / TABLE).iterdir():
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+    return {"removed": removed, "missing": sorted(keep - on_disk)}
+
+
+def day_of(seconds: float) -> str:
+    """The UTC day (YYYY-MM-DD) a time in unix seconds falls on: a lake partition's name."""
+    return dt.datetime.fromtimestamp(seconds // 86400 * 86400, dt.UTC).strftime("%Y-%m-%d")
+
+
+def _day(ms: int) -> str:
+    return day_of(ms // 1000)
+
+
+def _write_day(con: duckdb.DuckDBPyConnection, lake: Path, day_ms: int, hi: int) -> tuple[str, int] | None:
+    """Copy the hot rows of the day starting at day_ms with ts < hi into a new file; (path, rows)."""
+    rel = f"{TABLE}/day={_day(day_ms)}/{uuid.uuid4().hex}.parquet"
+    (lake / rel).parent.mkdir(parents=True, exist_ok=True)
+    # COPY takes no bound parameters: the bounds are integers formatted here, the path ours
+    rows = con.execute(f"""COPY (SELECT s.node, s.scope, s.metric, h.ts, h.value FROM {HOT} h
+        JOIN {SERIES} s USING (series_id) WHERE h.ts >= {int(day_ms)} AND h.ts < {int(hi)} ORDER BY {ORDER})
+        TO '{str(lake / rel).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
+    return (rel, rows) if rows else None
+
+
+def compact(con: duckdb.DuckDBPyConnection, lake: str, cutoff_ms: int) -> dict:
+    """The compaction job's write (daemon/job_compaction.py), in the writer's transaction: sweep, then
+    move the hot samples with ts < cutoff_ms into the lake."""
+    folder = Path(lake)
+    swept = sweep(con, folder)
+    return {"moved": move(con, folder, cutoff_ms), **swept}
+
+
+def move(con: duckdb.DuckDBPyConnection, lake: Path, cutoff_ms: int) -> dict[str, int]:
+    """Move the hot samples with ts < cutoff_ms into the lake, a file per day they fall on, and
+    re-create the views over the new list; run inside the writer's transaction (Store.run). Returns
+    rows moved per day. A failure removes the files this call wrote and re-raises (the transaction's
+    rollback keeps the rows hot)."""
+    days = [d for (d,) in con.execute(f"SELECT DISTINCT ts // {DAY_MS} * {DAY_MS} FROM {HOT} WHERE ts < ? "
+                                      "ORDER BY 1", [cutoff_ms]).fetchall()]
+    written: list[str] = []
+    try:
+        moved = {}
+        for day_ms in days:
+            out = _write_day(con, lake, day_ms, min(day_ms + DAY_MS, cutoff_ms))
+            if out is None:
+                continue
+            rel, rows = out
+            written.append(rel)
+            lo, hi, n = con.execute(f"SELECT min(ts), max(ts), count(*) FROM read_parquet('{lake / rel}')").fetchone()
+            if n != rows:
+                raise RuntimeError(f"lake file {rel} holds {n} rows where {rows} were written")
+            con.execute("INSERT INTO lake_files VALUES (?, ?, ?::DATE, ?, ?, ?, ?, ?)",
+                        [rel, TABLE, _day(day_ms), rows, os.path.getsize(lake / rel), lo, hi, time.time()])
+            deleted = con.execute(f"DELETE FROM {HOT} WHERE ts >= ? AND ts < ?",
+                                  [day_ms, min(day_ms + DAY_MS, cutoff_ms)]).fetchone()[0]
+            if deleted != rows:
+                raise RuntimeError(f"moving day {_day(day_ms)}: deleted {deleted} hot rows, wrote {rows}")
+            moved[_day(day_ms)] = rows
+        if written:
+            create_views(con, lake)
+        return moved
+    except BaseException:
+        for rel in written:
+            (lake / rel).unlink(missing_ok=True)
+        raise
+
+
+def drop_before(con: duckdb.DuckDBPyConnection, lake: Path, day: str) -> int:
+    """Unlist the lake's partitions of days before `day` (YYYY-MM-DD) and re-create the views; the next
+    sweep deletes their files. Returns the rows dropped."""
+    rows = con.execute("SELECT coalesce(sum(rows), 0) FROM lake_files WHERE day < ?::DATE", [day]).fetchone()[0]
+    if rows:
+        con.execute("DELETE FROM lake_files WHERE day < ?::DATE", [day])
+        create_views(con, lake)
+    return rows
+
+
+def merge(lake: str, files: list[str], memory_bytes: int = 256 * 2**20) -> tuple[str, int]:
+    """Rewrite `files` (one day's, relative paths) as one sorted file in the staging folder, outside the
+    store (the jobs worker runs this on its own DuckDB: the writer is not held while it sorts).
+    Returns (staged path relative to the lake, rows)."""
+    folder = Path(lake)
+    staged = f"{STAGING}/{uuid.uuid4().hex}.parquet"
+    (folder / STAGING).mkdir(parents=True, exist_ok=True)
+    paths = ", ".join("'" + str(folder / f).replace("'", "''") + "'" for f in files)
+    with duckdb.connect(config={"memory_limit": f"{memory_bytes}B", "threads": 1,
+                                "temp_directory": str(folder / STAGING / "spill")}) as con:
+        rows = con.execute(f"""COPY (SELECT node, scope, metric, ts, value FROM read_parquet([{paths}],
+            hive_partitioning = false) ORDER BY {ORDER}) TO '{str(folder / staged).replace("'", "''")}'
+            ({COPY_OPTIONS})""").fetchone()[0]
+    return staged, rows
+
+
+def swap(con: duckdb.DuckDBPyConnection, lake: str, old: list[str], staged: str, rows: int) -> bool:
+    """In the writer's transaction: list the merged file `staged` in place of `old`, which must all
+    still be listed and hold `rows` together (else the merge is stale: False, and the next sweep takes
+    the staged file). The file is renamed into its day's folder before the commit: a crash between
+    leaves it unlisted, for the sweep."""
+    folder = Path(lake)
+    found = con.execute("SELECT count(*), sum(rows), min(day)::VARCHAR, count(DISTINCT day) FROM lake_files "
+                        "WHERE list_contains(?, path)", [old]).fetchone()
+    if found[0] != len(old) or found[1] != rows or found[3] != 1:
+        return False
+    rel = f"{TABLE}/day={found[2]}/{uuid.uuid4().hex}.parquet"
+    os.replace(folder / staged, folder / rel)
+    try:
+        lo, hi = con.execute(f"SELECT min(ts), max(ts) FROM read_parquet('{folder / rel}')").fetchone()
+        con.execute("DELETE FROM lake_files WHERE list_contains(?, path)", [old])
+        con.execute("INSERT INTO lake_files VALUES (?, ?, ?::DATE, ?, ?, ?, ?, ?)",
+                    [rel, TABLE, found[2], rows, os.path.getsize(folder / rel), lo, hi, time.time()])
+        create_views(con, folder)
+        return True
+    except BaseException:
+        (folder / rel).unlink(missing_ok=True)
+        raise

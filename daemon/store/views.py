@@ -1,0 +1,59 @@
+"""The store's outward tables as views over its base tables, made in one place at every open and in
+every transaction that changes the lake's file list.
+
+Readers (verbs, routes, analyses, PERFQL) name `samples`, `samples_minute` and `bbv` with the columns
+they always had; the base tables under them key each row by an integer id (`series`, `bbv_keys`) and
+keep times of samples as integer milliseconds. `samples` is hot ∪ cold: the DuckDB rows and the lake's
+listed Parquet files (daemon/store/lake.py). The views are not migrations: `create_views` runs at each
+`Store` open (CREATE OR REPLACE), so the lake's files are named where the store is opened.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+# Every view create_views makes (schema.TABLES lists them after the base tables).
+VIEWS = ("samples", "samples_raw", "samples_minute", "bbv")
+
+# samples_hot.ts and samples_minute_agg.minute are integer ms; `/ 1000` (BIGINT / INTEGER) is DOUBLE
+# division, correctly rounded: the seconds a sender wrote to the millisecond come back as that double.
+_HOT_SAMPLES = """SELECT s.node, h.ts / 1000 AS ts, s.scope, s.metric, h.value
+    FROM samples_hot h JOIN series s USING (series_id)"""
+# What roll-ups aggregate: the raw samples in the base tables' terms (series id, ms), hot and cold.
+_HOT_RAW = "SELECT series_id, ts, value FROM samples_hot"
+_SAMPLES_MINUTE = """CREATE OR REPLACE VIEW samples_minute AS
+    SELECT s.node, s.scope, s.metric, a.minute / 1000 AS minute, a.count, a.mean, a.min, a.max
+    FROM samples_minute_agg a JOIN series s USING (series_id)"""
+_BBV = """CREATE OR REPLACE VIEW bbv AS
+    SELECT v.node, v.boot, v.seq, v.target, v.kind, v.t_start, v.t_end, k.key, c.count, v.pid, v.lost
+    FROM bbv_counts c JOIN bbv_vectors v USING (vector_id) JOIN bbv_keys k USING (key_id)"""
+
+
+def listed(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The lake's files in its catalog (paths relative to the lake folder), oldest day first."""
+    return [p for (p,) in con.execute("SELECT path FROM lake_files ORDER BY day, path").fetchall()]
+
+
+def cold_files(con: duckdb.DuckDBPyConnection, lake: Path | None) -> str | None:
+    """read_parquet over the lake's listed files, None while none is listed. The files are spelled out,
+    not globbed: a file counts only from the transaction that listed it."""
+    files = [p for p in listed(con) if (lake / p).exists()] if lake is not None else []
+    if not files:
+        return None
+    quoted = ", ".join("'" + str(lake / p).replace("'", "''") + "'" for p in files)
+    return f"read_parquet([{quoted}], hive_partitioning = true)"
+
+
+def create_views(con: duckdb.DuckDBPyConnection, lake: Path | None = None) -> None:
+    """(Re)create every view of VIEWS over the migrated base tables and the lake's listed files."""
+    cold = cold_files(con, lake)
+    samples, raw = _HOT_SAMPLES, _HOT_RAW
+    if cold:
+        samples += f" UNION ALL SELECT node, ts / 1000 AS ts, scope, metric, value FROM {cold}"
+        raw += f" UNION ALL SELECT s.series_id, c.ts, c.value FROM {cold} c JOIN series s USING (node, scope, metric)"
+    con.execute(f"CREATE OR REPLACE VIEW samples AS {samples}")
+    con.execute(f"CREATE OR REPLACE VIEW samples_raw AS {raw}")
+    con.execute(_SAMPLES_MINUTE)
+    con.execute(_BBV)
