@@ -51,7 +51,7 @@ def test_a_file_mode_flag_on_a_bb_file_is_refused(tmp_path, capsys):
     assert "--target and --kind apply only to the BBVs a daemon stored" in capsys.readouterr().err
 
 
-LONG = "libverylong.so:" + "_ZN5boost" * 30     # a C++ symbol longer than any terminal: never cut
+LONG = "libverylong.so:" + "_ZN5boost" * 25     # a C++ symbol longer than any terminal (the wire takes 256): never cut
 
 
 @pytest.fixture
@@ -60,12 +60,11 @@ def named_db(tmp_path):
     path = str(tmp_path / "named.duckdb")
     solver = {"solver.py:step": 9, "libm.so.6:exp": 1}
     io = {"données.py:lire": 6, LONG: 3, "[kernel]:do_syscall_64": 1}
-    with duckdb.connect(path) as con:
-        migrate(con)
-        rows = [("n", "b", i, "app", "python", float(i), i + 1.0, key, count)
-                for i in range(20) for key, count in (solver if i < 12 else io).items()]
-        con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    rows = [("n", "b", i + 1, "app", "python", float(i), i + 1.0, key, count)
+            for i in range(20) for key, count in (solver if i < 12 else io).items()]
+    store = Store(path)
+    store.commit_frames(bbv_frames(rows))
+    store.close()
     return path
 
 

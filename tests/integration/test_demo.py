@@ -48,20 +48,19 @@ def test_demo_reports_every_part(tmp_path):
 
 def test_the_report_names_each_phase_s_top_functions(tmp_path):
     """Issue 32: the phases section says what each phase does, heaviest first, the rest counted."""
-    import duckdb
+    from support import bbv_frames
 
-    from causewatch.daemon.store import migrate
+    from causewatch.daemon.store import Store
     kinds = [{"masterworker.py:_float": 95, "numeric.py:ones": 5}, {"masterworker.py:_dict": 60, "x.py:<listcomp>": 40},
              {"masterworker.py:_integer": 100}]
-    with duckdb.connect(str(tmp_path / "cw.duckdb")) as con:
-        migrate(con)
-        con.executemany("INSERT INTO bbv (node, boot, seq, target, kind, t_start, t_end, key, count) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [("n", "b", i, demo.SCOPE, "python", float(i), i + 1.0, key, count)
-                         for i in range(60) for key, count in kinds[min(i // 10, 2)].items()])
+    store = Store(str(tmp_path / "cw.duckdb"))
+    store.commit_frames(bbv_frames([("n", "b", i + 1, demo.SCOPE, "python", float(i), i + 1.0, key, count)
+                                    for i in range(60) for key, count in kinds[min(i // 10, 2)].items()]))
+    with store.cursor() as con:
         rows = demo.phases(con)
         assert [(r["weight"], r["intervals"]) for r in rows] == [(0.667, 40), (0.167, 10), (0.167, 10)]
         assert rows[0]["top_functions"] == "masterworker.py:_integer 100%"
         assert {r["top_functions"] for r in rows[1:]} == {"masterworker.py:_float 95%, numeric.py:ones 5%",
                                                           "masterworker.py:_dict 60%, x.py:<listcomp> 40%"}
         assert demo.phases(con, shown=1)[-1]["more"].startswith("2 lighter phases: causewatch phases")
+    store.close()
