@@ -125,6 +125,7 @@ def _mixed(seconds: float) -> None:
     import threading
     import zlib
 
+    # only the workload's own process loads the instrument API (it registers an atexit flush)
     from causewatch.agent.instrument import configure, region, task
     configure(app="storage-bench")
     end = time.monotonic() + seconds
@@ -210,7 +211,6 @@ def read_recording(path: Path) -> dict:
     return doc
 
 
-
 # ---- the realistic set: the recording replayed on N nodes ----------------------------------------
 
 T0 = 1_700_006_400.0   # a multiple of 2 h: a set of --hours 2 starts and ends on Prometheus's block bounds
@@ -261,7 +261,7 @@ class Series:
 @dataclass
 class RecFrame:
     """One recorded samples frame: times and values as arrays (NaN where null), which values are
-    exact at the series' decimals, and the per-column rounding factors."""
+    exact at their series' decimals (re-rounded there once moved), and each column's 10^d."""
     scope: str
     ts: float
     t: np.ndarray
@@ -334,11 +334,10 @@ def prepare(doc: dict) -> tuple[list[Stretch], dict[tuple[str, str], Series]]:
         recs = []
         for scope, ts, t, names, values in frames:
             d = [series[(scope, n)].d for n in names]
-            scale = np.array([10.0 ** x if x is not None else 0.0 for x in d])
+            scale = np.array([10.0 ** x if x is not None else 1.0 for x in d])
             with np.errstate(invalid="ignore"):
-                clean = (scale > 0) & (np.rint(values * np.where(scale > 0, scale, 1.0)) / np.where(
-                    scale > 0, scale, 1.0) == values)
-            recs.append(RecFrame(scope, ts, t, names, values, clean, np.where(scale > 0, scale, 1.0)))
+                clean = np.array([x is not None for x in d]) & (np.rint(values * scale) / scale == values)
+            recs.append(RecFrame(scope, ts, t, names, values, clean, scale))
         times = np.concatenate([r.t for r in recs])
         st = Stretch(load, recs, float(times.min()), float(times.max() - times.min()))
         seen: dict[tuple[str, str], list[np.ndarray]] = {}
