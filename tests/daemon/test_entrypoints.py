@@ -23,6 +23,13 @@ def test_every_entry_key_resolves_to_a_registered_function():
         assert callable(fn) and fn is entrypoints.ENTRY_POINTS[key], key
 
 
+def test_what_the_fork_server_preloads_imports_and_holds_the_registry():
+    """The fork server ignores an ImportError in its preload (each worker would then load its own copy)."""
+    for name in worker.PRELOAD:
+        assert importlib.import_module(name)
+    assert importlib.import_module(worker.PRELOAD[0]).entrypoints is entrypoints
+
+
 def test_every_ask_has_a_handler_and_an_unknown_one_is_named():
     host = Host(cursor=None, write=print, send=print, exporter=Exporter())
     assert set(host.handlers) == set(Ask)
