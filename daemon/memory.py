@@ -18,6 +18,7 @@ import pyarrow as pa
 
 log = logging.getLogger("causewatch.daemon.memory")
 M_ARENA_MAX = -8   # mallopt's parameter (malloc.h)
+MADV_DONTNEED = 4
 ARENAS = 2         # malloc arenas a process may use: its threads share them (ingest is one writer thread)
 
 try:
@@ -60,6 +61,39 @@ def few_arenas(n: int = ARENAS) -> None:
     """At most `n` malloc arenas in this process from now on (before its threads start)."""
     if _libc is not None and not _libc.mallopt(M_ARENA_MAX, n):
         log.debug("mallopt(M_ARENA_MAX, %d) refused", n)
+
+
+def _clean_code_mappings(smaps: str = "/proc/self/smaps"):
+    """(start, end) of each executable mapping of a file whose pages are all as in the file (no page of it
+    written, as relocations would): dropping such a page costs only a read from the page cache."""
+    start = end = None
+    clean = False
+    with open(smaps) as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:   # a mapping's header line
+                if start is not None and clean:
+                    yield start, end
+                executable = "x" in fields[1] and len(fields) > 5 and fields[5].startswith("/")
+                start, end = (int(v, 16) for v in fields[0].split("-")) if executable else (None, None)
+                clean = executable
+            elif fields[0] == "Anonymous:" and int(fields[1]) > 0:
+                clean = False
+    if start is not None and clean:
+        yield start, end
+
+
+def drop_code_pages() -> None:
+    """Drop this process's hold on its libraries' code pages (madvise MADV_DONTNEED on executable file
+    mappings none of whose pages was written): they stay in the page cache, and a page used again is
+    mapped again from there. The fork server calls it after its preload: the code that importing and
+    numba's compiler ran (LLVM's ~60 MB) is not what its workers run, and held by the server alone it
+    would count to the daemon's memory for good."""
+    if _libc is None:
+        return
+    _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for start, end in list(_clean_code_mappings()):
+        _libc.madvise(start, end - start, MADV_DONTNEED)
 
 
 def trim() -> None:

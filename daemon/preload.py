@@ -21,3 +21,4 @@ from causewatch.daemon import (
 memory.arrow_from_malloc()   # the workers inherit both settings
 memory.few_arenas()
 Membership("triangle", (0.0, 1.0, 2.0))(np.linspace(0.0, 2.0, 5))   # the fuzzy scores' numba kernel
+memory.drop_code_pages()   # the code run to get here, not what the workers run: they map what they use
