@@ -5,8 +5,8 @@ Pattern: request-reply over a multiprocessing Pipe, one request at a time (`work
 its caller and returns the entry point's result); while it runs, the work may `ask` the daemon (its
 `host`, a `Host` at the end of this module) for what only the daemon has, the store above all. The child
 is never forked from the threaded daemon: multiprocessing's fork server, a single-threaded process
-started (fork and exec) on the first child, imports daemon/entrypoints.py and the analysis stack once
-(PRELOAD) and forks every worker from itself, so the workers share those pages (copy-on-write; each
+started (fork and exec) with the first child, imports daemon/preload.py (the entry points' registry and
+the analysis stack) once and forks every worker from itself, so the workers share those pages (copy-on-write; each
 child freezes the inherited objects out of its garbage collector, which would write to them) instead
 of each importing its own copy (docs/memory.md). A child starts on first use and again after it dies
 (that run fails with WorkerError, the next request gets a fresh child, set up again). A request names
@@ -126,12 +126,13 @@ def _serve(conn, niceness: int, daemon: int, name: str = "") -> None:
             reply = ("done", True, resolve(fn)(*args), "")
         except Exception as e:
             reply = ("done", False, e, traceback.format_exc())
-        gc.collect()   # a request's frames and tables, then their memory back to the system while the child waits
-        memory.trim()
         try:
             conn.send(reply)
         except UNPICKLABLE as e:
             conn.send(("done", False, WorkerError(f"{_name(fn)}: its reply cannot be sent back ({e})"), ""))
+        del reply, args
+        gc.collect()   # the request's frames and tables, then their memory back to the system, while it waits
+        memory.trim()
 
 
 class Worker:
