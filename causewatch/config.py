@@ -69,6 +69,9 @@ class DaemonConfig:
     # Seconds the jobs worker may be paused at a stretch while frames wait for the writer (then it
     # runs a quarter of that); 0 never pauses it. Even at SCHED_IDLE its cache and memory traffic slow ingest.
     analysis_pause_max: float = _limit(2.0, 0.0, 3600.0)
+    # Seconds without an /api/ request after which the API worker ends (its memory back; the next request
+    # forks a new one from the fork server, which holds the libraries, in milliseconds: docs/memory.md).
+    api_idle_seconds: float = _limit(60.0, 1.0, 86400.0)
     # Retention (daemon/job_retention.py), in days; 0 keeps a table forever.
     retain_samples_days: float = _limit(14.0, 0.0, 36500.0)          # raw samples
     retain_bbv_days: float = _limit(14.0, 0.0, 36500.0)              # phase vectors

@@ -22,7 +22,7 @@ import pyarrow as pa
 from causewatch.analytics.causal import CausalModel, model_svg
 from causewatch.analytics.fuzzy import find_bottlenecks, perfql, summarise_bottlenecks
 from causewatch.analytics.fuzzy.summaries import KEYS, records
-from causewatch.daemon import readers, store, verbs
+from causewatch.daemon import learning, readers, store, verbs
 from causewatch.daemon.cursor import Cursor
 from causewatch.errors import CausewatchError, InputError, NotFoundError
 from causewatch.probe.rank import RATIO, rank_nodes
@@ -49,22 +49,27 @@ def nodes(con: Cursor) -> list[dict]:
 
 
 @verbs.QUERY.handles
-def query(con: Cursor, q, last, node, min_degree, top) -> list[dict]:
-    """PERFQL over the store: /api/query?q=(cpi is high)&min_degree=0.3&top=10&last=3600."""
+def query(con: Cursor, q, last, node, min_degree, top, mode) -> list[dict]:
+    """PERFQL over the store: /api/query?q=(cpi is high)&min_degree=0.3&top=10&last=3600[&mode=exact]."""
     if not q:
         raise InputError("q: give a PERFQL statement, e.g. /api/query?q=(cpi is high)")
     try:
-        found = readers.regions.perfql_matches(con, perfql.Query(q), _since(last), nodes=node,
+        found = readers.regions.perfql_matches(con, perfql.Query(q, mode=mode), _since(last), nodes=node,
                                                min_degree=min_degree, top=top)
     except ValueError as e:
-        raise InputError(str(e)) from None
+        raise InputError(f"query: {e}") from None
     return records(found)
 
 
 @verbs.BOTTLENECKS.handles
-def bottlenecks(con: Cursor, last, node, top) -> list[dict]:
-    """Fuzzy bottleneck search over the store: /api/bottlenecks?top=20&last=600."""
-    found = find_bottlenecks(readers.regions.region_summaries(con, _since(last), nodes=node))
+def bottlenecks(con: Cursor, last, node, top, metric, mode, negligible) -> list[dict]:
+    """Fuzzy bottleneck search over the store: /api/bottlenecks?top=20&last=600[&metric=cpi][&negligible=0]
+    (the default term sets: `causewatch bottlenecks --terms FILE` scores its own regions' copy)."""
+    try:
+        found = find_bottlenecks(readers.regions.region_summaries(con, _since(last), nodes=node), None, metric,
+                                 mode, bool(negligible))
+    except ValueError as e:
+        raise InputError(f"bottlenecks: {e}") from None
     return records(summarise_bottlenecks(found).head(top))
 
 
@@ -153,6 +158,19 @@ def model(con: Cursor, scope, model_id, format):
 def anomalies(con: Cursor, scope, open, limit) -> list[dict]:
     """Dependency anomalies, newest first: /api/anomalies?scope=app:lu&open=1."""
     return readers.models.anomalies(con, scope, open_only=open == 1, limit=limit)
+
+
+@verbs.LEARN.handles
+def learn(con: Cursor, data, app, metric, bucket, columns, discrete, tier, forbid, require, max_depth, estimator,
+          alpha, equivalences, submodels, dot, tetrad) -> dict:
+    """A causal model of the stored tasks or samples and its report: /api/learn?data=tasks&app=lu
+    [&estimator=fisher-z&alpha=0.05&max_depth=2&tier=inputs:n&forbid=a-b&require=a->b&submodels=1&dot=1]."""
+    df, inputs, drop = learning.stored(con, data, app, metric, bucket)
+    options = learning.Options(columns=learning.names(columns) or None, discrete=learning.names(discrete),
+                               tiers=tier or [], forbid=forbid or [], require=require or [], max_depth=max_depth,
+                               estimator=estimator, alpha=alpha, equivalences=bool(equivalences),
+                               submodels=bool(submodels), dot=bool(dot), tetrad=bool(tetrad))
+    return learning.learn(df, inputs, drop, options)
 
 
 # ---- write verbs: handler(cursor, write, body, **params) -----------------------------------------

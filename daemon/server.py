@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 from causewatch.config import DaemonConfig
+from causewatch.daemon import memory
 from causewatch.daemon.calls import Entry
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.httpapi import Api, HttpApi
@@ -24,15 +24,20 @@ from causewatch.systemd import sd_notify
 
 log = logging.getLogger("causewatch.daemon")
 API_NICE = 0   # the API worker: the priority routes had in the daemon (SCHED_IDLE would starve it under load)
+TRIM_SECONDS = 30.0   # how often a serving daemon gives its free memory back (memory.trim), at most
 
 
 class Daemon:
     """The process that ingests. Its analyses (`jobs`: entrypoints.default_jobs unless given; [] for none) and
-    its HTTP API routes run in two spawned worker processes, the jobs worker and the API worker, which
-    read and write the store through this process (worker.Host): it never imports pandas, scipy, numba or
-    the analytics, and a long re-learn never holds up an API answer."""
+    its HTTP API routes run in two worker processes, the jobs worker and the API worker, forked from a fork
+    server that loaded the analysis stack once (worker.py); they read and write the store through this
+    process (worker.Host): it never imports pandas, scipy, numba or the analytics, and a long re-learn
+    never holds up an API answer. The API worker ends after cfg.api_idle_seconds without a request."""
 
     def __init__(self, cfg: DaemonConfig, jobs: list[Job] | None = None):
+        memory.arrow_without_pandas()
+        memory.arrow_from_malloc()
+        memory.few_arenas()
         self.cfg = cfg
         self.exporter = Exporter()
         self.store = Store(cfg.db, cfg.store_memory_bytes, cfg.store_lake)
@@ -45,14 +50,12 @@ class Daemon:
                                   setup=(Entry.INSTALL_JOBS, (cfg, jobs)), name="causewatch-jobs")
         self.api_worker = Worker(API_NICE, host=host, name="causewatch-api")
         self.scheduler = Scheduler(WorkerJobs(self.jobs_worker), self.exporter.job_errors) if jobs != [] else None
-        # One long-lived thread calls the API worker: the child's death signal (PR_SET_PDEATHSIG) follows
-        # the thread that spawned it, and the HTTP server's threads end with their request.
-        self._api_thread = ThreadPoolExecutor(1, thread_name_prefix="api")
         self.http = HttpApi(cfg.http, Api(self.exporter, self._answer, cfg.api_token)) if cfg.http else None
         self.endpoint: str | None = None
 
     def _answer(self, *request) -> tuple[int, bytes, str]:
-        return self._api_thread.submit(self.api_worker, Entry.ANSWER, *request).result()
+        """On the HTTP request's thread: the API worker takes one request at a time (its lock)."""
+        return self.api_worker(Entry.ANSWER, *request)
 
     def start(self) -> "Daemon":
         """Builds the jobs in the jobs worker (a bad config, e.g. fuzzy_terms, raises ConfigError here),
@@ -62,7 +65,6 @@ class Daemon:
             self.ingest.on_hello = self.scheduler.hello
         self.endpoint = self.ingest.start()
         if self.http:
-            self._api_thread.submit(self.api_worker.start)   # its imports now, not in the first request
             self.http.start()
         log.info("serving %s (db %s, http %s)", self.endpoint, self.cfg.db, self.http and self.http.address)
         return self
@@ -71,7 +73,6 @@ class Daemon:
         if self.http:
             self.http.stop()
         self.api_worker.stop()
-        self._api_thread.shutdown()
         if self.scheduler is not None:
             self.scheduler.stop(interrupt=self.jobs_worker.stop)
         else:
@@ -88,6 +89,8 @@ class Daemon:
         sd_notify("READY=1")
         print(f"causewatch daemon: {self.endpoint}  db={self.cfg.db}  "
               f"http={self.http.address if self.http else 'off'}", flush=True)
-        done.wait()
+        while not done.wait(min(TRIM_SECONDS, self.cfg.api_idle_seconds / 2)):
+            self.api_worker.retire(self.cfg.api_idle_seconds)
+            memory.trim()
         sd_notify("STOPPING=1")
         self.stop()

@@ -102,8 +102,10 @@ LIMIT = Param("limit", count)        # at most this many rows, the first in the 
 
 STATS = Verb("stats")
 NODES = Verb("nodes")
-QUERY = Verb("query", Param("q"), LAST, NODE, Param("min_degree", float, default=0.0), Param("top", int))
-BOTTLENECKS = Verb("bottlenecks", LAST, NODE, Param("top", int))
+MODE = Param("mode", default="compatible")   # fuzzy membership functions: compatible or exact
+QUERY = Verb("query", Param("q"), LAST, NODE, Param("min_degree", float, default=0.0), Param("top", int), MODE)
+BOTTLENECKS = Verb("bottlenecks", LAST, NODE, Param("top", int), Param("metric", many=True), MODE,
+                   Param("negligible", int, default=1))
 RANK = Verb("rank", Param("app"))
 REGIONS = Verb("regions", LAST, NODE, Param("metric", many=True), LIMIT)
 TASKS = Verb("tasks", Param("app"), LIMIT)
@@ -113,9 +115,16 @@ BBV = Verb("bbv", Param("target"), Param("kind"))
 MODELS = Verb("models", Param("scope"))
 MODEL = Verb("model", Param("scope"), Param("model_id", int), Param("format", default="json"))
 ANOMALIES = Verb("anomalies", Param("scope"), Param("open", int, default=0), Param("limit", count, default=200))
+# A causal model learnt on request from the store's tasks or samples (daemon/learning.py): `causewatch learn`'s
+# flags as parameters (0/1 for the switches), its report as the answer.
+LEARN = Verb("learn", Param("data"), Param("app"), Param("metric", many=True), Param("bucket", float),
+             Param("columns"), Param("discrete"), Param("tier", many=True), Param("forbid", many=True),
+             Param("require", many=True), Param("max_depth", int, default=3), Param("estimator", default="auto"),
+             Param("alpha", float), Param("equivalences", int, default=1), Param("submodels", int, default=0),
+             Param("dot", int, default=0), Param("tetrad", int, default=0))
 
 KITS = Verb("kits", method="POST")        # body {"manifest": {...}, "path": "..."}
 BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST")
 
 VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, REGIONS, TASKS, SAMPLES,
-                                         BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, KITS, BASELINE)}
+                                         BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS, BASELINE)}

@@ -1,12 +1,16 @@
-"""A worker process of the daemon: a spawned child that runs the daemon's entry points (the jobs at the
+"""A worker process of the daemon: a child that runs the daemon's entry points (the jobs at the
 lowest CPU priority, SCHED_IDLE, paused while ingest has a backlog; the HTTP API's routes at nice 0).
 
 Pattern: request-reply over a multiprocessing Pipe, one request at a time (`worker(entry, *args)` blocks
 its caller and returns the entry point's result); while it runs, the work may `ask` the daemon (its
 `host`, a `Host` at the end of this module) for what only the daemon has, the store above all. The child
-is spawned, never forked from the threaded daemon; it starts on first use and again after it dies (that
-run fails with WorkerError, the next request gets a fresh child, set up again). A request names a
-calls.Entry, which the child looks up in daemon/entrypoints.py (imported there only: the daemon never
+is never forked from the threaded daemon: multiprocessing's fork server, a single-threaded process
+started (fork and exec) with the first child, imports daemon/preload.py (the entry points' registry and
+the analysis stack) once and forks every worker from itself, so the workers share those pages (copy-on-write; each
+child freezes the inherited objects out of its garbage collector, which would write to them) instead
+of each importing its own copy (docs/memory.md). A child starts on first use and again after it dies
+(that run fails with WorkerError, the next request gets a fresh child, set up again). A request names
+a calls.Entry, which the child looks up in daemon/entrypoints.py (imported there only: the daemon never
 loads the analysis stack), or is a module-level function pickled by reference (tests). Arguments and
 results travel pickled.
 """
@@ -14,9 +18,11 @@ results travel pickled.
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import logging
 import multiprocessing as mp
+import multiprocessing.forkserver
 import os
 import pickle
 import signal
@@ -25,6 +31,7 @@ import time
 import traceback
 from collections.abc import Callable
 
+from causewatch.daemon import memory
 from causewatch.daemon.calls import Ask, Entry
 from causewatch.daemon.cursor import Cursor
 
@@ -53,18 +60,28 @@ def _lower_priority(niceness: int) -> None:
         log.warning("worker process: cannot lower its priority fully (%s)", e)
 
 
-def _die_with(parent: int) -> None:
+def _die_with(daemon: int) -> None:
     """SIGKILL this child when the daemon dies (prctl PR_SET_PDEATHSIG). A child the daemon paused
     (SIGSTOP) would otherwise outlive a killed daemon, stopped for good: SIGKILL is the one signal a
-    stopped process still acts on."""
+    stopped process still acts on. The child's parent is the fork server, which exits once the write
+    end of its "alive" pipe is closed everywhere: multiprocessing gives each child a copy (to fork
+    children of its own, which a worker never does), closed here, so only the daemon holds one."""
+    alive = getattr(multiprocessing.forkserver._forkserver, "_forkserver_alive_fd", None)
+    if alive is not None:
+        os.close(alive)
+        multiprocessing.forkserver._forkserver._forkserver_alive_fd = None
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    if os.getppid() != parent:   # the daemon died before the prctl
+    try:
+        os.kill(daemon, 0)
+    except ProcessLookupError:   # the daemon died before the prctl
         os._exit(0)
 
 
-# The registry of entry points, imported by name in the child alone (the one module named by a string;
-# tests/daemon/test_entrypoints.py resolves it and every calls.Entry through it).
+# The registry of entry points, imported by name in the workers alone (with PRELOAD, the modules named by a
+# string; tests/daemon/test_entrypoints.py resolves them and every calls.Entry through them).
 ENTRYPOINTS = "causewatch.daemon.entrypoints"
+# What the fork server imports before it forks any worker: the registry, the analysis stack, numba readied.
+PRELOAD = ["causewatch.daemon.preload"]
 
 
 def resolve(fn):
@@ -92,9 +109,12 @@ def ask(kind: Ask, *args):
     return value
 
 
-def _serve(conn, niceness: int, parent: int) -> None:
+def _serve(conn, niceness: int, daemon: int, name: str = "") -> None:
     global _daemon
-    _die_with(parent)
+    _die_with(daemon)
+    if name:   # what ps and top show for this process (prctl PR_SET_NAME, 15 bytes)
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15])
+    gc.freeze()   # what the fork server loaded stays shared: a collection would write to each object it visits
     _lower_priority(niceness)
     _daemon = conn
     while True:
@@ -110,6 +130,9 @@ def _serve(conn, niceness: int, parent: int) -> None:
             conn.send(reply)
         except UNPICKLABLE as e:
             conn.send(("done", False, WorkerError(f"{_name(fn)}: its reply cannot be sent back ({e})"), ""))
+        del reply, args
+        gc.collect()   # the request's frames and tables, then their memory back to the system, while it waits
+        memory.trim()
 
 
 class Worker:
@@ -124,8 +147,6 @@ class Worker:
         max_pause s at a stretch, and afterwards runs at least min_run s (default max_pause / 4), so under
         sustained load an analysis still finishes, at a fifth of its pace or better. paused_seconds
         counts the pauses.
-    Call it from a thread that outlives the child (the scheduler's, the daemon's API thread): the child's
-    death signal follows the thread that spawned it.
     """
 
     def __init__(self, niceness: int = LOWEST_PRIORITY, busy=None, max_pause: float = 2.0, min_run: float | None = None,
@@ -142,11 +163,15 @@ class Worker:
         self._stopping = threading.Event()
         self._proc: mp.process.BaseProcess | None = None
         self._conn = None
+        self.last_used = time.monotonic()   # when its last request ended
 
     def __call__(self, fn, *args):
         with self._lock:
-            self._start()
-            return self._request(fn, args)
+            try:
+                self._start()
+                return self._request(fn, args)
+            finally:
+                self.last_used = time.monotonic()
 
     def start(self):
         """Start the child now (and set it up); returns `setup_`."""
@@ -228,6 +253,20 @@ class Worker:
         with self._lock:
             self._discard()
 
+    def retire(self, idle: float) -> bool:
+        """End the child if no request has run for `idle` s (the next request forks a new one from the fork
+        server, in milliseconds: its memory is given back meanwhile); False if it is busy or was used since."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._proc is None or time.monotonic() - self.last_used < idle:
+                return False
+            self._discard()
+            log.info("%s ended after %.0f s without a request", self.name, idle)
+            return True
+        finally:
+            self._lock.release()
+
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._proc.is_alive() else None
@@ -238,9 +277,11 @@ class Worker:
         if self._stopping.is_set():
             raise WorkerError("the daemon is stopping")
         self._discard()
-        ctx = mp.get_context("spawn")
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)   # read when the fork server starts, with the first child
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, self.niceness, os.getpid()), name=self.name, daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(child, self.niceness, os.getpid(), self.name), name=self.name,
+                                 daemon=True)
         self._proc.start()
         child.close()
         log.info("%s started (pid %d, nice %d)", self.name, self._proc.pid, self.niceness)

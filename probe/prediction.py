@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 
 def relative_sd(values) -> float:
@@ -61,6 +61,6 @@ def prediction_interval(centre: float, probe_se2: float, run_rel_sd: float, runs
     """
     run_part = 0.0
     if runs > 1:
-        run_part = (stats.t.ppf(0.975, runs - 1) * run_rel_sd) ** 2 * (1 + 1 / runs)
-    half = max(math.sqrt(stats.norm.ppf(0.975) ** 2 * probe_se2 + run_part), math.log1p(min_spread))
+        run_part = (special.stdtrit(runs - 1, 0.975) * run_rel_sd) ** 2 * (1 + 1 / runs)
+    half = max(math.sqrt(special.ndtri(0.975) ** 2 * probe_se2 + run_part), math.log1p(min_spread))
     return centre * math.exp(-half), centre * math.exp(half)

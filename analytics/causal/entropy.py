@@ -185,11 +185,23 @@ def subspace_sums_reference(ev_t, data_t, ev_codes, codes, widths):
     return out
 
 
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n, ties sharing their average rank (scipy.stats.rankdata's default, which would load all
+    of scipy.stats into the daemon's workers)."""
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    first = np.r_[True, ordered[1:] != ordered[:-1]]   # the first of each run of equal values
+    group = np.cumsum(first)
+    bounds = np.r_[np.nonzero(first)[0], len(values)]
+    ranks = np.empty(len(values))
+    ranks[order] = 0.5 * (bounds[group] + bounds[group - 1] + 1)
+    return ranks
+
+
 def normal_scores(values: np.ndarray) -> np.ndarray:
     """Normal scores of the ranks (ties share their average rank): the copula transform."""
-    from scipy.stats import rankdata
     n = len(values)
-    return special.ndtri((rankdata(values) - 0.5) / n)
+    return special.ndtri((average_ranks(np.asarray(values)) - 0.5) / n)
 
 
 def encode_discrete(values: np.ndarray) -> np.ndarray:

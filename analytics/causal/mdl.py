@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import linalg, optimize
+from scipy import linalg
 
 CLASSES = ("polynomial", "inverse", "power", "sqrt", "log", "step")
 # Residual variance floor relative to var(y): an exact relation has finite, very short code length.
@@ -108,13 +108,85 @@ def _affine_rss(features: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(rss), rss, np.inf)
 
 
+def _sign(v: float) -> float:
+    """numpy's sign, with 0 taken as +1."""
+    v = float(v)
+    return float((v > 0) - (v < 0) + (v == 0))
+
+
+def minimize_bounded(func: Callable[[float], float], lo: float, hi: float, xatol: float = 1e-5,
+                     maxfun: int = 500) -> float:
+    """The x in [lo, hi] at which `func` is least: Brent's bounded method, as scipy.optimize.minimize_scalar
+    (method="bounded") runs it, step for step (ported: scipy.optimize loads ~16 MB more into each
+    process that fits submodels, the daemon's workers among them)."""
+    sqrt_eps, golden_mean = math.sqrt(2.2e-16), 0.5 * (3.0 - math.sqrt(5.0))
+    a, b = lo, hi
+    fulc = a + golden_mean * (b - a)
+    nfc = xf = fulc
+    rat = e = 0.0
+    fx = func(xf)
+    num = 1
+    ffulc = fnfc = fx
+    xm = 0.5 * (a + b)
+    tol1 = sqrt_eps * abs(xf) + xatol / 3.0
+    tol2 = 2.0 * tol1
+    while abs(xf - xm) > tol2 - 0.5 * (b - a):
+        golden = True
+        if abs(e) > tol1:   # try a parabolic fit
+            golden = False
+            r = (xf - nfc) * (fx - ffulc)
+            q = (xf - fulc) * (fx - fnfc)
+            p = (xf - fulc) * q - (xf - nfc) * r
+            q = 2.0 * (q - r)
+            if q > 0.0:
+                p = -p
+            q = abs(q)
+            r, e = e, rat
+            if abs(p) < abs(0.5 * q * r) and q * (a - xf) < p < q * (b - xf):
+                rat = (p + 0.0) / q
+                x = xf + rat
+                if (x - a) < tol2 or (b - x) < tol2:
+                    rat = tol1 * _sign(xm - xf)
+            else:
+                golden = True
+        if golden:
+            e = a - xf if xf >= xm else b - xf
+            rat = golden_mean * e
+        x = xf + _sign(rat) * max(abs(rat), tol1)
+        fu = func(x)
+        num += 1
+        if fu <= fx:
+            if x >= xf:
+                a = xf
+            else:
+                b = xf
+            fulc, ffulc = nfc, fnfc
+            nfc, fnfc = xf, fx
+            xf, fx = x, fu
+        else:
+            if x < xf:
+                a = x
+            else:
+                b = x
+            if fu <= fnfc or nfc == xf:
+                fulc, ffulc = nfc, fnfc
+                nfc, fnfc = x, fu
+            elif fu <= ffulc or fulc == xf or fulc == nfc:
+                fulc, ffulc = x, fu
+        xm = 0.5 * (a + b)
+        tol1 = sqrt_eps * abs(xf) + xatol / 3.0
+        tol2 = 2.0 * tol1
+        if num >= maxfun:
+            break
+    return xf
+
+
 def _fit_power(x, y, var):
     logx = np.log(x)
     grid = np.linspace(-3, 3, 61)
     with np.errstate(over="ignore", invalid="ignore"):
         c0 = grid[int(np.argmin(_affine_rss(np.exp(np.outer(grid, logx)), y)))]
-        c = optimize.minimize_scalar(lambda c: float(_affine_rss(np.exp(c * logx)[None], y)[0]),
-                                     bounds=(c0 - 0.1, c0 + 0.1), method="bounded").x
+        c = minimize_bounded(lambda c: float(_affine_rss(np.exp(c * logx)[None], y)[0]), c0 - 0.1, c0 + 0.1)
     a, b = _affine(x ** c, y)
     return _make("power", (a, b, c), 3, 3, x, y, lambda v: a + b * v ** c, f"{_g(a)} + {_g(b)}*{var}^{_g(c)}")
 

@@ -35,22 +35,31 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from causewatch.analytics.fuzzy import find_bottlenecks, summarise_bottlenecks
-    from causewatch.analytics.fuzzy.summaries import records
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
     with open_source(args) as source:
-        try:
-            df = source.read(verbs.REGIONS, last=args.last, node=args.node)
-            found = find_bottlenecks(df, termsets(args), args.metric, args.mode, args.negligible)
-        except ValueError as e:
-            raise InputError(f"bottlenecks: {e}") from None
-    table = summarise_bottlenecks(found).head(args.top)
+        if args.terms:   # scored here with the file's term sets; the daemon's verb knows the defaults only
+            rows = _scored_here(source, args)
+        else:
+            rows = source.read(verbs.BOTTLENECKS, last=args.last, node=args.node, top=args.top, metric=args.metric,
+                               mode=args.mode, negligible=int(args.negligible))
+    rows = [{**r, "severity": round(r["severity"], 3)} for r in rows]
     if args.json:
-        print(json.dumps(records(table.round({"severity": 3})), indent=1))
+        print(json.dumps(rows, indent=1))
     else:
         # the paper's "High (degree=0.495)/" would take the table's width from the names that need it
-        table["bottleneck"] = table["degrees"].map(
-            lambda degrees: "/".join(f"{term.capitalize()} {d:g}" for term, d in degrees.items() if d))
-        print_table(table.drop(columns="degrees").round({"severity": 3}), args.wide)
+        print_table([{**{k: v for k, v in r.items() if k not in ("degrees", "bottleneck")},
+                      "bottleneck": "/".join(f"{term.capitalize()} {d:g}" for term, d in r["degrees"].items() if d)}
+                     for r in rows], args.wide)
     return 0
+
+
+def _scored_here(source, args) -> list[dict]:
+    from causewatch.analytics.fuzzy import find_bottlenecks, summarise_bottlenecks
+    from causewatch.analytics.fuzzy.summaries import records
+    try:
+        df = source.read(verbs.REGIONS, last=args.last, node=args.node)
+        found = find_bottlenecks(df, termsets(args), args.metric, args.mode, args.negligible)
+    except ValueError as e:
+        raise InputError(f"bottlenecks: {e}") from None
+    return records(summarise_bottlenecks(found).head(args.top))

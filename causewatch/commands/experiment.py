@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from causewatch.commands import check_output, waiting
+from causewatch.commands import check_output
 from causewatch.commands import learn as learn_cmd
 from causewatch.errors import InputError
 
@@ -229,6 +229,4 @@ def run(args) -> int:
             print(df.to_json(orient="records"))
         return 0
     data = df[df.exit_code == 0].drop(columns=["exit_code"])
-    with waiting("learning", args.json or getattr(args, "quiet", False)):
-        learner = learn_cmd.learn(learn_cmd.variables(data, args), args, [s.name for s in specs])
-    return learn_cmd.report(learner, args)
+    return learn_cmd.report(learn_cmd.learn_here(data, args, [s.name for s in specs]), args)

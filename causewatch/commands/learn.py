@@ -19,8 +19,6 @@ from causewatch.errors import InputError
 if TYPE_CHECKING:   # for annotations only: the libraries load in the functions, so --help stays light
     import pandas as pd
 
-    from causewatch.analytics.causal import Background, PCLearner
-
 EPILOG = """examples:
   causewatch learn runs.csv --discrete dtype --tier inputs:n,dtype --tier outputs:seconds
   causewatch learn runs.parquet --forbid n-dtype --require n->instructions --max-depth 2 --json
@@ -71,47 +69,16 @@ def add_learning_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print {nodes, edges, equivalences} as JSON")
 
 
-def load_df(spec: str, args) -> tuple[pd.DataFrame, list[str], tuple[str, ...]]:
-    """The table DATA names, the columns known to be inputs (task parameters) and the bookkeeping
-    columns that are not variables."""
-    import pandas as pd
-    if spec in STORED:
-        return _load_stored(spec, args)
-    if spec.startswith("duckdb:"):
-        return _load_duckdb(spec, args)
-    _only_for(args, "")
-    path = Path(spec)
-    if not path.exists():
-        raise InputError(f"{spec}: no such file (expected a .csv, .parquet or duckdb:FILE:TABLE)")
-    try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            return pd.read_parquet(path), [], ()
-        return pd.read_csv(path), [], ()
-    except (ValueError, OSError) as e:
-        kind = "Parquet" if path.suffix.lower() in (".parquet", ".pq") else "CSV"
-        raise InputError(f"{spec}: cannot read as {kind} ({e})") from None
+STORED = ("tasks", "samples")   # daemon/learning.py's STORED, named here so --help loads no pandas
 
 
-def _load_duckdb(spec: str, args):
-    """duckdb:FILE:TABLE: the daemon's tasks and samples as `tasks`/`samples --db FILE` give them; any
-    other table of any DuckDB file as it is."""
-    from causewatch.daemon import readers
-    _, _, rest = spec.partition(":")
-    file, _, table = rest.rpartition(":")
-    if not file or not table:
-        raise InputError(f"{spec}: expected duckdb:FILE:TABLE")
-    if table in STORED:
-        args.db = file
-        return _load_stored(table, args)
-    _only_for(args, table)
-    con = readers.shared.open_store(file)
-    try:
-        return readers.shared.read_table(con, table), [], ()
-    finally:
-        con.close()
-
-
-STORED = ("tasks", "samples")
+def options(args):
+    """The learner's and the report's settings of the flags (daemon/learning.py's Options)."""
+    from causewatch.daemon.learning import Options, names
+    return Options(columns=names(args.columns) or None, discrete=names(args.discrete), tiers=args.tier,
+                   forbid=args.forbid, require=args.require, max_depth=args.max_depth, estimator=args.estimator,
+                   alpha=args.alpha, equivalences=not args.no_equivalences, submodels=args.submodels,
+                   dot=bool(args.dot), tetrad=bool(args.tetrad))
 
 
 def _only_for(args, table: str) -> None:
@@ -121,126 +88,97 @@ def _only_for(args, table: str) -> None:
         raise InputError("--metric and --bucket apply only to samples")
 
 
-def _load_stored(table: str, args):
-    """The daemon's `tasks` (params and counters unpacked, a code phase: the variables its causal job
-    has) or `samples` (one column per scope/metric, a row per node and time bucket), read through
-    its API or from its stopped store."""
-    from causewatch.analytics.causal import features
-    from causewatch.analytics.phases import PhaseTracker
+def learn_stored(table: str, args) -> dict:
+    """The daemon's `tasks` or `samples` learnt where they are read (the `learn` verb: in the daemon's
+    API worker, or here on a stopped daemon's store): the report."""
     _only_for(args, table)
     with open_source(args) as source:
-        if table == "tasks":
-            tasks = source.read(verbs.TASKS, app=args.app)
-            df, inputs = features.name_task_columns(tasks, tasks.attrs["params"], tasks.attrs["counters"])
-            if df.empty:
-                raise InputError("no tasks stored" + (f" of app {args.app!r}" if args.app else ""))
-            return features.with_code_phase(df, PhaseTracker()), inputs, tuple(features.BOOKKEEPING)
-        long = source.read(verbs.SAMPLES, metric=args.metric)
-        if long.empty:
-            raise InputError("no samples stored" + (f" of {', '.join(args.metric)}" if args.metric else ""))
-        return features.samples_wide(long, args.bucket or 1.0), [], ("node", "t")
+        with waiting("learning", args.json or getattr(args, "quiet", False)):
+            return source.read(verbs.LEARN, data=table, app=args.app, metric=args.metric, bucket=args.bucket,
+                               columns=args.columns, discrete=args.discrete or None, tier=args.tier or None,
+                               forbid=args.forbid or None, require=args.require or None, max_depth=args.max_depth,
+                               estimator=args.estimator, alpha=args.alpha, equivalences=int(not args.no_equivalences),
+                               submodels=int(args.submodels), dot=int(bool(args.dot)), tetrad=int(bool(args.tetrad)))
 
 
-def _names(text: str) -> list[str]:
-    return [v.strip() for v in text.split(",") if v.strip()]
-
-
-def background_from_args(args, inputs: list[str]) -> Background:
-    from causewatch.analytics.causal import Background
-    tiers: dict[str, list[str]] = {}
-    for spec in args.tier:
-        name, sep, vs = spec.partition(":")
-        if not sep or not name or not _names(vs):
-            raise InputError(f"--tier {spec!r}: expected NAME:a,b (e.g. inputs:n,dtype)")
-        tiers.setdefault(name, []).extend(_names(vs))
-    if inputs and "inputs" not in tiers:
-        tiers["inputs"] = inputs
-    forbidden = []
-    for spec in args.forbid:
-        a, sep, b = spec.partition("-")
-        if not sep or not a or not b or b.startswith(">"):
-            raise InputError(f"--forbid {spec!r}: expected a-b")
-        forbidden.append((a.strip(), b.strip()))
-    required = []
-    for spec in args.require:
-        a, sep, b = spec.partition("->")
-        if not sep or not a or not b:
-            raise InputError(f"--require {spec!r}: expected a->b")
-        required.append((a.strip(), b.strip()))
-    return Background(tiers=tiers, forbidden=forbidden, required=required)
-
-
-def variables(df: pd.DataFrame, args, drop: tuple[str, ...] = ()) -> pd.DataFrame:
-    """The model's variables by the shared preparation (analytics.causal.features), said on stderr."""
-    from causewatch.analytics.causal import features
-    wanted = _names(args.columns) if args.columns else None
-    if wanted:
-        missing = [c for c in wanted if c not in df.columns]
-        if missing:
-            raise InputError(f"--columns: no column(s) {missing}; the data has {list(df.columns)}")
-    unknown = [c for c in _names(args.discrete) if c not in df.columns]
-    if unknown:
-        raise InputError(f"--discrete: no column(s) {unknown}; the data has {list(df.columns)}")
-    chosen = features.model_variables(df, wanted, drop)
-    if chosen.data.shape[1] < 2:
-        raise InputError(f"need at least 2 columns that vary over complete rows; got {chosen.summary()}")
-    if not (args.json or getattr(args, "quiet", False)):
-        print(f"learning from {chosen.summary()} ...", file=sys.stderr)
-    return chosen.data
-
-
-def learn(df: pd.DataFrame, args, inputs: list[str]) -> PCLearner:
-    """PC-stable over `df`'s columns (already the model's variables) with the flags' background."""
-    from causewatch.analytics.causal import BackgroundError, CIError, PCLearner, make_ci_test
-    discrete = _names(args.discrete)
-    bg = background_from_args(args, [c for c in inputs if c in df.columns])
-    params = {} if args.estimator == "lemeire" or args.alpha is None else {"alpha": args.alpha}
+def load_df(spec: str, args) -> pd.DataFrame:
+    """The table of a file DATA names: CSV, Parquet, or duckdb:FILE:TABLE (any table but the store's)."""
+    import pandas as pd
+    if spec.startswith("duckdb:"):
+        return _load_duckdb(spec, args)
+    _only_for(args, "")
+    path = Path(spec)
+    if not path.exists():
+        raise InputError(f"{spec}: no such file (expected a .csv, .parquet or duckdb:FILE:TABLE)")
     try:
-        test = make_ci_test(args.estimator, **params)
-        learner = PCLearner(ci_test=test, max_depth=args.max_depth, background=bg,
-                            discrete=[d for d in discrete if d in df.columns],
-                            equivalences=not args.no_equivalences)
-        return learner.fit(df)
-    except (BackgroundError, CIError, ValueError) as e:
-        raise InputError(str(e)) from None
+        if path.suffix.lower() in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        return pd.read_csv(path)
+    except (ValueError, OSError) as e:
+        kind = "Parquet" if path.suffix.lower() in (".parquet", ".pq") else "CSV"
+        raise InputError(f"{spec}: cannot read as {kind} ({e})") from None
+
+
+def _load_duckdb(spec: str, args):
+    from causewatch.daemon import readers
+    _, _, rest = spec.partition(":")
+    file, _, table = rest.rpartition(":")
+    if not file or not table:
+        raise InputError(f"{spec}: expected duckdb:FILE:TABLE")
+    _only_for(args, table)
+    con = readers.shared.open_store(file)
+    try:
+        return readers.shared.read_table(con, table)
+    finally:
+        con.close()
+
+
+def learn_here(df: pd.DataFrame, args, inputs: list[str]) -> dict:
+    """PC-stable over `df` in this process (a file's table, an experiment's runs): the report."""
+    from causewatch.daemon import learning
+    quiet = args.json or getattr(args, "quiet", False)
+    chosen = learning.variables(df, options(args))
+    if not quiet:
+        print(f"learning from {chosen.summary()} ...", file=sys.stderr)
+    with waiting("learning", quiet):
+        return learning.learn(df, inputs, (), options(args))
 
 
 def run(args) -> int:
     check_output(args.dot, "--dot")
     check_output(args.tetrad, "--tetrad")
-    df, inputs, drop = load_df(args.data, args)
-    data = variables(df, args, drop)
-    with waiting("learning", args.json or getattr(args, "quiet", False)):
-        learner = learn(data, args, inputs)
-    return report(learner, args)
+    spec = args.data
+    if spec.startswith("duckdb:") and spec.rpartition(":")[2] in STORED:   # the store's tables, as `--db FILE`
+        spec, args.db = spec.rpartition(":")[2], spec[len("duckdb:"):].rpartition(":")[0]
+    if spec in STORED:
+        found = learn_stored(spec, args)
+        if not (args.json or getattr(args, "quiet", False)):
+            print(f"learning from {found['summary']} ...", file=sys.stderr)
+        return report(found, args)
+    return report(learn_here(load_df(spec, args), args, []), args)
 
 
-def report(learner: PCLearner, args) -> int:
-    """Print the learnt model (text or --json) and write the --dot / --tetrad files."""
-    model = learner.model_
-    subs = model.fit_submodels() if args.submodels else {}
-    test = learner.ci_test.chosen(learner.tested_) if hasattr(learner.ci_test, "chosen") else learner.ci_test
-    test_name, alpha = test.name, getattr(test, "alpha", None)
+def report(found: dict, args) -> int:
+    """Print a learnt model's report (text or --json) and write the --dot / --tetrad files."""
     if args.dot:
-        Path(args.dot).write_text(model.to_dot())
+        Path(args.dot).write_text(found["dot"])
     if args.tetrad:
-        Path(args.tetrad).write_text(model.to_tetrad())
+        Path(args.tetrad).write_text(found["tetrad"])
+    subs = found.get("submodels") or {}
     if args.json:
-        out = {k: v for k, v in model.to_dict().items() if k in ("nodes", "edges", "equivalences")}
-        out["ci_tests"] = learner.n_tests_
-        out["ci_test"] = test_name
-        out["alpha"] = alpha
+        out = {k: found[k] for k in ("nodes", "edges", "equivalences", "ci_tests", "ci_test", "alpha")}
         if subs:
-            out["submodels"] = {v: {"parents": list(s.parents), "kind": s.kind, "formula": s.formula,
-                                    "bits": round(s.bits, 3)} for v, s in subs.items()}
+            out["submodels"] = subs
         print(json.dumps(out, indent=2))
         return 0
+    alpha = found["alpha"]
     level = "" if alpha is None else f", alpha {alpha:g}"
-    print(f"{len(model.nodes)} variables, {len(model.edges())} edges, {learner.n_tests_} CI tests ({test_name}{level})")
-    for e in model.edges():
-        print(f"  {e.src} {'-->' if e.directed else '---'} {e.dst}   ({e.strength:.3f} bits)")
-    for q in model.equivalences:
+    print(f"{len(found['nodes'])} variables, {len(found['edges'])} edges, {found['ci_tests']} CI tests "
+          f"({found['ci_test']}{level})")
+    for e in found["edges"]:
+        print(f"  {e['src']} {'-->' if e['directed'] else '---'} {e['dst']}   ({e['strength']:.3f} bits)")
+    for q in found["equivalences"]:
         print(f"  equivalent for {q['target']}: {', '.join(q['variables'])} (kept {q['kept']})")
     for s in subs.values():
-        print(f"  {s.formula}   [{s.kind}, {s.bits:.1f} bits]")
+        print(f"  {s['formula']}   [{s['kind']}, {s['bits']:.1f} bits]")
     return 0

@@ -53,9 +53,12 @@ def run(args) -> int:
         if args.history:
             return _history(source.read(verbs.MODELS, scope=args.scope), args.json)
         found = source.read(verbs.MODEL, scope=args.scope, model_id=args.model_id)
-        marked = {(a["src"], a["dst"]) for a in source.read(verbs.ANOMALIES, scope=found["scope"], open=1)} \
-            if args.svg else set()
-    return _show(found, marked, args)
+        # drawn where the model is read (the daemon's API worker: the CLI loads no analytics), this version
+        for fmt, path in (("dot", args.dot), ("svg", args.svg)):
+            if path:
+                Path(path).write_text(source.read(verbs.MODEL, scope=found["scope"], model_id=found["model_id"],
+                                                  format=fmt))
+    return _show(found, args)
 
 
 def _history(versions: list[dict], as_json: bool) -> int:
@@ -69,21 +72,16 @@ def _history(versions: list[dict], as_json: bool) -> int:
     return 0
 
 
-def _show(found: dict, marked: set, args) -> int:
-    from causewatch.analytics.causal import CausalModel, model_svg
-    model = CausalModel.from_json(found)
-    if args.dot:
-        Path(args.dot).write_text(model.to_dot(found["scope"]))
-    if args.svg:
-        Path(args.svg).write_text(model_svg(model, anomalous=marked, title=found["scope"]))
+def _show(found: dict, args) -> int:
     if args.json:
         print(json.dumps(found, indent=2))
         return 0
     base = found.get("baseline")
-    print(f"{found['scope']} model {found['model_id']}: {len(model.nodes)} variables, {len(model.edges())} edges; "
+    edges = sorted(found["edges"], key=lambda e: (e["src"], e["dst"]))   # as CausalModel.edges() lists them
+    print(f"{found['scope']} model {found['model_id']}: {len(found['nodes'])} variables, {len(edges)} edges; "
           + (f"baseline model {base['model_id']} ({base['how']})" if base else "no baseline yet"))
-    for e in model.edges():
-        print(f"  {e.src} {'-->' if e.directed else '---'} {e.dst}   ({e.strength:.3f} bits)")
+    for e in edges:
+        print(f"  {e['src']} {'-->' if e['directed'] else '---'} {e['dst']}   ({e.get('strength', 0.0):.3f} bits)")
     for v, sub in found.get("submodels", {}).items():
         print(f"  {sub['formula']}   [{sub['kind']}, {sub['bits']} bits]")
     return 0

@@ -58,48 +58,64 @@ def termsets(args):
         raise InputError(str(e)) from None
 
 
-def print_table(df, wide: bool = False) -> None:
-    """The DataFrame as text; unless `wide`, the longest text columns are shortened (with …) to fit WIDTH."""
-    from pandas.api.types import is_numeric_dtype
-    if not len(df):
+def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "NaN"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def print_table(rows: list[dict], wide: bool = False) -> None:
+    """Records as a text table, every column right-aligned under its name; unless `wide`, the longest
+    text columns are shortened (with …) to fit WIDTH. Plain Python: a data verb that asked a daemon
+    prints its answer without loading pandas."""
+    if not rows:
         print("(no matches)")
         return
+    columns = list(rows[0])
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    texts = [i for i, c in enumerate(columns) if any(isinstance(r.get(c), str) for r in rows)]
 
-    def render(f):
-        return f.to_string(index=False, float_format=lambda v: f"{v:.4g}")
-    text = render(df)
+    def render() -> list[str]:
+        widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+        return [" ".join(v.rjust(w) for v, w in zip(line, widths)) for line in [columns, *cells]]
+    lines = render()
     width = max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if wide else WIDTH
-    df = df.copy()
-    while not wide and max(map(len, text.splitlines())) > width:
-        texts = [c for c in df.columns if not is_numeric_dtype(df[c])]
-        if not texts:
-            break
-        lengths = {c: int(df[c].astype(str).str.len().max()) for c in texts}
+    while not wide and max(map(len, lines)) > width and texts:
+        lengths = {i: max(len(row[i]) for row in cells) for i in texts}
         col = max(lengths, key=lengths.get)
-        over = max(map(len, text.splitlines())) - width
-        keep = max(8, lengths[col] - over)
+        keep = max(8, lengths[col] - (max(map(len, lines)) - width))
         if keep >= lengths[col]:
             break
-        df[col] = df[col].astype(str).map(lambda v: v if len(v) <= keep else v[:keep - 1] + "…")
-        text = render(df)
-    print(text)
+        for row in cells:
+            row[col] = row[col] if len(row[col]) <= keep else row[col][:keep - 1] + "…"
+        lines = render()
+    print("\n".join(lines))
 
 
 def run(args) -> int:
-    from causewatch.analytics.fuzzy import perfql
-    from causewatch.analytics.fuzzy.summaries import records
     if args.top is not None and args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
     with open_source(args) as source:
-        try:
-            query = perfql.Query(args.query, termsets(args), args.mode)
-            df = source.read(verbs.REGIONS, last=args.last, node=args.node,
-                             metric=sorted(query.required_metrics()))
-            result = query.evaluate(df, args.min_degree, args.top)
-        except ValueError as e:
-            raise InputError(f"query: {e}") from None
+        if args.terms:   # scored here with the file's term sets; the daemon's verb knows the defaults only
+            rows = _scored_here(source, args)
+        else:
+            rows = source.read(verbs.QUERY, q=args.query, last=args.last, node=args.node,
+                               min_degree=args.min_degree, top=args.top, mode=args.mode)
     if args.json:
-        print(json.dumps(records(result), indent=1))
+        print(json.dumps(rows, indent=1))
     else:
-        print_table(result.round({"degree": 3}), args.wide)
+        print_table([{**r, "degree": round(r["degree"], 3)} for r in rows], args.wide)
     return 0
+
+
+def _scored_here(source, args) -> list[dict]:
+    from causewatch.analytics.fuzzy import perfql
+    from causewatch.analytics.fuzzy.summaries import records
+    try:
+        query = perfql.Query(args.query, termsets(args), args.mode)
+        df = source.read(verbs.REGIONS, last=args.last, node=args.node, metric=sorted(query.required_metrics()))
+        return records(query.evaluate(df, args.min_degree, args.top))
+    except ValueError as e:
+        raise InputError(f"query: {e}") from None

@@ -4,7 +4,6 @@ errors pointing at their column; its tables fit 100 columns (long names shortene
 
 import json
 
-import pandas as pd
 import pytest
 
 from causewatch.analytics import fuzzy
@@ -38,20 +37,21 @@ def test_query_on_a_missing_store_is_an_input_error(tmp_path, capsys):
     assert "cannot open the DuckDB store" in capsys.readouterr().err
 
 
-def _df():
+def _rows():
     name = "std::_Rb_tree<int, int, std::_Identity<int>, std::less<int>, std::allocator<int> >::_M_erase"
-    return pd.DataFrame({"node": ["n1", "n2"], "region": [name, "main"], "metric": ["time_share"] * 2,
-                         "value": [0.5, 0.25], "bottleneck": ["Medium (degree=0.502)/High (degree=0.495)/"] * 2})
+    return [{"node": n, "region": r, "metric": "time_share", "value": v,
+             "bottleneck": "Medium (degree=0.502)/High (degree=0.495)/"} for n, r, v in
+            (("n1", name, 0.5), ("n2", "main", 0.25))]
 
 
 def test_tables_fit_100_columns(capsys):
-    print_table(_df())
+    print_table(_rows())
     lines = capsys.readouterr().out.splitlines()
     assert max(map(len, lines)) <= WIDTH and "…" in lines[1] and "main" in lines[2]
 
 
 def test_wide_keeps_every_character(capsys):
-    print_table(_df(), wide=True)
+    print_table(_rows(), wide=True)
     out = capsys.readouterr().out
     assert "_M_erase" in out and "…" not in out and max(map(len, out.splitlines())) > WIDTH
 

@@ -5,6 +5,8 @@ point by a "module:function" string (a probe kit's worker callable is data, not 
 import ast
 import importlib
 import re
+import subprocess
+import sys
 
 import pytest
 from support import product_files
@@ -21,6 +23,22 @@ def test_every_entry_key_resolves_to_a_registered_function():
     for key in Entry:
         fn = worker.resolve(key)
         assert callable(fn) and fn is entrypoints.ENTRY_POINTS[key], key
+
+
+def test_what_the_fork_server_preloads_imports_and_holds_the_registry():
+    """The fork server ignores an ImportError in its preload (each worker would then load its own copy)."""
+    for name in worker.PRELOAD:
+        assert importlib.import_module(name)
+    assert importlib.import_module(worker.PRELOAD[0]).entrypoints is entrypoints
+
+
+def test_the_preload_starts_no_thread_pool():
+    """The fork server forks the workers after its preload: numba's parallel thread pool, or any thread,
+    must not exist there yet (a forked child would inherit a pool without its threads)."""
+    code = ("import threading, causewatch.daemon.preload; from numba.np.ufunc import parallel; "
+            "print(parallel._is_initialized, threading.active_count())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["False", "1"], out.stderr
 
 
 def test_every_ask_has_a_handler_and_an_unknown_one_is_named():

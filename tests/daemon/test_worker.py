@@ -58,6 +58,27 @@ def test_a_child_killed_mid_request_is_a_clear_error_and_the_next_request_gets_a
     assert second != first
 
 
+def test_an_idle_child_is_retired_and_the_next_request_forks_another(worker):
+    first = worker(os.getpid)
+    assert not worker.retire(600) and worker.pid == first   # used just now
+    assert worker.retire(0) and worker.pid is None
+    assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
+    assert worker(os.getpid) not in (first, None)
+
+
+def test_the_workers_are_forked_from_one_server_that_loaded_the_analysis_stack(worker):
+    """Their libraries are the fork server's pages, shared (docs/memory.md): a worker has numba and pandas
+    before its first request needs them."""
+    child = psutil.Process(worker(os.getpid))
+    maps = {m.path for m in child.memory_maps()}
+    assert any("/llvmlite/" in m for m in maps) and any("/pandas/" in m for m in maps)
+    other = Worker(niceness=0)
+    try:
+        assert psutil.Process(other(os.getpid)).ppid() == child.ppid() != os.getpid()
+    finally:
+        other.stop()
+
+
 def test_stop_cuts_a_long_request_short_and_refuses_new_ones():
     w = Worker()
     w(os.getpid)
