@@ -11,11 +11,17 @@ is spooled to disk, so the two cores go to the daemon, which is what this measur
 
 Throughput (default): every agent sends --frames frames of --timestamps x --metrics as fast as the
 window allows; prints values/s committed and acked end to end, the raw rate of inserting the same
-rows into DuckDB from Arrow in this process (the daemon's table builder and DuckDB settings, one
-commit per round of one frame per agent), their ratio (goal >= 85 % at 100 and at 1,000 agents),
-CPU seconds of the daemon and of the senders, and the daemon's peak RSS and open descriptors. The
-raw and end-to-end runs alternate, --rounds end-to-end runs each between two raw ones, and the
-median of the rounds' ratios is the figure.
+rows into DuckDB from Arrow in this process (the writer's own batch builder, schema and DuckDB
+settings, one commit per statement of the daemon's batch_max_frames frames), their ratio (goal
+>= 85 % at 100 and at 1,000 agents), CPU seconds of the daemon and of the senders, and the daemon's
+peak RSS and open descriptors. The raw and end-to-end runs alternate, --rounds end-to-end runs each
+between two raw ones, and the median of the rounds' ratios is the figure.
+CPU per value (issue 27): the daemon's CPU-seconds are its own utime + stime from /proc/<pid>/stat
+(all its threads, not its worker children) while timed; the raw runs' are this process's CPU time
+over the inserts alone. Goal: daemon CPU per value <= 1.15x the raw insert's. With --baseline DIR
+(another checkout with its own .venv, e.g. `git worktree add /work/wt-ingest-old 4f8bcc0`), each
+round also runs that checkout's daemon on the very same frames, the two in alternating order (ABBA),
+and reports values stored per daemon CPU-second, new over baseline (goal >= 1.5).
 Soak (--seconds S): every agent sends one frame per --interval seconds for S seconds (default
 1 Hz x 1 x 50 metrics); prints the daemon's RSS and descriptors sampled over time (start/peak/end).
 Both end with an audit: every frame acked, each (node, boot, seq) in ingest_log once, every value
@@ -28,6 +34,7 @@ import argparse
 import heapq
 import json
 import multiprocessing as mp
+import os
 import sys
 import tempfile
 import time
@@ -48,7 +55,6 @@ from causewatch import wire
 from causewatch.config import DaemonConfig
 from causewatch.daemon.ingest import raise_nofile_limit
 from causewatch.daemon.store import Store
-from causewatch.daemon.store.frames import samples_table
 
 
 def body(n_t: int, n_m: int, rng, t0: float = 0.0) -> dict:
@@ -208,7 +214,13 @@ class Watch:
                 "last_half_mb_per_min": slope}
 
 
-def end_to_end(args, folder: Path) -> dict:
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of one process (all its threads, none of its children), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()   # fields from the 3rd (state)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
     extra, settings = [], {"max_queue_bytes": args.queue_mb, "store_memory_bytes": args.store_mb,
                            "max_in_flight_bytes": args.in_flight_mb}
     if any(settings.values()) or args.batch_frames:
@@ -216,7 +228,7 @@ def end_to_end(args, folder: Path) -> dict:
         lines += f"batch_max_frames = {args.batch_frames}\n" if args.batch_frames else ""
         (folder / "daemon.toml").write_text(f"[daemon]\n{lines}")
         extra = ["--config", str(folder / "daemon.toml")]
-    daemon = DaemonProcess(folder / "e2e.duckdb", extra=extra).start()
+    daemon = DaemonProcess(folder / "e2e.duckdb", extra=extra, checkout=checkout).start()
     watch = Watch(daemon.proc.pid)
     ctx = mp.get_context("fork")
     ready, go, done = ctx.Queue(), ctx.Event(), ctx.Queue()
@@ -230,7 +242,7 @@ def end_to_end(args, folder: Path) -> dict:
     # on these 2 cores) is over, and the rate measured is a running daemon's, not its first seconds'.
     urllib.request.urlopen(f"http://{daemon.http}/api/stats", timeout=120).read()
     senders = [psutil.Process(p.pid) for p in procs]
-    cpu0 = watch.proc.cpu_times(), [s.cpu_times() for s in senders]
+    cpu0 = proc_cpu_seconds(daemon.proc.pid), [s.cpu_times() for s in senders]
     watch.t0 = time.monotonic()   # the table's seconds count from here
     watch.sample()
     t0 = time.perf_counter()
@@ -243,7 +255,7 @@ def end_to_end(args, folder: Path) -> dict:
         except Exception:   # queue.Empty: keep sampling the daemon
             pass
     elapsed = time.perf_counter() - t0
-    cpu = {"daemon": _cpu(watch.proc.cpu_times()) - _cpu(cpu0[0]),
+    cpu = {"daemon": proc_cpu_seconds(daemon.proc.pid) - cpu0[0],
            "senders": sum(_cpu(s.cpu_times()) - _cpu(c) for s, c in zip(senders, cpu0[1]))}
     for p in procs:
         p.join()
@@ -268,70 +280,109 @@ def _cpu(times) -> float:
     return times.user + times.system + getattr(times, "children_user", 0) + getattr(times, "children_system", 0)
 
 
-def raw(args, folder: Path) -> tuple[float, int]:
-    """The same rows, one batch per round of one frame per agent, straight from Arrow into DuckDB: the ceiling."""
-    # the daemon's DuckDB settings
-    store = Store(str(folder / "raw.duckdb"), args.store_mb * 2**20 or DaemonConfig().store_memory_bytes)
+def raw(args, folder: Path) -> tuple[float, float, int]:
+    """The same rows straight from Arrow into DuckDB, built by the writer's own batch builder into its
+    schema, a statement and commit per batch_max_frames frames (the daemon's largest batch): the
+    ceiling. Returns (wall seconds, CPU seconds of this process, values) over the inserts alone."""
+    cfg = DaemonConfig()
+    store = Store(str(folder / "raw.duckdb"), args.store_mb * 2**20 or cfg.store_memory_bytes)
     rng = np.random.default_rng(0)
     frames = [wire.decode(wire.encode("samples", f"agent-{k:04d}", "b", 1, body(args.timestamps, args.metrics, rng)))
               for k in range(args.agents)]
-    batch = samples_table(frames)  # noqa: F841 (DuckDB reads it by name)
+    per = args.batch_frames or cfg.batch_max_frames
+    batches = [store.samples_batch(frames[i:i + per]) for i in range(0, len(frames), per)]
     con: duckdb.DuckDBPyConnection = store.con
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(args.frames):
-        con.begin()
-        con.execute("INSERT INTO samples SELECT * FROM batch")
-        con.commit()
-    elapsed = time.perf_counter() - t0
-    n = con.execute("SELECT count(*) FROM samples").fetchone()[0]
+        for batch in batches:   # DuckDB reads `batch` by name
+            con.begin()
+            con.execute("INSERT INTO samples_hot SELECT * FROM batch")
+            con.commit()
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    n = con.execute("SELECT count(*) FROM samples_hot").fetchone()[0]
     store.close()
-    return elapsed, n
+    return elapsed, cpu, n
 
 
 def throughput(args, folder: Path) -> dict:
     """Raw and end-to-end runs alternate (raw, e2e, raw, ... raw): each end-to-end rate is compared with
-    the mean of the raw rates just before and after it, so a drift in what the shared cores give the
-    bench (the raw rate alone has swung 1.5-6.5 M values/s between runs) falls on both sides of a ratio."""
-    rounds, raws = [], [_raw_rate(args, folder / "raw-0")]
+    the mean of the raw runs just before and after it, so a drift in what the shared cores give the
+    bench (the raw rate alone has swung 1.5-6.5 M values/s between runs) falls on both sides of a ratio.
+    With a baseline checkout, each round runs both daemons between the same two raw runs, new first in
+    even rounds and baseline first in odd ones."""
+    daemons = [("new", None)] + ([("baseline", Path(args.baseline).resolve())] if args.baseline else [])
+    rounds, raws = [], [_raw(args, folder / "raw-0")]
     for r in range(args.rounds):
-        (folder / f"e2e-{r}").mkdir()
-        e2e = end_to_end(args, folder / f"e2e-{r}")
-        raws.append(_raw_rate(args, folder / f"raw-{r + 1}"))
-        rate, raw_rate = e2e["values"] / e2e["elapsed"], (raws[-2] + raws[-1]) / 2
-        rounds.append({"end_to_end_values_per_s": rate, "raw_duckdb_values_per_s": raw_rate,
-                       "ratio": rate / raw_rate, "daemon_cpu_s": e2e["cpu"]["daemon"],
-                       "senders_cpu_s": e2e["cpu"]["senders"], "wall_s": e2e["elapsed"],
-                       "daemon_peak_rss_mb": e2e["watch"]["peak"]["rss_mb"],
-                       "daemon_peak_open_fds": e2e["watch"]["peak"]["fds"], "resent": e2e["resent"],
-                       "credit_bytes": e2e["credit"]})
+        runs = {}
+        for name, checkout in daemons if r % 2 == 0 else daemons[::-1]:
+            (folder / f"{name}-{r}").mkdir()
+            runs[name] = end_to_end(args, folder / f"{name}-{r}", checkout)
+        raws.append(_raw(args, folder / f"raw-{r + 1}"))
+        raw_rate = (raws[-2]["values_per_s"] + raws[-1]["values_per_s"]) / 2
+        raw_cpu = (raws[-2]["cpu_ns_per_value"] + raws[-1]["cpu_ns_per_value"]) / 2
+        row = {"raw_duckdb_values_per_s": raw_rate, "raw_cpu_ns_per_value": raw_cpu}
+        for name, e2e in runs.items():
+            rate, cpu = e2e["values"] / e2e["elapsed"], e2e["cpu"]["daemon"]
+            row[name] = {"end_to_end_values_per_s": rate, "ratio": rate / raw_rate, "daemon_cpu_s": cpu,
+                         "values_per_daemon_cpu_s": e2e["values"] / cpu,
+                         "daemon_cpu_ns_per_value": cpu / e2e["values"] * 1e9,
+                         "senders_cpu_s": e2e["cpu"]["senders"], "wall_s": e2e["elapsed"],
+                         "daemon_peak_rss_mb": e2e["watch"]["peak"]["rss_mb"],
+                         "daemon_peak_open_fds": e2e["watch"]["peak"]["fds"], "resent": e2e["resent"],
+                         "credit_bytes": e2e["credit"]}
+        row["daemon_over_raw_cpu"] = row["new"]["daemon_cpu_ns_per_value"] / raw_cpu
+        if args.baseline:
+            row["cpu_gain_over_baseline"] = (row["new"]["values_per_daemon_cpu_s"]
+                                             / row["baseline"]["values_per_daemon_cpu_s"])
+        rounds.append(row)
         if not args.json:
-            _print_round(args, r, e2e, rounds[-1], raws[-2:])
-    result = {"agents": args.agents, "values": e2e["values"], "rounds": rounds,
-              "ratio_median": float(np.median([x["ratio"] for x in rounds])),
-              "daemon_peak_rss_mb": max(x["daemon_peak_rss_mb"] for x in rounds)}
+            _print_round(args, r, runs, row, raws[-2:])
+    median = lambda key: float(np.median([x[key] for x in rounds]))   # noqa: E731
+    result = {"agents": args.agents, "values": runs["new"]["values"], "rounds": rounds,
+              "ratio_median": float(np.median([x["new"]["ratio"] for x in rounds])),
+              "daemon_over_raw_cpu_median": median("daemon_over_raw_cpu"),
+              "daemon_peak_rss_mb": max(x["new"]["daemon_peak_rss_mb"] for x in rounds)}
+    if args.baseline:
+        result["cpu_gain_over_baseline_median"] = median("cpu_gain_over_baseline")
     if not args.json:
         print(f"ratio end-to-end / raw, median of {args.rounds}: {result['ratio_median']:.1%} "
-              f"(each: {', '.join(format(x['ratio'], '.1%') for x in rounds)}); daemon peak RSS "
+              f"(each: {', '.join(format(x['new']['ratio'], '.1%') for x in rounds)}); daemon peak RSS "
               f"{result['daemon_peak_rss_mb']:.0f} MB")
+        print(f"daemon CPU per value / raw insert's, median: {result['daemon_over_raw_cpu_median']:.2f}x "
+              f"(each: {', '.join(format(x['daemon_over_raw_cpu'], '.2f') for x in rounds)}; goal <= 1.15)")
+        if args.baseline:
+            print(f"values per daemon CPU-second, new / baseline, median: "
+                  f"{result['cpu_gain_over_baseline_median']:.2f}x (each: "
+                  f"{', '.join(format(x['cpu_gain_over_baseline'], '.2f') for x in rounds)}; goal >= 1.5)")
     return result
 
 
-def _raw_rate(args, folder: Path) -> float:
+def _raw(args, folder: Path) -> dict:
     folder.mkdir()
-    elapsed, n = raw(args, folder)
-    return n / elapsed
+    elapsed, cpu, n = raw(args, folder)
+    return {"values_per_s": n / elapsed, "cpu_ns_per_value": cpu / n * 1e9}
 
 
-def _print_round(args, r: int, e2e: dict, row: dict, raws: list[float]) -> None:
+def _print_round(args, r: int, runs: dict, row: dict, raws: list[dict]) -> None:
     if r == 0:
-        print(f"agents {args.agents}, {e2e['values']:,} values per round in frames of {args.timestamps}x{args.metrics}")
-    print(f"round {r + 1}: end to end (sent, committed, acked) {row['end_to_end_values_per_s']:,.0f} values/s; "
-          f"raw Arrow -> DuckDB, same rows, before/after {raws[0]:,.0f}/{raws[1]:,.0f}; "
-          f"ratio {row['ratio']:.1%}")
-    print(f"  CPU seconds while timed: daemon {row['daemon_cpu_s']:.1f}, senders {row['senders_cpu_s']:.1f} "
-          f"(wall {row['wall_s']:.1f}); daemon peak RSS {row['daemon_peak_rss_mb']:.0f} MB, peak open "
-          f"descriptors {row['daemon_peak_open_fds']}; frames resent {row['resent']}; credit granted per agent "
-          f"at the end {e2e['credit'][0] / 1024:,.0f}-{e2e['credit'][1] / 1024:,.0f} KiB")
+        print(f"agents {args.agents}, {runs['new']['values']:,} values per run in frames of "
+              f"{args.timestamps}x{args.metrics}")
+    print(f"round {r + 1}: raw Arrow -> DuckDB, same rows, before/after {raws[0]['values_per_s']:,.0f}/"
+          f"{raws[1]['values_per_s']:,.0f} values/s, {raws[0]['cpu_ns_per_value']:.1f}/"
+          f"{raws[1]['cpu_ns_per_value']:.1f} CPU-ns per value")
+    for name, e2e in runs.items():
+        x = row[name]
+        print(f"  {name}: end to end (sent, committed, acked) {x['end_to_end_values_per_s']:,.0f} values/s, "
+              f"ratio to raw {x['ratio']:.1%}; daemon {x['daemon_cpu_s']:.1f} CPU-s, "
+              f"{x['values_per_daemon_cpu_s'] / 1e6:.2f} M values per CPU-s ({x['daemon_cpu_ns_per_value']:.1f} "
+              f"ns per value), senders {x['senders_cpu_s']:.1f} CPU-s (wall {x['wall_s']:.1f})")
+        print(f"    daemon peak RSS {x['daemon_peak_rss_mb']:.0f} MB, peak open descriptors "
+              f"{x['daemon_peak_open_fds']}; frames resent {x['resent']}; credit granted per agent at the end "
+              f"{e2e['credit'][0] / 1024:,.0f}-{e2e['credit'][1] / 1024:,.0f} KiB")
+    line = f"  daemon CPU per value / raw insert's: {row['daemon_over_raw_cpu']:.2f}x"
+    if "cpu_gain_over_baseline" in row:
+        line += f"; values per daemon CPU-s, new / baseline: {row['cpu_gain_over_baseline']:.2f}x"
+    print(line)
 
 
 def soak(args, e2e: dict) -> dict:
@@ -376,6 +427,8 @@ def main() -> None:
     p.add_argument("--in-flight-mb", type=int, default=0, help="daemon max_in_flight_bytes in MiB (default: its own)")
     p.add_argument("--rounds", type=int, default=3,
                    help="throughput: end-to-end runs, each between two raw runs (the ratio's median is reported)")
+    p.add_argument("--baseline", metavar="DIR", help="throughput: also run this checkout's daemon (DIR/.venv) "
+                   "on the same frames, alternating with this one's (e.g. a worktree of the commit before)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     if args.seconds:

@@ -40,7 +40,7 @@ from causewatch.daemon.job_causal import SUBMODEL_ROWS, CausalJob
 from causewatch.daemon.job_retention import RetentionJob
 from causewatch.daemon.jobs import Job, JobContext
 from causewatch.daemon.server import Daemon
-from causewatch.daemon.store import Store, results
+from causewatch.daemon.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support import free_port
@@ -303,6 +303,16 @@ def file_bytes(path: Path) -> int:
     return path.stat().st_size + (Path(f"{path}.wal").stat().st_size if Path(f"{path}.wal").exists() else 0)
 
 
+def insert_minutes(con, df: pd.DataFrame) -> None:
+    """Per-minute aggregates (the samples_minute view's columns) into the base tables under that view."""
+    con.register("day_minutes", df)
+    con.execute("INSERT INTO series SELECT row_number() OVER (ORDER BY node, scope, metric), * FROM "
+                "(SELECT DISTINCT node, scope, metric FROM day_minutes)")
+    con.execute("INSERT INTO samples_minute_agg SELECT s.series_id, round(d.minute * 1000)::BIGINT, d.count, "
+                "d.mean, d.min, d.max FROM day_minutes d JOIN series s USING (node, scope, metric)")
+    con.unregister("day_minutes")
+
+
 def node_day_bytes(folder: Path, hours: int, metrics: int, keys: int) -> dict:
     rng = np.random.default_rng(5)
     empty = folder / "empty.duckdb"
@@ -328,7 +338,7 @@ def node_day_bytes(folder: Path, hours: int, metrics: int, keys: int) -> dict:
     df = day[day.minute < aggregates.minute.min() + 86400.0]
     path = folder / "day-minute.duckdb"
     store = Store(str(path))
-    store.run(lambda con: results.insert_rows(con, "samples_minute", df))
+    store.run(lambda con: insert_minutes(con, df))
     store.close()
     sizes["samples_minute"] = file_bytes(path) - base
     return {"hours_simulated": hours, "metrics": metrics, "phase_vector_keys": keys,

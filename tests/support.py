@@ -61,18 +61,21 @@ def free_port() -> int:
 class DaemonProcess:
     """`causewatch daemon` as a child process on a fixed port, so it can be killed and restarted."""
 
-    def __init__(self, db: Path, port: int | None = None, extra: list[str] | None = None):
+    def __init__(self, db: Path, port: int | None = None, extra: list[str] | None = None, checkout: Path | None = None):
+        """`checkout`: run another checkout's daemon (its .venv, from its folder) instead of this one's."""
         self.db, self.port = db, port or free_port()
         self.endpoint = f"tcp://127.0.0.1:{self.port}"
         self.extra = extra or []
         self.proc: subprocess.Popen | None = None
         self.http: str | None = None
+        self.python, self.cwd = (str(checkout / ".venv/bin/python"), checkout) if checkout else (sys.executable, None)
 
     def start(self) -> "DaemonProcess":
         self.http = f"127.0.0.1:{free_port()}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "causewatch.cli", "daemon", "--db", str(self.db), "--bind", self.endpoint,
-             "--http", self.http, *self.extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [self.python, "-m", "causewatch.cli", "daemon", "--db", str(self.db), "--bind", self.endpoint,
+             "--http", self.http, *self.extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=self.cwd)
         line = self.proc.stdout.readline()
         if not line.startswith("causewatch daemon:"):
             self.proc.kill()

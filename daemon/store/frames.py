@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from causewatch import wire
+from causewatch.daemon.store import columns
 from causewatch.daemon.store.lake import folder_for, sweep
 from causewatch.daemon.store.results import record_probe_facts
 from causewatch.daemon.store.schema import migrate
@@ -27,6 +28,9 @@ from causewatch.daemon.store.views import create_views
 # frame after frame must not grow the writer's memory; the series map itself grows with the series).
 ID_COLUMNS_MAX = 1 << 16
 log = logging.getLogger(__name__)
+# A node's last_seen is written at most this often (seconds): an UPDATE costs 1.5-5 ms however few rows it
+# changes, which at 100 agents was a statement in every commit.
+LAST_SEEN_EVERY = 1.0
 
 
 def _json(value) -> str | None:
@@ -110,11 +114,13 @@ class Store:
         if missing:
             log.error("%s: lake files listed but missing, their rows are lost: %s", path, ", ".join(missing))
         create_views(self.con, self.lake)
-        self._columns: dict[str, list[str]] = {}
+        self._columns: dict[str, list[tuple[str, str]]] = {}   # table -> (column, DuckDB type)
         self.series = Ids(self.con.execute("SELECT series_id, node, scope, metric FROM series").fetchall())
         self.bbv_keys = Ids(self.con.execute("SELECT key_id, target, key FROM bbv_keys").fetchall())
         # (node, scope, names) -> the series id of each name: agents send the same names frame after frame
         self._id_columns: dict[tuple, np.ndarray] = {}
+        self._seen: dict[str, float] = {}       # node -> the last_seen last committed for it
+        self._seen_new: dict[str, float] = {}   # what the open transaction writes
         # Highest stored seq per (node, boot): a frame above it is new without a look-up; at or below it,
         # ingest_log decides (frames may arrive out of order: that is no reason to drop one).
         self._high = {(n, b): s for n, b, s in self.con.execute(
@@ -140,8 +146,9 @@ class Store:
     def _logged(self, frames: list[wire.Frame]) -> set[tuple[str, str, int]]:
         """Which of these frames' (node, boot, seq) are already stored: in ingest_log, or at or below
         their boot's trim watermark (retention trimmed their log rows). One query, not one a frame."""
-        keys = pa.table({"node": [f.node for f in frames], "boot": [f.boot for f in frames],  # noqa: F841
-                         "seq": pa.array([f.seq for f in frames], pa.int64())})
+        keys = columns.table({"node": columns.texts([f.node for f in frames]),  # noqa: F841
+                              "boot": columns.texts([f.boot for f in frames]),
+                              "seq": columns.optional([f.seq for f in frames], np.int64)})
         return set(self.con.execute("""SELECT k.node, k.boot, k.seq FROM keys k
             WHERE EXISTS (SELECT 1 FROM ingest_log l WHERE l.node = k.node AND l.boot = k.boot AND l.seq = k.seq)
                OR k.seq <= (SELECT t.seq FROM ingest_trimmed t WHERE t.node = k.node AND t.boot = k.boot)
@@ -162,16 +169,18 @@ class Store:
             raise
         self.series.commit()
         self.bbv_keys.commit()
+        self._seen.update(self._seen_new)
         for f in verdicts.stored:
             self._high[(f.node, f.boot)] = max(self._high.get((f.node, f.boot), 0), f.seq)
         return verdicts
 
     def _insert(self, frames: list[wire.Frame]) -> None:
         now = time.time()
-        log = pa.table({"node": [f.node for f in frames], "boot": [f.boot for f in frames],  # noqa: F841
-                        "seq": pa.array([f.seq for f in frames], pa.int64()),
-                        "type": [f.type for f in frames], "ts": [f.ts for f in frames],
-                        "received": pa.array(np.full(len(frames), now))})
+        log = columns.table({  # noqa: F841 (DuckDB reads it by name)
+            "node": columns.texts([f.node for f in frames]), "boot": columns.texts([f.boot for f in frames]),
+            "seq": columns.optional([f.seq for f in frames], np.int64),
+            "type": columns.texts([f.type for f in frames]), "ts": columns.optional([f.ts for f in frames], np.float64),
+            "received": columns.numbers(np.full(len(frames), now))})
         self.con.execute("INSERT INTO ingest_log SELECT * FROM log")
         by_type: dict[str, list[wire.Frame]] = {}
         for f in frames:
@@ -193,9 +202,14 @@ class Store:
                 self._insert_rows(table, values)
         if "hello" in by_type:
             self._upsert_nodes(by_type["hello"])
-        # every stored frame says its node is alive (hello alone left a streaming agent looking silent)
-        self.con.execute("UPDATE nodes SET last_seen = ? WHERE list_contains(?, node)",
-                         [now, sorted({f.node for f in frames})])
+        # every stored frame says its node is alive (hello alone left a streaming agent looking silent), to
+        # the second: a node written less than LAST_SEEN_EVERY ago is not written again (a hello's always is)
+        hellos = {f.node for f in by_type.get("hello", [])}
+        due = sorted(n for n in {f.node for f in frames}
+                     if n in hellos or now - self._seen.get(n, -LAST_SEEN_EVERY) >= LAST_SEEN_EVERY)
+        self._seen_new = dict.fromkeys(due, now)
+        if due:
+            self.con.execute("UPDATE nodes SET last_seen = ? WHERE list_contains(?, node)", [now, due])
         if "probe_result" in by_type:
             record_probe_facts(self.con)
 
@@ -218,7 +232,8 @@ class Store:
             if m is not None:
                 mask[start:end] = m.ravel()
             start, row = end, row + len(t)
-        return pa.table({"series_id": series, "ts": ts, "value": pa.array(value, mask=mask)})
+        return columns.table({"series_id": columns.numbers(series), "ts": columns.numbers(ts),
+                              "value": columns.numbers(value, None if mask is None else ~mask)})
 
     def _series_ids(self, node: str, scope: str, names: list[str]) -> np.ndarray:
         key = (node, scope, tuple(names))
@@ -236,20 +251,21 @@ class Store:
         ids = [r[0] for r in self.con.execute("SELECT nextval('bbv_vector_ids') FROM range(?)",
                                               [len(frames)]).fetchall()]
         bodies = [f.body for f in frames]
-        vectors = pa.table({  # noqa: F841 (DuckDB reads it by name)
-            "vector_id": pa.array(ids, pa.int64()), "node": [f.node for f in frames],
-            "boot": [f.boot for f in frames], "seq": pa.array([f.seq for f in frames], pa.int64()),
-            "target": [b["target"] for b in bodies], "kind": [b["kind"] for b in bodies],
-            "t_start": pa.array([b["start"] for b in bodies], pa.float64()),
-            "t_end": pa.array([b["end"] for b in bodies], pa.float64()),
-            "pid": pa.array([b.get("pid") for b in bodies], pa.int64()),
-            "lost": pa.array([b.get("lost") for b in bodies], pa.int64())})
+        vectors = columns.table({  # noqa: F841 (DuckDB reads it by name)
+            "vector_id": columns.numbers(np.array(ids, np.int64)), "node": columns.texts([f.node for f in frames]),
+            "boot": columns.texts([f.boot for f in frames]), "seq": columns.optional([f.seq for f in frames], np.int64),
+            "target": columns.texts([b["target"] for b in bodies]), "kind": columns.texts([b["kind"] for b in bodies]),
+            "t_start": columns.optional([b["start"] for b in bodies], np.float64),
+            "t_end": columns.optional([b["end"] for b in bodies], np.float64),
+            "pid": columns.optional([b.get("pid") for b in bodies], np.int64),
+            "lost": columns.optional([b.get("lost") for b in bodies], np.int64)})
         get = self.bbv_keys.get
         key_ids = [get((b["target"], k)) for b in bodies for k in b["vector"]["keys"]]
-        counts = pa.table({  # noqa: F841
-            "vector_id": np.repeat(np.array(ids, np.int64), [len(b["vector"]["keys"]) for b in bodies]),
-            "key_id": pa.array(key_ids, pa.int32()),
-            "count": pa.array([c for b in bodies for c in b["vector"]["counts"]], pa.int64())})
+        counts = columns.table({  # noqa: F841
+            "vector_id": columns.numbers(np.repeat(np.array(ids, np.int64),
+                                                   [len(b["vector"]["keys"]) for b in bodies])),
+            "key_id": columns.numbers(np.array(key_ids, np.int32)),
+            "count": columns.optional([c for b in bodies for c in b["vector"]["counts"]], np.int64)})
         if self.bbv_keys.new:
             self._insert_rows("bbv_keys", self.bbv_keys.new_rows())
         self.con.execute("INSERT INTO bbv_vectors SELECT * FROM vectors")
@@ -263,10 +279,11 @@ class Store:
         self.bbv_keys.rollback()
 
     def _insert_rows(self, table: str, rows: list[tuple], on_conflict: str = "") -> None:
-        columns = self._columns.get(table)
-        if columns is None:
-            columns = self._columns[table] = [c[0] for c in self.con.execute(f"DESCRIBE {table}").fetchall()]
-        batch = pa.table(dict(zip(columns, map(list, zip(*rows)))))  # noqa: F841 (read by DuckDB)
+        described = self._columns.get(table)
+        if described is None:
+            described = self._columns[table] = [c[:2] for c in self.con.execute(f"DESCRIBE {table}").fetchall()]
+        batch = columns.table({name: columns.column(kind, list(values))  # noqa: F841 (read by DuckDB)
+                               for (name, kind), values in zip(described, zip(*rows))})
         self.con.execute(f"INSERT INTO {table} SELECT * FROM batch {on_conflict}")
 
     def _upsert_nodes(self, hellos: list[wire.Frame]) -> None:

@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+
+from causewatch.daemon.store import columns
 
 # The facts of a node that a probe result depends on, as one JSON object from a `nodes` row aliased n:
 # the machine's boot (the agent's hello carries /proc/sys/kernel/random/boot_id) and its hardware.
@@ -40,7 +43,8 @@ def insert_model(con: duckdb.DuckDBPyConnection, scope: str, window: tuple[float
     con.execute("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [model_id, scope, window[0], window[1], n_rows, learned_at, json.dumps(graph)])
     if len(edges):
-        insert_rows(con, "edges", edges.append_column("model_id", pa.array([model_id] * len(edges), pa.int64())))
+        ids = columns.numbers(np.full(len(edges), model_id, np.int64))   # runs in the daemon: no pa.array
+        insert_rows(con, "edges", edges.append_column("model_id", ids))
     return model_id
 
 

@@ -1,5 +1,8 @@
 """The ingest writer: exactly-once commits, resends recognised, late frames stored, nodes upserted."""
 
+import subprocess
+import sys
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -297,3 +300,38 @@ def test_a_rolled_back_commit_takes_its_new_key_ids_and_vectors_with_it(tmp_path
     assert bbv_view(store) == [("n1", 1, "app", "f", 1, None, None), ("n1", 2, "app", "f", 2, None, None),
                                ("n1", 2, "app", "g", 1, None, None), ("n1", 3, "new", "x", 1, None, None)]
     store.close()
+
+
+WRITES_EVERY_FRAME_TYPE = """
+import sys
+import numpy as np
+import causewatch.daemon.server  # the ingesting process' modules
+from causewatch import wire
+from causewatch.daemon.store import Store, columns, results
+store = Store(sys.argv[1])
+bodies = {"hello": {"hostname": "h", "agent_version": "t", "cores": 2, "counters": {"cycles": "ok"}},
+          "samples": wire.samples_body([1.0, 2.0], ["a", "b"], [[1.0, float("nan")], [2.0, 3.0]]),
+          "bbv": {"target": "app", "kind": "native", "start": 0.0, "end": 1.0, "pid": 3,
+                  "vector": {"keys": ["f"], "counts": [2]}},
+          "task": {"app": "lu", "task_id": "t1", "start": 0.0, "duration": 1.0, "params": {"n": 1}},
+          "region": {"app": "lu", "region": "r", "start": 0.0, "duration": 1.0, "counters": {"cycles": 5.0}},
+          "probe_result": {"app": "mw", "kit": "k", "predicted_seconds": 1.0, "lo": 0.5, "hi": 1.5, "ratio": 1.0,
+                           "probe_seconds": 0.1}}
+frames = [wire.decode(wire.encode(kind, "n1", "b1", i + 1, body)) for i, (kind, body) in enumerate(bodies.items())]
+assert len(store.commit_frames(frames).stored) == len(frames)
+edges = columns.table({"src": columns.texts(["a"]), "dst": columns.texts(["b"]),
+                       "strength": columns.numbers(np.array([0.5]))})
+store.run(lambda con: results.insert_model(con, "lu", (0.0, 1.0), 10, 1.0, {}, edges))
+counts = [store.cursor().execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in
+          ("nodes", "samples", "bbv", "tasks", "regions", "probe_results", "edges")]
+print(counts, "pandas" in sys.modules)
+"""
+
+
+def test_the_writer_loads_no_pandas_in_the_ingesting_process(tmp_path):
+    """pyarrow's pa.array and pa.table import pandas on first use: the writer builds its columns from
+    buffers (store.columns), so a daemon that stores every frame type and a model still has no pandas."""
+    done = subprocess.run([sys.executable, "-c", WRITES_EVERY_FRAME_TYPE, str(tmp_path / "s.duckdb")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[1,", "4,", "1,", "1,", "1,", "1,", "1]", "False"]
