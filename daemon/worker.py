@@ -115,6 +115,10 @@ def _serve(conn, niceness: int, daemon: int, name: str = "") -> None:
     if name:   # what ps and top show for this process (prctl PR_SET_NAME, 15 bytes)
         ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15])
     gc.freeze()   # what the fork server loaded stays shared: a collection would write to each object it visits
+    # numba's thread pool guards its start with a lock of the start method's kind: under the fork server a
+    # named semaphore, which a worker killed at the daemon's stop leaves to the resource tracker (a "leaked
+    # semaphore" warning on the daemon's stderr, after its last line). A worker starts no processes itself.
+    mp.set_start_method("fork", force=True)
     _lower_priority(niceness)
     _daemon = conn
     while True:
