@@ -50,6 +50,9 @@ FINISH = 120.0              # the workload's own tasks may take this much longer
 STORE = {"store_hot_seconds": 20.0, "compaction_interval": 5.0}
 HOG_CYCLES = 6              # model versions learnt under the hog at most: its first batch is part calm, and a
                             # finding is raised on the 2nd check in a row that sees it (4 stopped it first)
+HOG_FACTOR = 4              # the wait the hog aims at, times the calm tasks' (see hog_size)
+HOG_JUDGE = 20              # tasks started under the hog that judge its size, once: short of HOG_FACTOR, it grows
+HOG_MAX = 3                 # ...to at most this many times its first size
 END_CYCLES = 2              # model versions of the calm end when no anomaly on the wait is left to resolve
 SCOPE = "app:demo"
 STABLE = 0.8                # an edge held by this share of the run's model versions (and not weak) is stable
@@ -163,13 +166,24 @@ def runnable() -> int:
 
 
 def hog_size(calm_wait: float | None) -> int:
-    """Busy processes per CPU for the hog: the seconds the calm tasks waited for a CPU per CPU second
-    (about the others sharing a task's CPU), rounded up, at least one. The mechanism test finds the
-    wait multiplied by 6 in 8 of 8 checks, by 4 in 2 of 8 and by 3 in none (45 calm demo tasks against
-    200 with the wait scaled, offline); one per CPU beside a dozen busy processes on two cores adds a
-    fraction of the wait they cause. This many multiplied it 8 times in a demo run at load 10-30
-    (5.9 -> 46.5 s with 6 per CPU), 3 per CPU by 14 at load 5 (0.53 -> 7.7 s)."""
+    """Busy processes per CPU for the hog to start with: the seconds the calm tasks waited for a CPU per
+    CPU second (about the others sharing a task's CPU), rounded up, at least one. The mechanism test
+    finds the wait multiplied by 6 in 8 of 8 checks, by 4 in 2 of 8 and by 3 in none (45 calm demo tasks
+    against 200 with the wait scaled, offline); one per CPU beside a dozen busy processes on two cores
+    adds a fraction of the wait they cause. This many multiplied it by 2.7-8 in demo runs at load
+    10-30 (the story was shown in 3 of 4 runs at 2.8-3.5, not at 2.7), 3 per CPU by 14 at load 5:
+    `grown_size` aims at HOG_FACTOR, once HOG_JUDGE tasks have run under it."""
     return max(1, math.ceil(calm_wait or 0))
+
+
+def grown_size(per_cpu: int, calm_wait: float | None, under: float) -> int:
+    """Busy processes per CPU for the wait per CPU second to reach HOG_FACTOR times the calm one, from
+    what `per_cpu` of them did (`under`: the median of the tasks started under them), linearly; at
+    most HOG_MAX times as many, and never fewer."""
+    if not calm_wait or under >= HOG_FACTOR * calm_wait:
+        return per_cpu
+    added = max(under - calm_wait, 1e-9) / per_cpu   # wait per CPU second each one added
+    return max(per_cpu, min(math.ceil((HOG_FACTOR - 1) * calm_wait / added), HOG_MAX * per_cpu))
 
 
 class Hog:
@@ -183,14 +197,28 @@ class Hog:
         self.load: float | None = None       # the 1-minute load average when it started
         self.calm_wait: float | None = None  # the calm tasks' median wait per CPU second then
         self.started = self.stopped = None   # seconds after the workload started
+        self.sized: str | None = None        # how its size was judged on the tasks under it
 
     def start(self, at: float, load: float, calm_wait: float | None) -> None:
         self.load, self.calm_wait, self.started = load, calm_wait, at
-        self.per_cpu = hog_size(calm_wait)
+        self._add(hog_size(calm_wait))
+
+    def _add(self, per_cpu: int) -> None:
         for cpu in self.cpus:
-            for _ in range(self.per_cpu):
+            for _ in range(per_cpu - self.per_cpu):
                 self.procs.append(subprocess.Popen([sys.executable, "-c", HOG, str(os.getpid())]))
                 os.sched_setaffinity(self.procs[-1].pid, {cpu})
+        self.per_cpu = per_cpu
+
+    def judge(self, under: float, tasks: int, at: float) -> None:
+        """Grow to `grown_size` (once), `under` being the median wait per CPU second of the first
+        `tasks` started under the hog."""
+        first, calm = self.per_cpu, self.calm_wait
+        self._add(grown_size(first, calm, under))
+        self.sized = (f"{first} per CPU: its first {tasks} tasks waited {under:.3g} s per CPU second, the calm "
+                      f"ones {calm if calm is None else f'{calm:.3g}'}" + (
+                          f"; grown to {self.per_cpu} per CPU at {at:.0f} s to reach {HOG_FACTOR} times"
+                          if self.per_cpu > first else ""))
 
     @property
     def running(self) -> bool:
@@ -294,6 +322,13 @@ class Story:
             self.stretch = "done"
 
     def _hogging(self, con, models: list, now: float) -> None:
+        if self.hog.sized is None:
+            tasks = _task_waits(con, self.origin)
+            under = None if tasks is None else tasks[tasks["t"] >= self.hog.started]["ratio"]
+            if under is None:
+                self.hog.sized = "no wait in the task records: not judged"
+            elif len(under) >= HOG_JUDGE:
+                self.hog.judge(float(under.median()), len(under), now)
         self.hog_versions = len(models) - self.versions["hog"]
         over = now - self.began["hog"] >= self.bounds["hog"]
         if over:
@@ -381,8 +416,8 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
     rep["anomalies"] = [_anomaly(a, story, tasks, models, base_window) for a in reversed(readers.models.anomalies(con))]
     waits = _waits(tasks, hog)
     word, shown, line = verdict(rep["anomalies"], waits, story)
-    rep["contention_hog"] = [{"cpus": hog.cpus, "per_cpu": hog.per_cpu, "load_at_start": _round(hog.load),
-                              "calm_wait_per_cpu_s": _round(hog.calm_wait),
+    rep["contention_hog"] = [{"cpus": hog.cpus, "per_cpu": hog.per_cpu, "sized": hog.sized,
+                              "load_at_start": _round(hog.load), "calm_wait_per_cpu_s": _round(hog.calm_wait),
                               "baseline": f"model {story.pinned}, pinned by the demo" if story.pinned
                               else "the first stable model" if base else "none",
                               "baseline_after_s": _round(story.baseline_s), "started_s": _round(hog.started),
@@ -639,7 +674,8 @@ MEANING = {
     "causal_submodels": "each variable with parents as the function of them that describes it shortest (MDL)",
     "contention_hog": "once the model had its baseline (baseline_after_s seconds after the workload started), "
                       "per_cpu busy processes pinned to each CPU (calm_wait_per_cpu_s, the calm tasks' wait per CPU "
-                      "second, rounded up: enough to double it) competed with the workload for its cores, from "
+                      f"second, rounded up, grown once the first tasks under it waited less than {HOG_FACTOR} times "
+                      "that: the size the anomaly test needs) competed with the workload for its cores, from "
                       "started_s to stopped_s while the causal job learnt model_versions versions; wait_per_cpu_s: "
                       "seconds a task waited for a CPU per second it ran, before, during and after (other work on "
                       "the machine contends too)",

@@ -34,10 +34,10 @@ def store(tmp_path):
     st.close()
 
 
-def _tasks(st: Store, times) -> None:
-    st.commit_frames([wire.Frame("task", "demo-node-1", "b", i, ORIGIN + t, {
-        "app": "demo", "task_id": f"t{i}", "start": ORIGIN + t, "duration": CPU * (1 + _ratio(t)),
-        "cpu_seconds": CPU, "params": {"type": "float"}, "counters": {demo.WAIT: CPU * _ratio(t)}})
+def _tasks(st: Store, times, origin: float = ORIGIN, ratio=_ratio, seq: int = 0) -> None:
+    st.commit_frames([wire.Frame("task", "demo-node-1", "b", seq + i, origin + t, {
+        "app": "demo", "task_id": f"t{seq + i}", "start": origin + t, "duration": CPU * (1 + ratio(t)),
+        "cpu_seconds": CPU, "params": {"type": "float"}, "counters": {demo.WAIT: CPU * ratio(t)}})
         for i, t in enumerate(times)])
 
 
@@ -162,22 +162,30 @@ def test_a_wait_the_model_left_out_shows_in_duration(store, tmp_path):
 
 
 def test_the_stretches_follow_the_store(store):
-    """Calm until the scope has its baseline, then real hog processes until an anomaly on the wait is
+    """Calm until the scope has its baseline, then real hog processes, sized on the calm tasks' wait
+    and grown when the first tasks under them wait too little more, until an anomaly on the wait is
     raised, then calm until it resolves; the workload may stop once its tasks are in. Bounds of
     nothing would end each stretch at once: these have none."""
     origin = time.time() - 100   # the workload started 100 s ago
     story = demo.Story(origin, "http://127.0.0.1:9", seconds=30, wait=float("inf"))
     con = store.cursor()
     assert story.step(con, stored=story.calm_tasks) and story.stretch == "calm"   # no model, no baseline
+    _tasks(store, range(50), origin, ratio=lambda t: 0.5)   # calm: half a second per CPU second
     _model(store, 10, origin)
     store.run(lambda con: results.set_baseline(con, demo.SCOPE, 1, "first stable", time.time()))
     try:
         assert story.step(con, stored=story.calm_tasks - 1) and story.stretch == "calm"   # too few calm tasks
         assert story.step(con, stored=story.calm_tasks) and story.stretch == "hog" and story.hog.running
+        assert story.hog.per_cpu == 1 and story.hog.sized is None   # ceil(0.5)
+        # its first 20 tasks waited 1.0 s per CPU second: one per CPU added 0.5, three reach 4 x 0.5 = 2.0
+        _tasks(store, [story.hog.started + 1 + i / 10 for i in range(demo.HOG_JUDGE)], origin,
+               ratio=lambda t: 1.0, seq=50)
+        assert story.step(con, stored=story.calm_tasks + 10) and story.hog.running   # no anomaly yet
+        assert story.hog.per_cpu == 3 and story.hog.sized.startswith(
+            "1 per CPU: its first 20 tasks waited 1 s per CPU second, the calm ones 0.5; grown to 3 per CPU at ")
         pids = [p.pid for p in story.hog.procs]
         assert len(pids) == story.hog.per_cpu * len(story.hog.cpus)
         assert {frozenset(os.sched_getaffinity(pid)) for pid in pids} == {frozenset({c}) for c in story.hog.cpus}
-        assert story.step(con, stored=story.calm_tasks + 10) and story.hog.running   # no anomaly yet
         _model(store, time.time() - origin, origin, lag=0)   # a version on tasks that ran under the hog
         raised = store.run(lambda con: results.raise_anomaly(con, {
             "scope": demo.SCOPE, "kind": "mechanism_changed", "src": "(time)", "dst": demo.WAIT,
