@@ -222,7 +222,10 @@ class Store:
         total = sum(values.size for _, _, values, _ in cols)
         series, ts, value = np.empty(total, np.int32), np.empty(total, np.int64), np.empty(total)
         mask = np.zeros(total, bool) if any(m is not None for *_, m in cols) else None
-        times = ms(np.concatenate([t for t, *_ in cols]))   # one conversion for the batch's timestamps
+        t_all = np.concatenate([t for t, *_ in cols])
+        if t_all.size and not np.abs(t_all).max() < wire.MAX_TIME:   # wire.decode refuses these already
+            raise ValueError(f"a sample time beyond +-{wire.MAX_TIME:.0f} s cannot be stored as integer ms")
+        times = ms(t_all)   # one conversion for the batch's timestamps
         start = row = 0
         for f, (t, names, v, m) in zip(frames, cols):
             end = start + v.size

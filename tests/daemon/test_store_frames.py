@@ -217,6 +217,16 @@ def test_a_time_the_store_cannot_hold_is_refused_by_the_wire(t):
     assert (e.value.field, e.value.code, e.value.seq) == ("body.t", "range", 1)
 
 
+def test_a_frame_made_without_the_wire_and_a_time_it_cannot_hold_stores_nothing(tmp_path):
+    store = Store(str(tmp_path / "s.duckdb"))
+    bad = wire.Frame("samples", "n1", "b1", 1, 1.0, wire.samples_body([1.0, 1e300], ["a"], [[1.0], [2.0]]))
+    with pytest.raises(ValueError, match="cannot be stored as integer ms"):
+        store.commit_frames([samples_frame("n1", 2, ["b"]), bad])
+    assert store.cursor().execute("SELECT count(*) FROM samples_hot").fetchone()[0] == 0
+    assert store.series.ids == {} == series_rows(store)
+    store.close()
+
+
 def test_unflagged_nan_is_refused_and_a_flagged_one_stored_as_null(tmp_path):
     body = wire.samples_body([1.0], ["a", "b"], [[1.0, 2.0]])
     values = bytearray(body["values"])
