@@ -28,7 +28,7 @@ TABLE = "samples"        # the lake's one table so far: its folder under the lak
 STAGING = ".staging"     # where a merge writes before its swap: never read, emptied by every sweep
 # The hot table a move deletes from and the dictionary that names its series (daemon/store/schema.py).
 HOT, SERIES = "samples_hot", "series"
-# Sorted by series, then time: the strings fall into runs (dictionary + RLE make them nearly free), the
+# Sorted by series, then time: the strings fall into long runs (zstd makes them nearly free), the
 # times into small steps (delta), and one node's or series' rows into few row groups (pruning).
 ORDER = "node, scope, metric, ts"
 # Measured by bench/storage.py over ten layouts: Parquet v2 encodes the ms times as deltas and the values
