@@ -107,13 +107,13 @@ class Store:
     def __init__(self, path: str, memory_bytes: int | None = None, lake: str = ""):
         self.path, self.lake = path, folder_for(path, lake)
         self.con = duckdb.connect(path, config={"memory_limit": f"{memory_bytes}B"} if memory_bytes else {})
-        self.version = migrate(self.con)
-        # Files a crashed move left unlisted go; listed ones that are gone are named (their rows are lost)
-        # and left out of the view, so every other reader still works.
-        missing = sweep(self.con, self.lake)["missing"]
-        if missing:
-            log.error("%s: lake files listed but missing, their rows are lost: %s", path, ", ".join(missing))
-        create_views(self.con, self.lake)
+        try:
+            self.version = migrate(self.con)
+            self._open_lake()
+        except BaseException:
+            # A refused migration must not hold the file: the operator opens it next to see why.
+            self.con.close()
+            raise
         self._columns: dict[str, list[tuple[str, str]]] = {}   # table -> (column, DuckDB type)
         self.series = Ids(self.con.execute("SELECT series_id, node, scope, metric FROM series").fetchall())
         self.bbv_keys = Ids(self.con.execute("SELECT key_id, target, key FROM bbv_keys").fetchall())
@@ -125,6 +125,14 @@ class Store:
         # ingest_log decides (frames may arrive out of order: that is no reason to drop one).
         self._high = {(n, b): s for n, b, s in self.con.execute(
             "SELECT node, boot, max(seq) FROM ingest_log GROUP BY ALL").fetchall()}
+
+    def _open_lake(self) -> None:
+        # Files a crashed move left unlisted go; listed ones that are gone are named (their rows are lost)
+        # and left out of the view, so every other reader still works.
+        missing = sweep(self.con, self.lake)["missing"]
+        if missing:
+            log.error("%s: lake files listed but missing, their rows are lost: %s", self.path, ", ".join(missing))
+        create_views(self.con, self.lake)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()
