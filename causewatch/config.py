@@ -72,6 +72,9 @@ class DaemonConfig:
     # Seconds without an /api/ request after which the API worker ends (its memory back; the next request
     # forks a new one from the fork server, which holds the libraries, in milliseconds: docs/memory.md).
     api_idle_seconds: float = _limit(60.0, 1.0, 86400.0)
+    # A dask.distributed scheduler (tcp://HOST:8786) to run the analyses' heavy work on (the causal
+    # learns: daemon/compute.py); "" runs it in the jobs worker, as without a cluster.
+    analysis_scheduler: str = _fmt("", "scheduler")
     # Retention (daemon/job_retention.py), in days; 0 keeps a table forever.
     retain_samples_days: float = _limit(14.0, 0.0, 36500.0)          # raw samples
     retain_bbv_days: float = _limit(14.0, 0.0, 36500.0)              # phase vectors
@@ -166,6 +169,16 @@ def http_problem(address: str) -> str | None:
     return f"{address!r}: {bad}" if bad else None
 
 
+def scheduler_problem(address: str) -> str | None:
+    """Why `address` is not a Dask scheduler's tcp:// or tls:// address ("" = none), or None."""
+    scheme, sep, rest = address.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if address == "" or (sep and scheme in ("tcp", "tls") and colon and host and not _port(port, "http")):
+        return None
+    return f"{address!r} is not a Dask scheduler address: write tcp://HOST:PORT (e.g. tcp://scheduler:8786), " \
+           "or \"\" to learn in the daemon's jobs worker"
+
+
 def file_problem(path: str | None) -> str | None:
     if path is None or os.access(os.path.expanduser(path), os.R_OK):
         return None
@@ -191,7 +204,7 @@ def lake_problem(path: str) -> str | None:
 
 
 CHECKS = {"endpoint": endpoint_problem, "http": http_problem, "file": file_problem, "folder": folder_problem,
-          "lake": lake_problem}
+          "lake": lake_problem, "scheduler": scheduler_problem}
 
 
 def _lines(text: str, section: str | None) -> dict[str, int]:

@@ -12,6 +12,7 @@ from causewatch.analytics.fuzzy import TermsError, load_terms
 from causewatch.config import DaemonConfig
 from causewatch.daemon import remote
 from causewatch.daemon.calls import Entry
+from causewatch.daemon.compute import compute_for
 from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.job_compaction import CompactionJob
 from causewatch.daemon.job_fuzzy import FuzzyJob
@@ -32,7 +33,7 @@ def default_jobs(cfg: DaemonConfig) -> list[Job]:
     except (OSError, TermsError) as e:
         raise ConfigError("fuzzy_terms", f"cannot load the term sets {cfg.fuzzy_terms!r} ({e})") from None
     causal = CausalJob(min_new=cfg.causal_min_new, confirm=cfg.causal_confirm, interval=cfg.causal_interval,
-                       baseline_rows=cfg.causal_baseline_rows)
+                       baseline_rows=cfg.causal_baseline_rows, compute=compute_for(cfg.analysis_scheduler))
     compaction = CompactionJob.from_config(cfg)
     return [causal, FuzzyJob(termsets), ProbeJob(cfg.reprobe_after), RetentionJob.from_config(cfg),
             *([compaction] if compaction else [])]

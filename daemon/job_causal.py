@@ -6,7 +6,8 @@ version (its edges equal the version before, learnt from baseline_rows rows at l
 operator pins one. An anomaly (a new dependency on the newest tasks, a mechanism changed since the
 baseline's own tasks, at most BEFORE_ROWS of them; an edge that appeared or disappeared, a strength
 out of its band) is raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength,
-causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind} (1 while open).
+causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind} (1 while open), and its
+compute's counters (daemon/compute.py: where the learns ran, re-runs, fall-backs from a Dask cluster).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pyarrow as pa
 from causewatch.analytics.causal import Background, CausalModel, KDEMITest, PCLearner, anomalies, features
 from causewatch.analytics.phases import PhaseTracker
 from causewatch.daemon import readers, store
+from causewatch.daemon.compute import LocalCompute
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import Job, JobContext
 
@@ -58,7 +60,8 @@ def submodels(model) -> dict:
 
 def learn(learner: PCLearner | None, data: pd.DataFrame, check: bool, grow: bool, tiers: dict, max_depth: int,
           max_rows: int) -> tuple[PCLearner, pd.DataFrame | None, dict]:
-    """A model update's numeric work (the job runs in the daemon's jobs worker): the Markov check
+    """A model update's numeric work (the job's compute runs it: in the jobs worker, or as a task on a Dask
+    cluster, so it takes and returns only picklable values and touches no state): the Markov check
     of the new rows against the model they extend (`check`), then partial_fit (`grow`) or a new fit of
     the newest max_rows, then the MDL submodels. Returns the learner, the violations and the submodels."""
     violations = learner.model_.markov_violations(data, ci_test=learner.ci_test) if check else None
@@ -99,7 +102,8 @@ class CausalJob(Job):
     name = "causal"
 
     def __init__(self, min_rows: int = 50, max_rows: int = 2000, min_new: int = 20, max_depth: int = 2,
-                 confirm: int = 2, interval: float = 60.0, baseline_rows: int = 200, clock=time.time):
+                 confirm: int = 2, interval: float = 60.0, baseline_rows: int = 200, clock=time.time,
+                 compute: LocalCompute | None = None):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
         self.interval = interval   # seconds between runs (the scheduler reads it)
         self.confirm = confirm   # evaluations in a row a finding must be seen in before it is raised
@@ -108,6 +112,8 @@ class CausalJob(Job):
         # two task types then "violated" the baseline.
         self.baseline_rows = baseline_rows
         self.clock = clock
+        # where `learn` runs: here, or on a Dask cluster (daemon/compute.py); the rest of the job stays here
+        self.compute = LocalCompute() if compute is None else compute
         self.scopes: dict[str, _Scope] = {}
 
     def run(self, ctx: JobContext) -> None:
@@ -130,7 +136,8 @@ class CausalJob(Job):
                 markov += [({"scope": scope, "variable": r.variable}, r.bits) for r in st.violations.itertuples()]
         return [gauge_family(EDGE_GAUGE, EDGE_HELP, ["scope", "src", "dst"], edges),
                 gauge_family(MARKOV_GAUGE, MARKOV_HELP, ["scope", "variable"], markov),
-                gauge_family(ANOMALY_GAUGE, ANOMALY_HELP, ["scope", "src", "dst", "kind"], open_)]
+                gauge_family(ANOMALY_GAUGE, ANOMALY_HELP, ["scope", "src", "dst", "kind"], open_),
+                *self.compute.families()]
 
     def _update(self, ctx, scope: str, df: pd.DataFrame, inputs: list[str]) -> None:
         st = self.scopes.setdefault(scope, _Scope())
@@ -154,7 +161,8 @@ class CausalJob(Job):
             log.info("causal model %s: columns changed, learning a new model", scope)
         tiers = {"inputs": [c for c in inputs if c in data.columns]}
         st.inputs = tiers["inputs"]
-        learner, violations, fitted = learn(st.learner, data, check, grown, tiers, self.max_depth, self.max_rows)
+        learner, violations, fitted = self.compute(learn, st.learner, data, check, grown, tiers, self.max_depth,
+                                                   self.max_rows)
         st.learner = learner
         if grown:
             st.n_rows += len(data)

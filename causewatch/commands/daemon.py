@@ -13,6 +13,7 @@ EPILOG = """examples:
   causewatch daemon --config /etc/causewatch/daemon.toml
   causewatch daemon --bind tcp://0.0.0.0:5555 --keys /etc/causewatch/keys   # CURVE, allow-list
   causewatch keys /etc/causewatch/keys --name server                          # make the server pair
+  causewatch daemon --analysis-scheduler tcp://scheduler:8786   # causal learns on a Dask cluster
 """
 
 
@@ -24,11 +25,14 @@ def add_arguments(p):
     p.add_argument("--insecure", action="store_true", default=None,
                    help="allow a non-loopback bind without CURVE keys")
     p.add_argument("--http", help="host:port for /metrics and /api ('' to turn off; default 127.0.0.1:9464)")
+    p.add_argument("--analysis-scheduler", metavar="tcp://HOST:PORT",
+                   help="a dask.distributed scheduler to run the causal learns on (default '': the daemon's own "
+                        "jobs worker; docs/cluster.md)")
 
 
 def load_config(args) -> DaemonConfig:
     return config.load(DaemonConfig, args.config, "daemon", db=args.db, bind=args.bind, keys=args.keys,
-                       insecure=args.insecure, http=args.http)
+                       insecure=args.insecure, http=args.http, analysis_scheduler=args.analysis_scheduler)
 
 
 def run(args) -> int:

@@ -1,0 +1,46 @@
+"""Made-up task records of app `lu` and their insertion into a store, for the causal job's tests: the
+duration follows instructions and cache misses, or (broken) also the size n directly.
+
+Import as `from task_rows import ...` (tests/ is on pytest's pythonpath).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+
+
+def lu_tasks(seed, start, count, broken=False):
+    rng = np.random.default_rng(seed)
+    n = rng.integers(50, 300, count)
+    dtype = rng.choice(["int", "double"], count)
+    size = np.where(dtype == "int", 4, 8)
+    instructions = n.astype(float) ** 2 * rng.uniform(0.5, 1.5, count)
+    misses = size * rng.uniform(50, 150, count)
+    # broken: the duration starts to depend on n directly (say, a new cache effect)
+    duration = instructions * 1e-5 + misses * 1e-3 + (0.03 * n if broken else 0) + rng.normal(0, 0.1, count)
+    return pd.DataFrame({
+        "node": "node-1", "boot": "b1", "seq": np.arange(start, start + count), "app": "lu",
+        "task_id": [f"t{i}" for i in range(start, start + count)], "t_start": 1000.0 + np.arange(start, start + count),
+        "duration": duration, "cpu_seconds": duration * rng.uniform(0.85, 0.95, count),
+        "params": [json.dumps({"n": int(a), "dtype": b}) for a, b in zip(n, dtype)],
+        "counters": [json.dumps({"instructions": a, "l2_misses": b}) for a, b in zip(instructions, misses)],
+    })
+
+
+def ingest_tasks(store, df):
+    """Insert task rows `df` into `store` (a daemon.store.Store) as ingest would, in one transaction."""
+    if "bbv" not in df:
+        df = df.assign(bbv=None)
+
+    def write(con):
+        con.register("t", df)
+        con.execute("INSERT INTO tasks (node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
+                    "counters, bbv) SELECT node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
+                    "counters, bbv FROM t")
+        con.execute("INSERT INTO ingest_log SELECT node, boot, seq, 'task', t_start, ? FROM t", [time.time()])
+        con.unregister("t")
+    store.run(write)
