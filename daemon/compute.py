@@ -66,8 +66,9 @@ class DaskCompute(LocalCompute):
 
     def __init__(self, address: str, retries: int = RETRIES, connect_timeout: float = CONNECT_SECONDS,
                  timeout: float = TIMEOUT_SECONDS, reconnect_after: float = RECONNECT_SECONDS,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, fall_back: bool = True):
         super().__init__()
+        self.fall_back = fall_back   # False: a cluster that cannot be used raises ConnectionError (a CLI's choice)
         self.address, self.retries = address, retries
         self.connect_timeout, self.timeout, self.reconnect_after = connect_timeout, timeout, reconnect_after
         self.clock = clock
@@ -144,6 +145,8 @@ class DaskCompute(LocalCompute):
         return self._client
 
     def _outage(self, reason: str, what: str) -> None:
+        if not self.fall_back:
+            raise ConnectionError(f"analysis scheduler {self.address}: {what}")
         if self._down_until is None:   # logged once per outage, not at every task
             log.error("analysis scheduler %s: %s; analysis tasks run in the jobs worker instead, and the "
                       "scheduler is tried again in %.0f s", self.address, what, self.reconnect_after)

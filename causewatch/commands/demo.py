@@ -17,8 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+from causewatch import config
 from causewatch.config import DaemonConfig
-from causewatch.errors import InputError
+from causewatch.errors import ConfigError, InputError
 
 MARK = ".causewatch-demo"   # written into a folder the demo made, so a later run may empty it
 SEED = 1                    # the workload's and the probe kit's seeds: the same tasks run to run
@@ -72,6 +73,7 @@ examples:
   causewatch demo --seconds 60 --dir /tmp/cw-demo
   causewatch demo --wait 300           # a busy machine: give each stretch up to 5 min more
   causewatch demo --json               # the final report as JSON (the last line on stderr)
+  causewatch demo --analysis-scheduler tcp://127.0.0.1:8786   # the causal learns on a Dask cluster
 """
 
 
@@ -86,6 +88,9 @@ def add_arguments(p):
                         "(a baseline model, the anomaly, its resolution) on a loaded machine "
                         f"(default {WAIT_MORE:.0f})")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
+    p.add_argument("--analysis-scheduler", default="", metavar="tcp://HOST:PORT",
+                   help="a running dask.distributed scheduler to run the causal learns on (default: the "
+                        "daemon's jobs worker; docs/cluster.md)")
 
 
 def _build_kit(folder: Path, quiet: bool) -> None:
@@ -446,6 +451,22 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
     return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
 
 
+def analysis(daemon) -> list[dict]:
+    """Where the causal learns ran and how many, from the counters the causal job published."""
+    from causewatch.daemon import compute
+    counts: dict[tuple[str, str], float] = {}
+    for family in daemon.exporter.snapshots.collect():
+        if family.name in (compute.TASKS, compute.RETRIED, compute.FALLBACKS):
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    counts[family.name, *sample.labels.values()] = sample.value
+    return [{"runs_on": daemon.cfg.analysis_scheduler or "local",
+             "learns_local": int(counts.get((compute.TASKS, "local"), 0)),
+             "learns_cluster": int(counts.get((compute.TASKS, "cluster"), 0)),
+             "fallbacks": int(sum(v for (name, _), v in counts.items() if name == compute.FALLBACKS)),
+             "retries": int(sum(v for (name, _), v in counts.items() if name == compute.RETRIED))}]
+
+
 def phases(con, shown: int = 8) -> list[dict]:
     """The workload's phases, as `causewatch phases --target app:demo --kind python` finds them in its
     tasks' Python-frame vectors: the heaviest `shown`, each with its top functions."""
@@ -687,6 +708,10 @@ MEANING = {
                  "they stay open until it moves); times are seconds from the hog's start and stop; cause: the hog "
                  "when the tasks it was judged on ran while the hog did, other work when they waited for a CPU "
                  f"{MOVED}x more or less than the baseline's, else unexplained",
+    "analysis": "where the causal job's learns ran: in the daemon's jobs worker (local), or on the Dask cluster "
+                "of analysis_scheduler (--analysis-scheduler tcp://HOST:8786, docs/cluster.md), and how many; "
+                "fallbacks: learns run locally because the cluster could not be used; retries: re-runs after a "
+                "cluster worker died or the task raised",
     "model_pictures": "the newest model of each scope drawn as SVG (edge width = strength, anomalies in red)",
     "bottlenecks": "code regions with fuzzy bottleneck severity (Truong & Fahringer): degree per severity term",
     "probe_ranking": "each node's predicted seconds per task of the app from its software probe (run before "
@@ -736,11 +761,15 @@ def run(args) -> int:
     from causewatch.daemon.server import Daemon
     signal.signal(signal.SIGTERM, _terminated)
     folder = Path(args.dir).resolve()
-    prepare(folder)
     db, quiet = folder / "causewatch.duckdb", args.json or args.quiet
+    problem = config.scheduler_problem(args.analysis_scheduler)
+    if problem:
+        raise ConfigError("analysis_scheduler", problem, "--analysis-scheduler")
+    cfg = DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0", **CAUSAL, **STORE,
+                       analysis_scheduler=args.analysis_scheduler)
+    prepare(folder)
     _build_kit(folder, quiet)
-    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0", **CAUSAL,
-                                  **STORE)).start()
+    daemon = Daemon(cfg).start()
     try:
         return _tell(args, folder, daemon, quiet)
     finally:
@@ -754,6 +783,10 @@ def _tell(args, folder: Path, daemon, quiet: bool) -> int:
     db = Path(daemon.cfg.db)
     if not quiet:
         print(f"daemon {daemon.endpoint}, DuckDB {db}, metrics http://{daemon.http.address}/metrics")
+        where = daemon.cfg.analysis_scheduler
+        print(f"analysis: causal learns run on the Dask cluster at {where}" if where else
+              "analysis: causal learns run in the daemon's jobs worker (local; --analysis-scheduler "
+              "tcp://HOST:8786 runs them on a Dask cluster)")
     _register_kit(folder, f"http://{daemon.http.address}", quiet)
     con = daemon.store.cursor()
     agents = {}
@@ -793,6 +826,7 @@ def _tell(args, folder: Path, daemon, quiet: bool) -> int:
     daemon.scheduler.stop()
     daemon.scheduler.run_due(float("inf"), {})  # one last analysis cycle over everything stored
     rep = report(con, elapsed, folder, story)
+    rep["analysis"] = analysis(daemon)
     print(json.dumps(rep, default=str)) if args.json else _print(rep, db)
     failed = [f"{node} exited {a.returncode}" for node, a in agents.items() if a.returncode not in (0, -15)]
     if failed:

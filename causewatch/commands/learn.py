@@ -26,6 +26,7 @@ EPILOG = """examples:
   causewatch learn samples --metric cpu_seconds --metric page_faults --bucket 5 --db causewatch.duckdb
   causewatch learn duckdb:exp.duckdb:runs             # any table of a DuckDB file
   causewatch learn runs.csv --estimator lemeire --submodels     # the papers' estimator, fitted formulas
+  causewatch learn runs.csv --analysis-scheduler tcp://sched:8786   # the learn on a Dask cluster
 
 DATA is a .csv / .parquet file, `tasks` or `samples` (read from the daemon at --daemon, or from a
 stopped daemon's store with --db), or duckdb:FILE:TABLE. For the daemon's `tasks` the JSON params
@@ -44,6 +45,9 @@ def add_arguments(parser) -> None:
                         help="with samples, the time bucket rows are averaged over (default 1)")
     add_source_arguments(parser)
     add_learning_arguments(parser)
+    parser.add_argument("--analysis-scheduler", metavar="tcp://HOST:PORT",
+                        help="learn a file's table on this dask.distributed cluster instead of here (the daemon's "
+                             "tasks and samples are learnt where its analysis_scheduler says; docs/cluster.md)")
 
 
 def add_learning_arguments(parser) -> None:
@@ -140,8 +144,24 @@ def learn_here(df: pd.DataFrame, args, inputs: list[str]) -> dict:
     chosen = learning.variables(df, options(args))
     if not quiet:
         print(f"learning from {chosen.summary()} ...", file=sys.stderr)
-    with waiting("learning", quiet):
-        return learning.learn(df, inputs, (), options(args))
+    scheduler = getattr(args, "analysis_scheduler", None)
+    if not scheduler:
+        with waiting("learning", quiet):
+            return learning.learn(df, inputs, (), options(args))
+    from causewatch.config import scheduler_problem
+    from causewatch.daemon.compute import DaskCompute
+    problem = scheduler_problem(scheduler)
+    if problem:
+        raise InputError(f"--analysis-scheduler: {problem}")
+    # no re-runs of a learn that raised (bad input raises the same each time); a dead worker's still are
+    compute = DaskCompute(scheduler, retries=0, fall_back=False)
+    try:
+        with waiting(f"learning on {scheduler}", quiet):
+            return compute(learning.learn, df, inputs, (), options(args))
+    except ConnectionError as e:
+        raise InputError(f"--analysis-scheduler: {e}") from None
+    finally:
+        compute.close()
 
 
 def run(args) -> int:
@@ -151,6 +171,9 @@ def run(args) -> int:
     if spec.startswith("duckdb:") and spec.rpartition(":")[2] in STORED:   # the store's tables, as `--db FILE`
         spec, args.db = spec.rpartition(":")[2], spec[len("duckdb:"):].rpartition(":")[0]
     if spec in STORED:
+        if args.analysis_scheduler:
+            raise InputError(f"--analysis-scheduler applies to a file's table: the daemon learns its {spec} where "
+                             "its own analysis_scheduler says")
         found = learn_stored(spec, args)
         if not (args.json or getattr(args, "quiet", False)):
             print(f"learning from {found['summary']} ...", file=sys.stderr)

@@ -62,7 +62,7 @@ def test_the_walls_test_guards_every_table_of_the_schema():
 
 
 HEAVY = ("numba", "llvmlite", "scipy", "pandas", "networkx", "sklearn", "causewatch.analytics",
-         "causewatch.daemon.readers")
+         "causewatch.daemon.readers", "distributed")
 
 
 def test_the_ingesting_daemon_loads_no_analysis_stack():
@@ -75,3 +75,5 @@ def test_the_ingesting_daemon_loads_no_analysis_stack():
     jobs = code.replace("causewatch.daemon.server", "causewatch.daemon.entrypoints")
     out = subprocess.run([sys.executable, "-c", jobs], capture_output=True, text=True, timeout=120)
     assert "pandas" in out.stdout   # the check sees a module that does load them
+    # the fork server loads what the workers share; a Dask client only a jobs worker with a scheduler to use
+    assert "distributed" not in out.stdout

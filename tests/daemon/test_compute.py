@@ -3,6 +3,9 @@ module): the model equals the local one's, also through the daemon's jobs worker
 mid-learn costs a counted re-run, never the model; an unreachable scheduler leaves the learn to the
 jobs worker, with one clear error. And `analysis_scheduler`'s checks."""
 
+import json
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
 import sys
@@ -10,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from support import free_port, wait_for
 from task_rows import ingest_tasks, lu_tasks
@@ -25,11 +30,12 @@ from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.scheduler import LocalJobs, WorkerJobs
 from causewatch.daemon.store import Store
-from causewatch.daemon.worker import Host, Worker
+from causewatch.daemon.worker import PRELOAD, Host, Worker
 from causewatch.errors import ConfigError
 
 distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install "
                                   "'causewatch[cluster]'): the cluster tests need a real LocalCluster")
+dask = pytest.importorskip("dask")
 cloudpickle = pytest.importorskip("cloudpickle")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])   # _slow_once reaches the workers by value
 
@@ -41,8 +47,14 @@ ANOMALIES = "SELECT kind, src, dst FROM anomalies ORDER BY ALL"
 
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as c:
+    """Two worker processes, forked from the daemon's fork server as its own workers are (worker.PRELOAD:
+    the analysis stack loaded once): spawned, as `dask worker` does, each imports that stack itself, which
+    took 10-25 s of wall time under this machine's load."""
+    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    multiprocessing.forkserver.ensure_running()
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                     dashboard_address=None) as c:
         yield c
 
 
@@ -165,3 +177,20 @@ def test_analysis_scheduler_is_checked_and_chooses_the_compute(tmp_path, capsys)
     assert main(["daemon", "--db", str(tmp_path / "cw.duckdb"), "--analysis-scheduler", "sched:8786"]) == 2
     err = capsys.readouterr().err
     assert "--analysis-scheduler: 'sched:8786' is not a Dask scheduler address" in err and "tcp://HOST:PORT" in err
+
+
+def test_learn_command_learns_a_file_on_the_cluster_as_here(cluster, tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 10, 300)
+    y = x ** 2 + rng.normal(0, 1, 300)
+    pd.DataFrame({"x": x, "y": y, "z": np.sin(y) + rng.normal(0, 0.1, 300)}).to_csv(tmp_path / "runs.csv", index=False)
+    learnt = []
+    for extra in ([], ["--analysis-scheduler", cluster.scheduler_address]):
+        assert main(["learn", str(tmp_path / "runs.csv"), "--json", *extra]) == 0
+        learnt.append(json.loads(capsys.readouterr().out))
+    assert learnt[0] == learnt[1] and learnt[0]["edges"]
+    unreachable = f"tcp://127.0.0.1:{free_port()}"   # asked for a cluster, the command says it cannot have it
+    assert main(["learn", str(tmp_path / "runs.csv"), "--analysis-scheduler", unreachable, "--json"]) == 2
+    assert f"--analysis-scheduler: analysis scheduler {unreachable}: cannot reach it" in capsys.readouterr().err
+    assert main(["learn", "tasks", "--analysis-scheduler", cluster.scheduler_address]) == 2
+    assert "applies to a file's table" in capsys.readouterr().err
