@@ -93,7 +93,7 @@ class DaskCompute(LocalCompute):
         future = client.submit(fn, *args, retries=self.retries, pure=False)
         try:
             result = future.result(timeout=self.timeout)   # KilledWorker, fn's own error: raised
-        except FutureCancelledError as e:
+        except (FutureCancelledError, OSError) as e:   # OSError: distributed's CommClosedError among them
             lost = ("lost", f"the scheduler went away during the task ({e})")
         except DaskTimeout:
             future.cancel()
@@ -128,16 +128,19 @@ class DaskCompute(LocalCompute):
         if self._down_until is not None and self.clock() < self._down_until:
             self.fallbacks[self._reason] += 1
             return None
+        if self._client is not None and self._client.status not in ("running", "connecting"):
+            self.close()   # a client that gave up reconnecting closes itself: a new one is made
         try:
             if self._client is None:
-                from distributed import Client  # only where a scheduler is configured: ~60 MB of imports
+                from distributed import Client  # only where a scheduler is configured: ~17 MB more RSS
                 self._client = Client(self.address, timeout=self.connect_timeout, set_as_default=False)
-            if not self._client.nthreads():
-                self._outage("no_workers", "it has no workers")
-                return None
-        except (OSError, TimeoutError) as e:
+            workers = self._client.nthreads()
+        except Exception as e:   # OSError and TimeoutError mostly; whatever it is, the cluster cannot be used
             self.close()
-            self._outage("unreachable", f"cannot reach it ({e})")
+            self._outage("unreachable", f"cannot reach it ({type(e).__name__}: {e})")
+            return None
+        if not workers:
+            self._outage("no_workers", "it has no workers")
             return None
         if self._down_until is not None:
             log.info("analysis scheduler %s: back in use; analysis tasks run on the cluster again", self.address)

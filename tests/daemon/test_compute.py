@@ -194,3 +194,19 @@ def test_learn_command_learns_a_file_on_the_cluster_as_here(cluster, tmp_path, c
     assert f"--analysis-scheduler: analysis scheduler {unreachable}: cannot reach it" in capsys.readouterr().err
     assert main(["learn", "tasks", "--analysis-scheduler", cluster.scheduler_address]) == 2
     assert "applies to a file's table" in capsys.readouterr().err
+
+
+def test_a_scheduler_without_workers_leaves_the_learn_to_the_jobs_worker(local, tmp_path, caplog):
+    store = Store(str(tmp_path / "cw.duckdb"))
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
+        compute = DaskCompute(empty.scheduler_address)
+        try:
+            ingest_tasks(store, lu_tasks(*BATCHES[0]))
+            LocalJobs([CausalJob(min_new=20, confirm=1, compute=compute)], _ctx(store)).run("causal")
+            assert _stored(store) == local[0]
+        finally:
+            compute.close()
+            store.close()
+    assert compute.fallbacks["no_workers"] == 1 and compute.tasks == {"local": 1, "cluster": 0}
+    assert any(f"analysis scheduler {empty.scheduler_address}: it has no workers" in r.getMessage()
+               for r in caplog.records if r.levelname == "ERROR")
