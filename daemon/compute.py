@@ -1,9 +1,11 @@
 """Where an analysis job's heavy numeric work runs: here, in the jobs worker (LocalCompute, the default),
 or on a dask.distributed cluster (DaskCompute, `analysis_scheduler = "tcp://host:8786"`).
 
-A compute is called as `compute(fn, *args)` with a module-level function and returns fn(*args). Only that
-pure part crosses to the cluster: the job's state, its reads and its writes stay with the daemon (the
-only process that opens the DuckDB file), so a result is written whole, by the daemon, or not at all.
+A compute is called as `compute(fn, *args)` with a module-level function and returns fn(*args);
+`compute.map(fn, calls)` runs several at once (on a cluster, side by side), each result or error in
+order. Only that pure part crosses to the cluster: the job's state, its reads and its writes stay with
+the daemon (the only process that opens the DuckDB file), so a result is written whole, by the daemon,
+or not at all.
 
 Worker death is retried by the Dask scheduler (it re-runs a task whose worker died, up to its
 `distributed.scheduler.allowed-failures`, then raises KilledWorker), a task's own error by `retries=`;
@@ -55,6 +57,11 @@ class LocalCompute:
         self.tasks["local"] += 1
         return fn(*args)
 
+    def map(self, fn: Callable, calls: list[tuple]) -> list:
+        """fn(*args) for each args of `calls`, in order: each result, or the exception its call raised (so
+        one failed call costs its own result only)."""
+        return [_outcome(LocalCompute.__call__, self, fn, *args) for args in calls]
+
     def families(self) -> list:
         """The counters, for the job's snapshot (jobs.Publisher)."""
         return [_counter(TASKS, TASKS_HELP, "where", self.tasks)]
@@ -85,31 +92,43 @@ class DaskCompute(LocalCompute):
         return {**self.__dict__, "_client": None}
 
     def __call__(self, fn: Callable, *args):
+        (result,) = self.map(fn, [args])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def map(self, fn: Callable, calls: list[tuple]) -> list:
+        """Every call a task of the cluster at once (they run side by side), their results in order."""
         client = self._connect()
         if client is None:
-            return super().__call__(fn, *args)
+            return super().map(fn, calls)
         from distributed import TimeoutError as DaskTimeout
         from distributed.client import FutureCancelledError
-        future = client.submit(fn, *args, retries=self.retries, pure=False)
+        futures = [client.submit(fn, *args, retries=self.retries, pure=False) for args in calls]
+        results, lost = [], None
         try:
-            result = future.result(timeout=self.timeout)   # KilledWorker, fn's own error: raised
-        except (FutureCancelledError, OSError) as e:   # OSError: distributed's CommClosedError among them
-            lost = ("lost", f"the scheduler went away during the task ({e})")
-        except DaskTimeout:
-            future.cancel()
-            lost = ("timeout", f"no result in {self.timeout:.0f} s (its workers busy or stuck)")
-        else:
-            lost = None
-            self.tasks["cluster"] += 1
+            for future in futures:
+                try:
+                    results.append(future.result(timeout=self.timeout))
+                    self.tasks["cluster"] += 1
+                except (FutureCancelledError, OSError) as e:   # OSError: distributed's CommClosedError among them
+                    lost = ("lost", f"the scheduler went away during the task ({e})")
+                    break
+                except DaskTimeout:
+                    lost = ("timeout", f"no result in {self.timeout:.0f} s (its workers busy or stuck)")
+                    break
+                except Exception as e:   # KilledWorker, or fn's own error after its retries
+                    results.append(e)
         finally:
             if self._client is not None and self._client.status == "running":
-                self._count_retries(client, future.key)
-            future.release()
+                self._count_retries(client, [f.key for f in futures])
+            for future in futures:
+                future.release()   # the tasks not waited for are cancelled with their last reference
         if lost is None:
-            return result
+            return results
         self.close()
         self._outage(*lost)
-        return LocalCompute.__call__(self, fn, *args)
+        return results + super().map(fn, calls[len(results):])
 
     def families(self) -> list:
         return [*super().families(), _counter(RETRIED, RETRIED_HELP, "cause", self.retried),
@@ -157,17 +176,24 @@ class DaskCompute(LocalCompute):
         self._down_until = self.clock() + self.reconnect_after
         self.fallbacks[reason] += 1
 
-    def _count_retries(self, client, key) -> None:
-        """Re-runs of the task, from the scheduler's transition log: each run after the first began
+    def _count_retries(self, client, keys: list) -> None:
+        """Re-runs of the tasks, from the scheduler's transition log: each run after the first began
         when a run ended in `released`, by a task error (stimulus task-erred) or a worker's death."""
         try:
-            story = client.sync(client.scheduler.get_story, keys_or_stimuli=[key], callback_timeout=10)
-        except Exception as e:   # the count is lost, not the task
-            log.debug("analysis scheduler %s: no story of task %s (%s)", self.address, key, e)
+            story = client.sync(client.scheduler.get_story, keys_or_stimuli=keys, callback_timeout=10)
+        except Exception as e:   # the count is lost, not the tasks
+            log.debug("analysis scheduler %s: no story of tasks %s (%s)", self.address, keys, e)
             return
         for _, start, finish, _, stimulus, *_ in story:
             if start == "processing" and finish == "released":
                 self.retried["error" if str(stimulus).startswith("task-erred") else "worker_lost"] += 1
+
+
+def _outcome(call: Callable, *args):
+    try:
+        return call(*args)
+    except Exception as e:
+        return e
 
 
 def compute_for(scheduler: str) -> LocalCompute:

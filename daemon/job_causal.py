@@ -120,9 +120,18 @@ class CausalJob(Job):
         with ctx.read() as cur:
             fresh = {app: readers.tasks.task_df(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
                      for app in readers.tasks.task_apps(cur)}
-        for app, (df, params, counters) in fresh.items():
-            self._update(ctx, f"app:{app}", *features.name_task_columns(df, params, counters))
+        planned = [(f"app:{app}", plan) for app, (df, params, counters) in fresh.items()
+                   if (plan := self._plan(f"app:{app}", *features.name_task_columns(df, params, counters)))]
+        # every due scope's learn handed over at once: on a cluster they run side by side; a learn that
+        # failed costs its scope this run, not the others theirs
+        results = self.compute.map(learn, [args for _, (_, args) in planned])
+        for (scope, (df, args)), result in zip(planned, results):
+            if not isinstance(result, Exception):
+                self._apply(ctx, scope, df, args, result)
         ctx.exporter.publish(self.name, self._families())
+        failed = next((r for r in results if isinstance(r, Exception)), None)
+        if failed is not None:
+            raise failed
 
     def _families(self) -> list:
         """Every scope's gauges, so edges that disappeared stop being exported."""
@@ -139,10 +148,11 @@ class CausalJob(Job):
                 gauge_family(ANOMALY_GAUGE, ANOMALY_HELP, ["scope", "src", "dst", "kind"], open_),
                 *self.compute.families()]
 
-    def _update(self, ctx, scope: str, df: pd.DataFrame, inputs: list[str]) -> None:
+    def _plan(self, scope: str, df: pd.DataFrame, inputs: list[str]) -> tuple[pd.DataFrame, tuple] | None:
+        """The scope's new rows and the arguments of its `learn`, or None when it has nothing to learn yet."""
         st = self.scopes.setdefault(scope, _Scope())
         if df.empty:
-            return
+            return None
         df = features.with_code_phase(df, st.tracker, st.tracked_until)
         st.tracked_until = max(st.tracked_until, float(df["received"].max()))
         if st.learner is not None and set(st.columns) <= set(df.columns):
@@ -151,9 +161,9 @@ class CausalJob(Job):
             data = features.model_variables(df, drop=tuple(features.BOOKKEEPING)).data
         grown = st.learner is not None and list(data.columns) == st.columns
         if grown and len(data) < self.min_new:
-            return  # too few new rows to be worth a refit; they are read again next time
+            return None  # too few new rows to be worth a refit; they are read again next time
         if not grown and st.learner is None and len(data) < self.min_rows:
-            return
+            return None
         check = grown   # the new rows against the model they extend, before it learns from them
         if grown and st.n_rows + len(data) > self.max_rows:
             grown = False  # the window is full: start a new one from the newest rows
@@ -161,8 +171,12 @@ class CausalJob(Job):
             log.info("causal model %s: columns changed, learning a new model", scope)
         tiers = {"inputs": [c for c in inputs if c in data.columns]}
         st.inputs = tiers["inputs"]
-        learner, violations, fitted = self.compute(learn, st.learner, data, check, grown, tiers, self.max_depth,
-                                                   self.max_rows)
+        return df, (st.learner, data, check, grown, tiers, self.max_depth, self.max_rows)
+
+    def _apply(self, ctx, scope: str, df: pd.DataFrame, args: tuple, learnt: tuple) -> None:
+        """A scope's `learn` result taken in: the state moved on, the model stored, its anomalies judged."""
+        st, (_, data, _, grown, *_) = self.scopes[scope], args
+        learner, violations, fitted = learnt
         st.learner = learner
         if grown:
             st.n_rows += len(data)

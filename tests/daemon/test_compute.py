@@ -120,8 +120,8 @@ class _SlowOnce(DaskCompute):
         super().__init__(address)
         self.marker = marker
 
-    def __call__(self, fn, *args):
-        return super().__call__(_slow_once, self.marker, fn, *args)
+    def map(self, fn, calls):
+        return super().map(_slow_once, [(self.marker, fn, *args) for args in calls])
 
 
 def test_a_worker_killed_mid_learn_costs_a_counted_rerun_not_the_model(cluster, local, tmp_path):
@@ -210,3 +210,27 @@ def test_a_scheduler_without_workers_leaves_the_learn_to_the_jobs_worker(local, 
     assert compute.fallbacks["no_workers"] == 1 and compute.tasks == {"local": 1, "cluster": 0}
     assert any(f"analysis scheduler {empty.scheduler_address}: it has no workers" in r.getMessage()
                for r in caplog.records if r.levelname == "ERROR")
+
+
+def test_map_gives_each_call_its_result_or_its_error():
+    assert LocalCompute().map(int, [("1",), ("x",), ("3",)])[::2] == [1, 3]
+    assert isinstance(LocalCompute().map(int, [("x",)])[0], ValueError)
+
+
+def test_the_scopes_of_one_run_learn_side_by_side_on_the_cluster(cluster, tmp_path):
+    """Two apps due in one run: both learns are handed over at once, and each model is the one the job
+    learns for it locally."""
+    stores = [Store(str(tmp_path / f"{name}.duckdb")) for name in ("local", "cluster")]
+    computes = [LocalCompute(), DaskCompute(cluster.scheduler_address)]
+    try:
+        for store, compute in zip(stores, computes):
+            for seed, (app, count) in enumerate([("mg", 70), ("ft", 60)]):   # small: quick learns
+                ingest_tasks(store, lu_tasks(seed, 0, count).assign(app=app, node=app))
+            LocalJobs([CausalJob(min_new=20, confirm=1, compute=compute)], _ctx(store)).run("causal")
+        learnt = [s.cursor().execute("SELECT scope, " + MODELS.removeprefix("SELECT ")).fetchall() for s in stores]
+        assert learnt[0] == learnt[1] and {r[0] for r in learnt[0]} == {"app:mg", "app:ft"}
+        assert computes[1].tasks == {"local": 0, "cluster": 2}
+    finally:
+        computes[1].close()
+        for s in stores:
+            s.close()
