@@ -39,7 +39,7 @@ dask = pytest.importorskip("dask")
 cloudpickle = pytest.importorskip("cloudpickle")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])   # _slow_once reaches the workers by value
 
-BATCHES = [(0, 0, 300, False), (1, 300, 30, False), (2, 330, 120, True)]   # a fit, a partial_fit, a broken batch
+BATCHES = [(0, 0, 300, False), (1, 300, 30, False)]   # a fit, then a partial_fit (with its Markov check)
 MODELS = "SELECT m.n_rows, e.src, e.dst, e.directed, round(e.strength, 9) FROM models m JOIN edges e " \
          "USING (model_id) ORDER BY ALL"
 ANOMALIES = "SELECT kind, src, dst FROM anomalies ORDER BY ALL"
@@ -98,7 +98,7 @@ def test_the_daemons_jobs_worker_learns_on_the_cluster_what_it_learns_locally(cl
             runner.run("causal")
             assert _stored(store) == expected
         metrics = exporter.exposition().decode()
-        assert 'causewatch_analysis_tasks_total{where="cluster"} 3.0' in metrics
+        assert 'causewatch_analysis_tasks_total{where="cluster"} 2.0' in metrics
         assert 'causewatch_analysis_tasks_total{where="local"} 0.0' in metrics
         assert 'causewatch_analysis_fallbacks_total{reason="unreachable"} 0.0' in metrics
     finally:
@@ -155,7 +155,7 @@ def test_an_unreachable_scheduler_leaves_the_learn_to_the_jobs_worker(local, tmp
     compute = DaskCompute(address, connect_timeout=0.5)
     runner = LocalJobs([CausalJob(min_new=20, confirm=1, compute=compute)], _ctx(store))
     try:
-        for batch, expected in zip(BATCHES[:2], local):
+        for batch, expected in zip(BATCHES, local):
             ingest_tasks(store, lu_tasks(*batch))
             runner.run("causal")
             assert _stored(store) == expected
