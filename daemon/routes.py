@@ -161,11 +161,12 @@ def anomalies(con: Cursor, scope, open, limit) -> list[dict]:
 
 
 @verbs.LEARN.handles
-def learn(con: Cursor, data, app, metric, bucket, columns, discrete, tier, forbid, require, max_depth, estimator,
-          alpha, equivalences, submodels, dot, tetrad) -> dict:
-    """A causal model of the stored tasks or samples and its report: /api/learn?data=tasks&app=lu
-    [&estimator=fisher-z&alpha=0.05&max_depth=2&tier=inputs:n&forbid=a-b&require=a->b&submodels=1&dot=1]."""
-    df, inputs, drop = learning.stored(con, data, app, metric, bucket)
+def learn(con: Cursor, data, app, metric, bucket, rows, columns, discrete, tier, forbid, require, max_depth,
+          estimator, alpha, equivalences, submodels, dot, tetrad) -> dict:
+    """A causal model of the newest stored tasks or samples (rows, default 2000; 0: all) and its report:
+    /api/learn?data=tasks&app=lu[&rows=5000&estimator=fisher-z&alpha=0.05&max_depth=2&tier=inputs:n
+    &forbid=a-b&require=a->b&submodels=1&dot=1]."""
+    df, inputs, drop = learning.stored(con, data, app, metric, bucket, rows)
     options = learning.Options(columns=learning.names(columns) or None, discrete=learning.names(discrete),
                                tiers=tier or [], forbid=forbid or [], require=require or [], max_depth=max_depth,
                                estimator=estimator, alpha=alpha, equivalences=bool(equivalences),

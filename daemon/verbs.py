@@ -116,8 +116,12 @@ MODELS = Verb("models", Param("scope"))
 MODEL = Verb("model", Param("scope"), Param("model_id", int), Param("format", default="json"))
 ANOMALIES = Verb("anomalies", Param("scope"), Param("open", int, default=0), Param("limit", count, default=200))
 # A causal model learnt on request from the store's tasks or samples (daemon/learning.py): `causewatch learn`'s
-# flags as parameters (0/1 for the switches), its report as the answer.
+# flags as parameters (0/1 for the switches), its report as the answer. By default from the newest
+# LEARN_ROWS rows, the causal job's window (its max_rows): an answer in seconds on a store of any age,
+# learnt from what the daemon's own model sees.
+LEARN_ROWS = 2000
 LEARN = Verb("learn", Param("data"), Param("app"), Param("metric", many=True), Param("bucket", float),
+             Param("rows", count, default=LEARN_ROWS),
              Param("columns"), Param("discrete"), Param("tier", many=True), Param("forbid", many=True),
              Param("require", many=True), Param("max_depth", int, default=3), Param("estimator", default="auto"),
              Param("alpha", float), Param("equivalences", int, default=1), Param("submodels", int, default=0),
