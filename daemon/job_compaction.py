@@ -59,9 +59,9 @@ class CompactionJob(Job):
             # the sort and write on a read cursor, the writer held only to check, list and delete
             with ctx.read() as cur:
                 out = store.lake.export(cur, self.lake, lo, hi)
-            if out and ctx.write(functools.partial(store.lake.adopt, lake=self.lake, staged=out[0], lo=lo, hi=hi,
-                                                   rows=out[1])):
-                self.moved_[store.lake.day_of(lo / 1000)] = out[1]
+            if out:
+                self.moved_[store.lake.day_of(lo / 1000)] = ctx.write(functools.partial(
+                    store.lake.adopt, lake=self.lake, staged=out[0], lo=lo, hi=hi, rows=out[1]))
         with ctx.read() as cur:
             days = readers.samples.lake_days_to_merge(cur, time.strftime("%Y-%m-%d", time.gmtime(cutoff)))
         self.merged_ = self.merge(ctx, *days[0]) if days else None

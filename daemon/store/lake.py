@@ -86,8 +86,8 @@ def compact(con: duckdb.DuckDBPyConnection, lake: str, cutoff_ms: int) -> dict:
     moved = {}
     for lo, hi in slices(con, cutoff_ms):
         out = export(con, lake, lo, hi)
-        if out and adopt(con, lake, out[0], lo, hi, out[1]):
-            moved[_day(lo)] = out[1]
+        if out:
+            moved[_day(lo)] = adopt(con, lake, out[0], lo, hi, out[1])
     return {"moved": moved, **swept}
 
 
@@ -115,17 +115,21 @@ def export(cur: Cursor, lake: str, lo: int, hi: int) -> tuple[str, int] | None:
     return staged, rows
 
 
-def adopt(con: duckdb.DuckDBPyConnection, lake: str, staged: str, lo: int, hi: int, rows: int) -> bool:
+def adopt(con: duckdb.DuckDBPyConnection, lake: str, staged: str, lo: int, hi: int, rows: int) -> int:
     """In the writer's transaction: make the exported file of the hot samples with lo <= ts < hi part of
-    the lake, listed, and delete those rows from the hot table. Between the export and this, rows are
-    only ever added to the hot table (deletes are the jobs', which run one at a time), so the same count
-    means the same rows; another count (a backfill arrived in the range) drops the file: False, and the
-    next run moves the range again. The file is renamed into its day's folder before the commit: a crash
-    between leaves it unlisted, for the sweep."""
+    the lake, listed, and delete those rows from the hot table; returns the rows moved. Between the
+    export and this, rows are only ever added to the hot table (deletes are the jobs', which run one at a
+    time), so the same count means the same rows. Another count (rows of the range arrived meanwhile: a
+    backfill, or an agent whose clock is behind by more than the hot window) drops the file and exports
+    the range again here, holding the writer: the rare case, and one that always ends. The file is renamed
+    into its day's folder before the commit: a crash between leaves it unlisted, for the sweep."""
     folder = Path(lake)
     if con.execute(f"SELECT count(*) FROM {HOT} WHERE ts >= ? AND ts < ?", [lo, hi]).fetchone()[0] != rows:
         (folder / staged).unlink(missing_ok=True)
-        return False
+        out = export(con, lake, lo, hi)
+        if out is None:
+            return 0
+        staged, rows = out
     rel = f"{TABLE}/day={_day(lo)}/{uuid.uuid4().hex}.parquet"
     (folder / rel).parent.mkdir(parents=True, exist_ok=True)
     os.replace(folder / staged, folder / rel)
@@ -138,7 +142,7 @@ def adopt(con: duckdb.DuckDBPyConnection, lake: str, staged: str, lo: int, hi: i
                     [rel, TABLE, _day(lo), rows, os.path.getsize(folder / rel), first, last, time.time()])
         con.execute(f"DELETE FROM {HOT} WHERE ts >= ? AND ts < ?", [lo, hi])
         create_views(con, folder)
-        return True
+        return rows
     except BaseException:   # the transaction's rollback keeps the rows hot
         (folder / rel).unlink(missing_ok=True)
         raise
