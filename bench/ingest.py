@@ -109,12 +109,13 @@ class SimAgent:
                 counts["refused"] += 1
                 counts["last_refusal"] = f"{b['field']}: {b['reason']}"
 
-    def fill(self, payloads: list[bytes], frames: int, window: int, interval: float, now: float) -> None:
-        """Send the frames that are due while credit lasts (frames of one size: a payload's bytes stand for all)."""
-        size = len(payloads[0]) + 100
+    def fill(self, payloads, frames: int, window: int, interval: float, now: float) -> None:
+        """Send the frames that are due while credit lasts (frames of one size: a payload's bytes stand for
+        all); `payloads(i)` is the i-th frame's packed body."""
+        size = len(payloads(0)) + 100
         while (self.sent < frames and self.due_at <= now and len(self.in_flight) < window
                and (not self.in_flight or self.in_flight_bytes + size <= self.credit)):
-            self.send("samples", payloads[self.sent % len(payloads)])
+            self.send("samples", payloads(self.sent))
             self.sent += 1
             self.due_at += interval
 
@@ -133,7 +134,15 @@ def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
     rng = np.random.default_rng(agents.start)
     n_t, n_m = (args.timestamps, args.metrics)
     # timestamps of today: the daemon's retention job deletes samples older than 14 days
-    payloads = [msgpack.packb(body(n_t, n_m, rng, time.time()), use_bin_type=True) for _ in range(4)]
+    bodies = [body(n_t, n_m, rng, time.time()) for _ in range(4)]
+    packed = [msgpack.packb(b, use_bin_type=True) for b in bodies]
+    if args.seconds:   # a soak's rows are timed when sent, as an agent's: the lake's hot window moves past them
+        def payloads(i: int) -> bytes:
+            t = time.time() + np.arange(n_t, dtype=float)
+            return msgpack.packb({**bodies[i % 4], "t": t.astype("<f8").tobytes()}, use_bin_type=True)
+    else:
+        def payloads(i: int) -> bytes:
+            return packed[i % 4]
     probe = body(1, 1, rng)
     assert packed_frame("samples", "n", "b", 7, 1.5, msgpack.packb(probe, use_bin_type=True)) == \
         wire.encode("samples", "n", "b", 7, probe, ts=1.5), "pre-packed frames differ from wire.encode"
