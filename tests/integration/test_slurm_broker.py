@@ -7,6 +7,7 @@ The nodes are one machine, so each agent's speed is its probe's worker sleeping 
 (`CW_DELAY_<APP>`): the probe, its result, the ranking and the weights are the real path.
 """
 
+import concurrent.futures
 import json
 import os
 import queue
@@ -213,15 +214,17 @@ def world(tmp_path_factory):
                                    + "}\n")
     saved = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = cluster.env["SLURM_CONF"]      # for the scontrol the command runs
+    starting = concurrent.futures.ThreadPoolExecutor(1).submit(cluster.start)   # Slurm starts while agents probe
     try:
-        cluster.start()
         agents = Agents(d)
         for node, delays in DELAYS.items():
             agents.hello(node)
             agents.probe(node, delays)
         assert wait_for(lambda: len(agents.ranked("mw")) == len(agents.ranked("lu")) == 2, timeout=30)
+        starting.result(timeout=120)
         yield cluster, agents, d
     finally:
+        concurrent.futures.wait([starting])
         if saved is None:
             os.environ.pop("SLURM_CONF", None)
         else:
