@@ -35,7 +35,14 @@ from causewatch.probe.registry import kit_row
 from causewatch.probe.run import handle_run_probe
 
 NEEDED = ("slurmctld", "slurmd", "srun", "scontrol", "sinfo", "munged")
-missing = [p for p in NEEDED if shutil.which(p) is None and not Path(f"/usr/sbin/{p}").exists()]
+
+
+def exe(name: str) -> str:
+    """A program's path: on PATH, else Debian's /usr/sbin (which a non-login root PATH may lack)."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin") or name
+
+
+missing = [p for p in NEEDED if exe(p) == p]
 pytestmark = [
     pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} not installed (.ci/run installs Debian's "
                                              "slurmctld slurmd slurm-client munge as root)"),
@@ -100,12 +107,12 @@ class Cluster:
     def start(self) -> "Cluster":
         m = self.munge
         self.procs["munged"] = subprocess.Popen(
-            ["/usr/sbin/munged", "-F", f"--socket={m}/sock", f"--pid-file={m}/pid", f"--log-file={m}/log",
+            [exe("munged"), "-F", f"--socket={m}/sock", f"--pid-file={m}/pid", f"--log-file={m}/log",
              f"--seed-file={m}/seed"], user="munge", group="munge", stderr=subprocess.DEVNULL)
         assert wait_for(lambda: (m / "sock").exists(), timeout=20), "munged did not start"
         self.start_controller(first=True)
         for n in SLURM.values():
-            self.procs[n] = self._daemon(["slurmd", "-D", "-N", n], n)
+            self.procs[n] = self._daemon([exe("slurmd"), "-D", "-N", n], n)
         assert wait_for(lambda: self.states() == {"idle"}, timeout=60), f"nodes not idle: {self.states()}"
         return self
 
@@ -114,7 +121,7 @@ class Cluster:
                                 stderr=open(self.d / f"{name}.err", "w"))
 
     def start_controller(self, first=False) -> None:
-        self.procs["slurmctld"] = self._daemon(["slurmctld", "-D", *(["-i"] if first else [])], "slurmctld")
+        self.procs["slurmctld"] = self._daemon([exe("slurmctld"), "-D", *(["-i"] if first else [])], "slurmctld")
         assert wait_for(lambda: self.run("scontrol", "ping").returncode == 0, timeout=30), "slurmctld did not start"
 
     def stop_controller(self) -> None:
