@@ -157,7 +157,11 @@ class SimPoint:
     by k-means++ (`init="samp"` draws them uniformly, as SimPoint), and the BIC's variance never falls
     below `variance_floor` times the variance at k = 1, so splitting a kernel at its loop boundary,
     or giving each of a few distinct vectors its own centre (zero distortion, an unbounded BIC), earns
-    nothing (`variance_floor=0` and `init="samp"` give SimPoint 3.2's clustering).
+    nothing (`variance_floor=0` and `init="samp"` give SimPoint 3.2's clustering). The default, 1e-3,
+    sits between what splits one planted phase and what joins two on every conformance input: an
+    interpreter's first pass over a kernel (its allocator warming) differs from its later passes by at
+    most ~1e-4 of the k = 1 variance, and joining the two closest planted phases costs at least ~4e-3
+    (docs/phases.md, "Short interpreter recordings").
     Learned: labels_, distances_, cluster_centers_, simpoints_ (interval nearest each centre, -1 when
     a phase is empty), weights_ (phase weights summing to 1), interval_weights_ (each interval's, summing
     to 1: what centroids.phase_centroids takes), k_, bic_ ({k: BIC} of the runs made), projection_,
@@ -166,7 +170,7 @@ class SimPoint:
 
     def __init__(self, max_k: int = 30, dim: int = 15, n_init: int = 5, max_iter: int = 100,
                  bic_threshold: float = 0.9, fixed_length: bool = True, k: int | None = None,
-                 seed: int = 493575226, init: str = "k-means++", variance_floor: float = 1e-4):
+                 seed: int = 493575226, init: str = "k-means++", variance_floor: float = 1e-3):
         self.max_k, self.dim, self.n_init, self.max_iter = max_k, dim, n_init, max_iter
         self.bic_threshold, self.fixed_length, self.k = bic_threshold, fixed_length, k
         self.seed, self.init, self.variance_floor = seed, init, variance_floor

@@ -43,9 +43,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--bic-threshold", type=float, default=0.9, help="fraction of the BIC range (default 0.9)")
     parser.add_argument("--initkm", choices=("k-means++", "samp"), default="k-means++",
                         help="k-means starts: k-means++ (default) or samp, drawn uniformly as SimPoint 3.2")
-    parser.add_argument("--variance-floor", type=float, default=1e-4,
+    parser.add_argument("--variance-floor", type=float, default=1e-3,
                         help="the BIC's variance never falls below this fraction of the variance at k = 1, so "
-                             "a loop kernel cut at its loop boundaries stays one phase (default 1e-4; "
+                             "a loop kernel cut at its loop boundaries, or an interpreter's first pass over a kernel, "
+                             "stays one phase (default 1e-3; "
                              "0 with --initkm samp is SimPoint 3.2)")
     parser.add_argument("--target", help="with a DuckDB store: the target whose vectors to cluster "
                                          "(needed when the store has several; a wrong one lists them)")
