@@ -69,14 +69,22 @@ def top_keys(centroids: CountRows, top: int = 3, names: Sequence | Mapping | Non
     A key is names[column] when `names` gives one (a list of keys, or a mapping such as
     formats.read_pc_functions' {column: function}) that is not empty, else the column; columns with the
     same name add up (a function's blocks)."""
+    columns = np.unique(centroids.indices)
+    keys = [_name(names, c) for c in columns.tolist()]     # once per distinct column, not per entry
+    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    distinct = list(index)
+    key_id = np.array([index[k] for k in keys], np.int64)
     out = []
     for p in range(centroids.shape[0]):
         lo, hi = centroids.indptr[p], centroids.indptr[p + 1]
-        shares: dict = {}
-        for column, value in zip(centroids.indices[lo:hi].tolist(), centroids.data[lo:hi].tolist()):
-            key = _name(names, column)
-            shares[key] = shares.get(key, 0.0) + value
-        ranked = sorted(shares.items(), key=lambda kv: (-kv[1], str(kv[0])))
+        ids = key_id[np.searchsorted(columns, centroids.indices[lo:hi])]
+        shares = np.bincount(ids, weights=centroids.data[lo:hi], minlength=len(distinct))
+        present = np.flatnonzero(np.bincount(ids, minlength=len(distinct)))
+        # only keys tied with or above the top-th largest share can be in the answer: sort those few
+        if len(present) > top > 0:
+            present = present[shares[present] >= np.partition(shares[present], -top)[-top]]
+        ranked = sorted(((distinct[i], float(shares[i])) for i in present.tolist()),
+                        key=lambda kv: (-kv[1], str(kv[0])))
         out.append(ranked[:max(top, 0)])
     return out
 
