@@ -315,7 +315,7 @@ class Host:
     def __init__(self, cursor: Callable[[], Cursor], write: Callable, send: Callable, exporter):
         self.cursor = cursor
         self.handlers: dict[Ask, Callable] = {Ask.ROWS: self.rows, Ask.ARROW: self.arrow, Ask.WRITE: write,
-                                              Ask.SEND: send, Ask.PUBLISH: exporter.publish}
+                                              Ask.READ: self.read, Ask.SEND: send, Ask.PUBLISH: exporter.publish}
 
     def __call__(self, kind: Ask, *args):
         handler = self.handlers.get(kind)
@@ -328,6 +328,11 @@ class Host:
         with self.cursor() as con:
             cur = con.execute(sql, params)
             return [(d[0],) for d in cur.description or []], cur.fetchall()
+
+    def read(self, fn: Callable):
+        """fn(cursor) on a new store cursor, in the thread that answers the worker (not the writer's)."""
+        with self.cursor() as con:
+            return fn(con)
 
     def arrow(self, sql: str, params):
         with self.cursor() as con:
