@@ -237,8 +237,8 @@ class Story:
     """The demo's three stretches, each ended by what it needs rather than by the clock:
 
     1. `calm`: until the calm share of the tasks is stored and app:demo has a baseline (the causal
-       job's first stable model, or else the newest learnt from BASELINE_ROWS tasks at least, pinned
-       through the API as an operator would);
+       job's, by analytics.causal.baseline's rule, or else the newest learnt from BASELINE_ROWS tasks at
+       least, pinned through the API as an operator would);
     2. `hog`: until an anomaly on the CPU wait is raised, or HOG_CYCLES model versions were learnt
        under it;
     3. `end`: until an anomaly on the wait raised under the hog is resolved (none was raised:
@@ -419,7 +419,7 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
     rep["contention_hog"] = [{"cpus": hog.cpus, "per_cpu": hog.per_cpu, "sized": hog.sized,
                               "load_at_start": _round(hog.load), "calm_wait_per_cpu_s": _round(hog.calm_wait),
                               "baseline": f"model {story.pinned}, pinned by the demo" if story.pinned
-                              else "the first stable model" if base else "none",
+                              else f"model {base['model_id']}, {base['how']}" if base else "none",
                               "baseline_after_s": _round(story.baseline_s), "started_s": _round(hog.started),
                               "stopped_s": _round(hog.stopped), "model_versions": story.hog_versions, **waits,
                               "variable": story.contended, **({"why": story.why} if story.why else {}),
