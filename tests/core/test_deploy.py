@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from causewatch.daemon import node_metrics
+
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/prometheus/causewatch-alerts.yml"
 RULE_TESTS = ROOT / "deploy/prometheus/causewatch-alerts.test.yml"
@@ -70,7 +72,9 @@ def test_every_name_deploy_uses_passes_promtool_check_metrics():
 def test_named_metrics_are_exported(path):
     source = "\n".join(p.read_text() for part in ("daemon", "agent") for p in (ROOT / part).glob("*.py"))
     names = {re.sub(r"_total$", "", n) for n in re.findall(r"causewatch_[a-z_]+", path.read_text())}
-    exported = {n for n in names | set(NOT_YET_EXPORTED) if re.search(rf"\b{n}\b", source)}
+    # the agents' metrics, named on /metrics by daemon/node_metrics.py
+    agents = {"causewatch_" + k.removesuffix("_total") for k in node_metrics.HELP}
+    exported = {n for n in names | set(NOT_YET_EXPORTED) if re.search(rf"\b{n}\b", source) or n in agents}
     assert names and not names - exported - set(NOT_YET_EXPORTED), \
         f"{path.name} names metrics no code exports: {sorted(names - exported - set(NOT_YET_EXPORTED))}"
     assert not exported & set(NOT_YET_EXPORTED), \
@@ -87,6 +91,9 @@ def test_dashboard_links_the_model_picture_of_the_chosen_scope():
     exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
     assert any("causewatch_dependency_anomaly" in e for e in exprs)
     assert any("causewatch_edge_strength{" in e for e in exprs)
+    # the node's CPU (per-CPU counters only, so a sum by node is CPUs in use) and memory (issue 29)
+    assert any(e.startswith("sum by (node) (rate(causewatch_cpu_seconds_total{") for e in exprs)
+    assert any("causewatch_memory_available_bytes" in e for e in exprs)
 
 
 def test_every_rule_holds_before_it_fires_and_says_its_severity():
