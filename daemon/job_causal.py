@@ -117,9 +117,22 @@ class CausalJob(Job):
         with ctx.read() as cur:
             fresh = {app: readers.tasks.task_df(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
                      for app in readers.tasks.task_apps(cur)}
+            if not self.scopes:   # a restarted daemon exports the open anomalies at once, not at the next
+                self._reload_open(cur)   # model update: a gap would resolve and re-page their alerts
         for app, (df, params, counters) in fresh.items():
             self._update(ctx, f"app:{app}", *features.name_task_columns(df, params, counters))
         ctx.exporter.publish(self.name, self._families())
+
+    def _reload_open(self, cur) -> None:
+        """Each scope's open anomalies as the store holds them (after a restart they go on where they were)."""
+        by_scope: dict[str, list] = {}
+        for a in readers.models.anomalies(cur, open_only=True, limit=10_000):
+            by_scope.setdefault(a["scope"], []).append(a)
+        for scope, found in by_scope.items():
+            st = self.scopes.setdefault(scope, _Scope())
+            st.open = {(a["kind"], a["src"], a["dst"]): a["anomaly_id"] for a in found}
+            st.evidence = {(a["kind"], a["src"], a["dst"]): anomalies.one_line(
+                a["kind"], a["src"], a["dst"], a["score"], a["threshold"], a["evidence"]) for a in found}
 
     def _families(self) -> list:
         """Every scope's gauges, so edges that disappeared stop being exported."""
@@ -198,11 +211,8 @@ class CausalJob(Job):
         model, now = st.learner.model_, self.clock()
         with ctx.read() as cur:
             chosen = readers.models.baseline(cur, scope)
-            if st.open is None:   # after a restart the open anomalies go on where they were
-                found = readers.models.anomalies(cur, scope, open_only=True, limit=10_000)
-                st.open = {(a["kind"], a["src"], a["dst"]): a["anomaly_id"] for a in found}
-                st.evidence = {(a["kind"], a["src"], a["dst"]): anomalies.one_line(
-                    a["kind"], a["src"], a["dst"], a["score"], a["threshold"], a["evidence"]) for a in found}
+            if st.open is None:   # a scope that had none open at the restart
+                st.open = {}
             if chosen is not None and chosen["model_id"] != st.baseline_id:
                 st.baseline_id = chosen["model_id"]
                 st.baseline = CausalModel.from_json(readers.models.model_graph(cur, scope, st.baseline_id)[1])

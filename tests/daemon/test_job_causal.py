@@ -23,7 +23,7 @@ from causewatch.daemon.readers.models import model_record
 from causewatch.daemon.readers.tasks import task_df
 from causewatch.daemon.scheduler import LocalJobs, WorkerJobs
 from causewatch.daemon.store import Store
-from causewatch.daemon.store.results import set_baseline
+from causewatch.daemon.store.results import record_anomalies, set_baseline
 from causewatch.daemon.worker import Host, Worker
 
 
@@ -334,3 +334,16 @@ def test_submodels_of_a_long_window_come_from_a_sample_and_agree_with_all_rows()
     every_row = {v: s.kind for v, s in model.fit_submodels(df).items() if s.parents}
     assert set(sampled) == {"y"} and {v: s["kind"] for v, s in sampled.items()} == every_row
     assert sampled == submodels(model)   # seeded: the same sample every cycle
+
+
+def test_a_restarted_job_exports_the_stored_open_anomalies_at_its_first_run(store):
+    """Without new tasks: a gap in the gauge after a restart would resolve the alerts and page again."""
+    raised = {"scope": "app:lu", "kind": "mechanism_changed", "src": "(time)", "dst": "duration", "opened": 5.0,
+              "baseline_id": 1, "model_id": 2, "score": 0.5, "threshold": 0.1,
+              "evidence": {"rows": 40, "before": 1.0, "newest": 2.5}}
+    store.run(lambda con: record_anomalies(con, raised=[raised], updated=[], resolved=[], now=5.0))
+    ctx = _ctx(store)
+    CausalJob().run(ctx)
+    assert b'causewatch_dependency_anomaly{dst="duration",evidence="duration median 1.0 -> 2.5 given its causes: ' \
+           b'0.500 bits > 0.100 on 40 rows",kind="mechanism_changed",scope="app:lu",src="(time)"} 1.0' \
+           in ctx.exporter.exposition()
