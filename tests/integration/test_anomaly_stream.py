@@ -8,23 +8,12 @@ import urllib.request
 
 import numpy as np
 from support import agent_config
+from support import lu_task_stream as stream
 
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
 from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.server import Daemon
-
-
-def stream(sender, rng, count: int, changed: bool) -> None:
-    for _ in range(count):
-        n = int(rng.integers(50, 300))
-        dtype = str(rng.choice(["int", "double"]))
-        instructions = n ** 2 * rng.uniform(0.5, 1.5)
-        misses = (4 if dtype == "int" else 8) * rng.uniform(50, 150)
-        duration = instructions * 1e-5 + misses * 1e-3 + (0.03 * n if changed else 0.0) + rng.normal(0, 0.1)
-        sender.send("task", {"app": "lu", "task_id": "t", "start": 1.0, "duration": float(duration),
-                             "params": {"n": n, "dtype": dtype},
-                             "counters": {"instructions": float(instructions), "l2_misses": float(misses)}})
 
 
 def test_a_changed_dependency_is_raised_then_resolved(tmp_path):
