@@ -4,8 +4,8 @@
 (b) /metrics scrape latency of a real Daemon whose job publishes 1e4 gauge series (goal <= 100 ms);
 (c) ingest rate of real senders into a daemon child process while re-learns run back to back in its
     jobs worker, against the same daemon idle (goal: within 10 %); with the worker paused while the
-    writer has a backlog (the default), without (analysis_pause_max = 0), and raised to nice 0 one
-    second into each re-learn (analysis_starved_seconds = 1: a starved learner's fair share, issue 29);
+    writer has a backlog (the default), without (analysis_pause_max = 0), and raised to nice 10 one
+    second into each re-learn (analysis_starved_seconds = 1: a starved learner's share, issue 29);
 (d) store bytes per node-day of a simulated node (1 Hz x 65 metrics + one phase vector a second).
 
     .venv/bin/python bench/stream.py                       # everything, full sizes
@@ -413,7 +413,7 @@ def report(r: dict) -> None:
               f"runs of {i['idle']['seconds']:.1f} s each; goal during a re-learn >= 90 % of idle)")
         for mode, ratio, how in (("relearn", i["ratio"], "worker paused while the writer has a backlog (default)"),
                                  ("relearn-unpaused", i["ratio_unpaused"], "worker never paused"),
-                                 ("relearn-raised", i["ratio_raised"], "worker raised to nice 0 after 1 s, paused")):
+                                 ("relearn-raised", i["ratio_raised"], "worker raised to nice 10 after 1 s, paused")):
             m = i[mode]
             spans = m["relearn_s"]
             print(f"    during re-learns, {how}: {m['values_per_s']:,.0f} values/s = {ratio:.1%} of idle; the worker "

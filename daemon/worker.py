@@ -167,17 +167,19 @@ class Worker:
     starved_after : seconds a request may run before the child is raised to SCHED_OTHER at
         `starved_nice` until it ends (0: never): at SCHED_IDLE it gets no CPU while every core is busy,
         and contention is when the analyses must run (issue 29: no model was learnt during a CPU hog).
-        The pacing above still stops it while ingest has a backlog. Raising needs CAP_SYS_NICE or an
-        RLIMIT_NICE of 20 - starved_nice (the systemd unit's LimitNICE); without, a warning, once.
+        Nice 10 is about a tenth of a nice-0 process's share: a learner beside a hog still learns, and
+        ingest beside it keeps ~90 % (at nice 0 bench/stream.py measured 36 %). The pacing above still
+        stops it while ingest has a backlog. Raising needs CAP_SYS_NICE or an RLIMIT_NICE of
+        20 - starved_nice (the systemd unit's LimitNICE); without, a warning, once.
         raised_seconds counts the time raised.
     """
 
     def __init__(self, niceness: int = LOWEST_PRIORITY, busy=None, max_pause: float = 2.0, min_run: float | None = None,
                  host=None, setup: tuple | None = None, name: str = "causewatch-worker", starved_after: float = 0.0,
-                 starved_nice: int = 0):
+                 starved_nice: int = 10):
         self.niceness = niceness
         self.starved_after, self.starved_nice = starved_after, starved_nice
-        self.raised_seconds = 0.0
+        self._raised_total = 0.0
         self._raised_at: float | None = None
         self._sent_at = 0.0
         self._cannot_raise = False
@@ -287,10 +289,16 @@ class Worker:
         log.info("%s: a request ran %.0f s; raised to nice %d until it ends", self.name, now - self._sent_at,
                  self.starved_nice)
 
+    @property
+    def raised_seconds(self) -> float:
+        """Seconds the child has run raised, the current stretch included."""
+        now = time.monotonic()
+        return self._raised_total + (now - self._raised_at if self._raised_at is not None else 0.0)
+
     def _lower(self) -> None:
         if self._raised_at is None:
             return
-        self.raised_seconds += time.monotonic() - self._raised_at
+        self._raised_total += time.monotonic() - self._raised_at
         self._raised_at = None
         try:
             _set_priority(self._proc.pid, self.niceness, idle=self.niceness == LOWEST_PRIORITY)

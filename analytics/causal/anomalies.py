@@ -150,7 +150,9 @@ def one_line(kind: str, src: str, dst: str, score: float, threshold: float, evid
     if kind == "markov_violation":
         return f"{dst} depends on {src} given its parents: {test}"
     if kind == "mechanism_changed":
-        return f"{dst} median {evidence.get('before')} -> {evidence.get('newest')} given its causes: {test}"
+        moved = (f" median {evidence['before']} -> {evidence['newest']}"
+                 if "before" in evidence and "newest" in evidence else "")
+        return f"{dst}{moved} given its causes: {test}"
     if kind == "strength_changed":
         return (f"{src} --- {dst} {evidence.get('baseline_strength_bits', 0):.3f} -> "
                 f"{evidence.get('strength_bits', 0):.3f} bits (baseline -> newest)")

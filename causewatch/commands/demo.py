@@ -398,7 +398,8 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
     hog's stretch and each anomaly timed against it and given its cause, each scope's newest model
     drawn as SVG in the demo folder (open anomalies in red), and the story's verdict."""
     from causewatch.analytics.causal import CausalModel, model_svg
-    from causewatch.analytics.causal.anomalies import MIN_BITS
+    from causewatch.analytics.causal.anomalies import MIN_BITS, one_line
+    from causewatch.commands.page import would_page
     from causewatch.daemon import readers
     from causewatch.probe.rank import rank_nodes
     rep = readers.report.overview(con)
@@ -443,7 +444,8 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
                     "ran_s": _round(story.loads[-1][0]) if story.loads else None,
                     "load": [round(min(loads), 1), round(max(loads), 1)] if loads else None,
                     "short": story.short, "line": line}
-    return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
+    page = would_page(readers.models.anomalies(con), story.url.removeprefix("http://"), one_line)
+    return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures, page=page)
 
 
 def phases(con, shown: int = 8) -> list[dict]:
@@ -687,6 +689,10 @@ MEANING = {
                  "they stay open until it moves); times are seconds from the hog's start and stop; cause: the hog "
                  "when the tasks it was judged on ran while the hog did, other work when they waited for a CPU "
                  f"{MOVED}x more or less than the baseline's, else unexplained",
+    "page": "the alert each anomaly would page an on-call engineer with: deploy/prometheus's rule for its "
+            "kind (severity; for_s, the hold before it is sent; sent: whether the anomaly stayed open that "
+            "long), the receiver deploy/alertmanager routes it to (amtool, when installed), the labels the "
+            "page carries (picture: the model drawn with it in red, from this daemon while it runs)",
     "model_pictures": "the newest model of each scope drawn as SVG (edge width = strength, anomalies in red)",
     "bottlenecks": "code regions with fuzzy bottleneck severity (Truong & Fahringer): degree per severity term",
     "probe_ranking": "each node's predicted seconds per task of the app from its software probe (run before "
