@@ -252,7 +252,7 @@ def ingest_rate(folder: Path, mode: str, args, task_rows: int) -> dict:
         s.close()
     child.stdin.close()
     relearn = json.loads(child.stdout.readline())
-    child.wait(60)
+    child.wait(300)   # a loaded machine stops a daemon slowly
     with readers.shared.open_store(str(db)) as con:
         stored = readers.report.table_counts(con)["samples"]
     expected = args.agents * args.frames * args.timestamps * args.metrics

@@ -6,6 +6,7 @@ Import as `from support import ...` (tests/ is on pytest's pythonpath).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import duckdb
@@ -147,3 +149,12 @@ def lu_task_stream(sender, rng, count: int, changed: bool) -> None:
         sender.send("task", {"app": "lu", "task_id": "t", "start": 1.0, "duration": float(duration),
                              "params": {"n": n, "dtype": dtype},
                              "counters": {"instructions": float(instructions), "l2_misses": float(misses)}})
+
+
+def lu_cycle(daemon, sender, rng, count: int, changed: bool) -> list[dict]:
+    """`count` lu tasks sent and stored, one analysis cycle of the daemon over them; its open anomalies."""
+    lu_task_stream(sender, rng, count, changed)
+    assert sender.flush(60)
+    daemon.scheduler.run_due(float("inf"), {})
+    with urllib.request.urlopen(f"http://{daemon.http.address}/api/anomalies?open=1", timeout=10) as reply:
+        return json.load(reply)

@@ -7,8 +7,7 @@ import re
 import urllib.request
 
 import numpy as np
-from support import agent_config
-from support import lu_task_stream as stream
+from support import agent_config, lu_cycle
 
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
@@ -25,11 +24,7 @@ def test_a_changed_dependency_is_raised_then_resolved(tmp_path):
     rng = np.random.default_rng(11)
 
     def cycle(count: int, changed: bool) -> list[dict]:
-        stream(sender, rng, count, changed)
-        assert sender.flush(60)
-        daemon.scheduler.run_due(float("inf"), {})    # one analysis cycle over what was stored
-        with urllib.request.urlopen(f"{http}/api/anomalies?open=1", timeout=10) as reply:
-            return json.load(reply)
+        return lu_cycle(daemon, sender, rng, count, changed)
 
     try:
         assert cycle(300, False) == [] and cycle(40, False) == []     # a model, then a stable baseline

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import agent_config, free_port, wait_for
-from support import lu_task_stream as stream
+from support import agent_config, free_port, lu_cycle, wait_for
 
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
@@ -133,11 +132,7 @@ def test_an_open_anomaly_pages_through_prometheus_and_alertmanager_then_resolves
     rng = np.random.default_rng(11)
 
     def cycle(count: int, changed: bool) -> list[dict]:
-        stream(sender, rng, count, changed)
-        assert sender.flush(60)
-        d.scheduler.run_due(float("inf"), {})    # one analysis cycle over what was stored
-        with urllib.request.urlopen(f"{http}/api/anomalies?open=1", timeout=10) as reply:
-            return json.load(reply)
+        return lu_cycle(d, sender, rng, count, changed)
 
     try:
         assert cycle(300, False) == [] and cycle(40, False) == []     # a model, then a baseline
