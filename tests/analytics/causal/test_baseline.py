@@ -61,3 +61,37 @@ def test_two_flickering_edges_wait_and_say_which_then_the_bound_forces_the_close
 def test_the_decision_as_stored_names_the_rule():
     stored = choose(_flicker()[:2], min_rows=200).to_dict()
     assert stored["chosen"] is False and stored["rule"] == baseline.RULE and stored["eligible_versions"] == 2
+
+
+# A `make demo` run's stored versions (model_id: rows, edges), loaded 16-44 on 2 cores (2026-11-27).
+_DEMO_COMMON = [("code_phase", "type"), ("context_switches", "cpu_seconds"), ("cpu_wait_seconds", "duration")]
+DEMO_RUN = {
+    1: (58, _DEMO_COMMON + [("cpu_seconds", "duration"), ("cpu_seconds", "page_faults")]),
+    3: (141, _DEMO_COMMON + [("context_switches", "page_faults"), ("cpu_migrations", "cpu_wait_seconds"),
+                             ("cpu_seconds", "duration"), ("cpu_seconds", "type"), ("page_faults", "type")]),
+    4: (189, _DEMO_COMMON + [("code_phase", "cpu_seconds"), ("cpu_migrations", "cpu_wait_seconds"),
+                             ("cpu_seconds", "duration"), ("page_faults", "type")]),
+    5: (234, _DEMO_COMMON + [("code_phase", "cpu_seconds"), ("cpu_migrations", "cpu_wait_seconds"),
+                             ("cpu_seconds", "duration"), ("page_faults", "type")]),
+    7: (326, _DEMO_COMMON + [("code_phase", "cpu_seconds"), ("context_switches", "type"),
+                             ("cpu_migrations", "cpu_wait_seconds"), ("cpu_seconds", "duration"),
+                             ("page_faults", "type")]),
+    9: (451, _DEMO_COMMON + [("code_phase", "cpu_seconds"), ("context_switches", "type"),
+                             ("cpu_migrations", "duration"), ("cpu_seconds", "duration"), ("page_faults", "type")]),
+    10: (494, _DEMO_COMMON + [("code_phase", "cpu_seconds"), ("context_switches", "type"),
+                              ("cpu_migrations", "duration"), ("page_faults", "type")]),
+}
+
+
+def _demo(*ids):
+    return [Version(i, DEMO_RUN[i][0], baseline.pairs(DEMO_RUN[i][1])) for i in ids]
+
+
+def test_a_demo_run_s_versions_choose_as_they_did_and_without_the_equal_pair_by_majority():
+    assert choose(_demo(1, 3, 4), min_rows=200).waiting_for.startswith("a version learnt from 200 task rows")
+    first = choose(_demo(1, 3, 4, 5), min_rows=200)   # 4 and 5 equal, 5 from 234 rows: what the demo chose
+    assert (first.chosen, first.model_id, first.how) == (True, 5, "first stable")
+    # no two equal in a row (8, 8, 7 edges, each set differing): the majority is version 9's edges
+    later = choose(_demo(7, 9, 10), min_rows=200)
+    assert [len(v.edges) for v in _demo(7, 9, 10)] == [8, 8, 7]
+    assert (later.chosen, later.model_id, later.how, later.distance) == (True, 9, "stable majority", 0)
