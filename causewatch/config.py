@@ -69,6 +69,11 @@ class DaemonConfig:
     # Seconds the jobs worker may be paused at a stretch while frames wait for the writer (then it
     # runs a quarter of that); 0 never pauses it. Even at SCHED_IDLE its cache and memory traffic slow ingest.
     analysis_pause_max: float = _limit(2.0, 0.0, 3600.0)
+    # Seconds an analysis may run at analysis_nice before the jobs worker is raised to analysis_starved_nice
+    # (SCHED_OTHER) until it ends; 0 never: at SCHED_IDLE it gets no CPU while every core is busy, and
+    # contention is when a model must be learnt (issue 29). Needs CAP_SYS_NICE or LimitNICE=+10 (the unit's).
+    analysis_starved_seconds: float = _limit(20.0, 0.0, 3600.0)
+    analysis_starved_nice: int = _limit(10, 0, 19)
     # Seconds without an /api/ request after which the API worker ends (its memory back; the next request
     # forks a new one from the fork server, which holds the libraries, in milliseconds: docs/memory.md).
     api_idle_seconds: float = _limit(60.0, 1.0, 86400.0)
@@ -108,6 +113,20 @@ class AgentConfig:
     answer_timeout: float = _limit(5.0, 0.1, 3600.0)
 
 
+@dataclasses.dataclass
+class SlurmConfig:
+    """`causewatch broker slurm`'s [slurm] table: Slurm's name for each causewatch node whose name differs
+    there, how many of the best nodes carry the app's feature, and when a probe result is too old to rank."""
+    nodes: dict = dataclasses.field(default_factory=dict)
+    best: int = _limit(1, 1, 10_000)
+    max_age: float = _limit(2 * 86400.0, 0.0, None)
+
+    def __post_init__(self):
+        bad = {k: v for k, v in self.nodes.items() if not isinstance(v, str) or not v}
+        if bad:
+            raise ConfigError("nodes", f"expected causewatch node = \"slurm node name\", got {bad!r}")
+
+
 def _check(cls, raw: dict, where: dict[str, str]):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     out = {}
@@ -116,6 +135,8 @@ def _check(cls, raw: dict, where: dict[str, str]):
         if key not in fields:
             raise ConfigError(key, f"unknown setting (known: {', '.join(sorted(fields))})", at)
         default = fields[key].default
+        if default is dataclasses.MISSING and fields[key].default_factory is not dataclasses.MISSING:
+            default = fields[key].default_factory()
         expected = type(default) if default not in (None, dataclasses.MISSING) else str
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)

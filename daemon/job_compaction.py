@@ -13,6 +13,7 @@ import functools
 import logging
 import math
 import time
+from pathlib import Path
 
 from causewatch.config import DaemonConfig
 from causewatch.daemon import readers, store
@@ -48,10 +49,18 @@ class CompactionJob(Job):
 
     def run(self, ctx: JobContext) -> None:
         cutoff = self.cutoff(self.clock())
-        out = ctx.write(functools.partial(store.lake.compact, lake=self.lake, cutoff_ms=int(cutoff * 1000)))
-        self.moved_ = out["moved"]
-        if out["missing"]:
-            log.error("lake files listed but missing (their rows are lost): %s", ", ".join(out["missing"]))
+        swept = ctx.write(functools.partial(store.lake.sweep, lake=Path(self.lake)))
+        if swept["missing"]:
+            log.error("lake files listed but missing (their rows are lost): %s", ", ".join(swept["missing"]))
+        self.moved_ = {}
+        with ctx.read() as cur:
+            slices = store.lake.slices(cur, int(cutoff * 1000))
+        for lo, hi in slices:
+            # the sort and write off the writer, which is held only to check, list and delete
+            out = ctx.reading(functools.partial(store.lake.export, lake=self.lake, lo=lo, hi=hi))
+            if out:
+                self.moved_[store.lake.day_of(lo / 1000)] = ctx.write(functools.partial(
+                    store.lake.adopt, lake=self.lake, staged=out[0], lo=lo, hi=hi, rows=out[1]))
         with ctx.read() as cur:
             days = readers.samples.lake_days_to_merge(cur, time.strftime("%Y-%m-%d", time.gmtime(cutoff)))
         self.merged_ = self.merge(ctx, *days[0]) if days else None

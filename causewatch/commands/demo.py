@@ -242,8 +242,8 @@ class Story:
     """The demo's three stretches, each ended by what it needs rather than by the clock:
 
     1. `calm`: until the calm share of the tasks is stored and app:demo has a baseline (the causal
-       job's first stable model, or else the newest learnt from BASELINE_ROWS tasks at least, pinned
-       through the API as an operator would);
+       job's, by analytics.causal.baseline's rule, or else the newest learnt from BASELINE_ROWS tasks at
+       least, pinned through the API as an operator would);
     2. `hog`: until an anomaly on the CPU wait is raised, or HOG_CYCLES model versions were learnt
        under it;
     3. `end`: until an anomaly on the wait raised under the hog is resolved (none was raised:
@@ -403,7 +403,8 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
     hog's stretch and each anomaly timed against it and given its cause, each scope's newest model
     drawn as SVG in the demo folder (open anomalies in red), and the story's verdict."""
     from causewatch.analytics.causal import CausalModel, model_svg
-    from causewatch.analytics.causal.anomalies import MIN_BITS
+    from causewatch.analytics.causal.anomalies import MIN_BITS, one_line
+    from causewatch.commands.page import would_page
     from causewatch.daemon import readers
     from causewatch.probe.rank import rank_nodes
     rep = readers.report.overview(con)
@@ -424,7 +425,7 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
     rep["contention_hog"] = [{"cpus": hog.cpus, "per_cpu": hog.per_cpu, "sized": hog.sized,
                               "load_at_start": _round(hog.load), "calm_wait_per_cpu_s": _round(hog.calm_wait),
                               "baseline": f"model {story.pinned}, pinned by the demo" if story.pinned
-                              else "the first stable model" if base else "none",
+                              else f"model {base['model_id']}, {base['how']}" if base else "none",
                               "baseline_after_s": _round(story.baseline_s), "started_s": _round(hog.started),
                               "stopped_s": _round(hog.stopped), "model_versions": story.hog_versions, **waits,
                               "variable": story.contended, **({"why": story.why} if story.why else {}),
@@ -436,6 +437,7 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
         "hi": _round(r["task_hi"]), "ratio": round(r["ratio"], 3), "age_s": round(r["age_seconds"]),
         "phases": len(r["phases"]), "cpu_bound_phases": sum(bool(p.get("stretched")) for p in r["phases"]),
         "kit": r["quality"]} for r in ranking]
+    rep["brokers"] = brokers("demo", ranking)
     pictures = []
     for scope in readers.models.model_scopes(con):
         marked = {(a["src"], a["dst"]) for a in readers.models.anomalies(con, scope, open_only=True)}
@@ -448,7 +450,18 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
                     "ran_s": _round(story.loads[-1][0]) if story.loads else None,
                     "load": [round(min(loads), 1), round(max(loads), 1)] if loads else None,
                     "short": story.short, "line": line}
-    return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
+    page = would_page(readers.models.anomalies(con), story.url.removeprefix("http://"), one_line)
+    return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures, page=page)
+
+
+def brokers(app: str, ranking: list[dict]) -> dict:
+    """What each scheduler would be told from the ranking, as a dry run (docs/brokers.md): the Slurm
+    updates of `causewatch broker slurm --dry-run`, each node's HTCondor slot attributes, the extender's scores."""
+    from causewatch.probe import broker
+    plan = broker.slurm_plan(app, ranking, None, {})
+    return {"slurm": [" ".join(c) for c in broker.slurm_updates(app, plan, None)],
+            "htcondor": {r["node"]: broker.condor_attributes(app, r) for r in ranking},
+            "kubernetes": broker.extender_scores(ranking, sorted(r["node"] for r in ranking))}
 
 
 def analysis(daemon) -> list[dict]:
@@ -712,6 +725,10 @@ MEANING = {
                 "of analysis_scheduler (--analysis-scheduler tcp://HOST:8786, docs/cluster.md), and how many; "
                 "fallbacks: learns run locally because the cluster could not be used; retries: re-runs after a "
                 "cluster worker died or the task raised",
+    "page": "the alert each anomaly would page an on-call engineer with: deploy/prometheus's rule for its "
+            "kind (severity; for_s, the hold before it is sent; sent: whether the anomaly stayed open that "
+            "long), the receiver deploy/alertmanager routes it to (amtool, when installed), the labels the "
+            "page carries (picture: the model drawn with it in red, from this daemon while it runs)",
     "model_pictures": "the newest model of each scope drawn as SVG (edge width = strength, anomalies in red)",
     "bottlenecks": "code regions with fuzzy bottleneck severity (Truong & Fahringer): degree per severity term",
     "probe_ranking": "each node's predicted seconds per task of the app from its software probe (run before "
@@ -751,6 +768,20 @@ def _print(rep: dict, db: Path) -> None:
     print(_next_steps(db))
     print(f"\n== story ==\n  {rep['story']['plan']}\n  ran {rep['story']['ran_s']} s of the workload at load "
           f"{rep['story']['load']} (1-minute load average, least and most)")
+    _print_brokers(rep["brokers"])
+
+
+def _print_brokers(told: dict) -> None:
+    print("\n== brokers ==\n  (what a scheduler would be told from the probe ranking, as a dry run: Slurm's "
+          "weights, lowest first, and the best node's feature for --prefer; each node's HTCondor slot attributes "
+          "for a job's Rank; the Kubernetes extender's scores, 0-10. causewatch broker slurm|condor, "
+          "POST /api/k8s/prioritize: docs/brokers.md)")
+    for line in told["slurm"] or ["(no node ranked yet)"]:
+        print(f"  slurm       {line}")
+    for node, attrs in told["htcondor"].items():
+        shown = "  ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in attrs.items())
+        print(f"  htcondor    {node}: {shown or '(nothing: unknown stays absent)'}")
+    print("  kubernetes  " + ("  ".join(f"{h['Host']}={h['Score']}" for h in told["kubernetes"]) or "(no node)"))
 
 
 def _terminated(signum, frame):

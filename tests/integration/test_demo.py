@@ -36,6 +36,8 @@ def test_demo_reports_every_part(tmp_path):
     pictures = rep["model_pictures"]
     assert [p["scope"] for p in pictures] == ["app:demo"]
     assert open(pictures[0]["svg"]).read().lstrip().startswith(("<?xml", "<svg"))
+    assert all(p["severity"] == "page" and p["picture"].endswith("/api/model?scope=app%3Ademo&format=svg")
+               for p in rep["page"])   # the alerts its anomalies would page with (none in a run this short)
     (hog,) = rep["contention_hog"]
     assert hog["cpus"] and hog["started_s"] is None and hog["shown"].startswith("no: the hog never ran")
     assert all(a["when"] == "the hog never ran" and not a["cause"].startswith("the hog")
@@ -46,6 +48,13 @@ def test_demo_reports_every_part(tmp_path):
     assert all(0 <= p["cpu_bound_phases"] <= p["phases"] and p["phases"] >= 1 and p["ratio"] > 0
                and p["lo"] <= p["s_per_task"] <= p["hi"] and p["age_s"] >= 0 and p["kit"]
                for p in rep["probe_ranking"])
+    told, best = rep["brokers"], rep["probe_ranking"][0]["node"]          # in rank order
+    assert told["slurm"][0] == (f"scontrol update NodeName={best} Weight=1 AvailableFeatures=cw_demo_best "
+                                "ActiveFeatures=cw_demo_best") and len(told["slurm"]) == 2
+    assert set(told["htcondor"]) == {"demo-node-1", "demo-node-2"} and all(
+        set(a) == {f"causewatch_demo_{k}" for k in ("seconds", "seconds_hi", "tasks_per_hour", "probe_time")}
+        for a in told["htcondor"].values())
+    assert {h["Host"]: h["Score"] for h in told["kubernetes"]}[best] == 10
 
 
 def test_the_report_names_each_phase_s_top_functions(tmp_path):
