@@ -13,6 +13,7 @@ import threading
 from causewatch.config import DaemonConfig
 from causewatch.daemon import memory
 from causewatch.daemon.calls import Entry
+from causewatch.daemon.cluster import Cluster
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.httpapi import Api, HttpApi
 from causewatch.daemon.ingest import Ingest
@@ -50,7 +51,9 @@ class Daemon:
                                   setup=(Entry.INSTALL_JOBS, (cfg, jobs)), name="causewatch-jobs")
         self.api_worker = Worker(API_NICE, host=host, name="causewatch-api")
         self.scheduler = Scheduler(WorkerJobs(self.jobs_worker), self.exporter.job_errors) if jobs != [] else None
-        self.http = HttpApi(cfg.http, Api(self.exporter, self._answer, cfg.api_token)) if cfg.http else None
+        cluster = (Cluster(cfg.shard, cfg.peer_urls(), self._answer, cfg.api_token, cfg.peer_timeout)
+                   if cfg.peers else None)
+        self.http = HttpApi(cfg.http, Api(self.exporter, self._answer, cfg.api_token, cluster)) if cfg.http else None
         self.endpoint: str | None = None
 
     def _answer(self, *request) -> tuple[int, bytes, str]:

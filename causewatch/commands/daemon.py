@@ -13,6 +13,7 @@ EPILOG = """examples:
   causewatch daemon --config /etc/causewatch/daemon.toml
   causewatch daemon --bind tcp://0.0.0.0:5555 --keys /etc/causewatch/keys   # CURVE, allow-list
   causewatch keys /etc/causewatch/keys --name server                          # make the server pair
+  causewatch daemon --shard a --peers b=http://10.0.0.6:9464,c=http://10.0.0.7:9464 --http 10.0.0.5:9464
 """
 
 
@@ -24,11 +25,14 @@ def add_arguments(p):
     p.add_argument("--insecure", action="store_true", default=None,
                    help="allow a non-loopback bind without CURVE keys")
     p.add_argument("--http", help="host:port for /metrics and /api ('' to turn off; default 127.0.0.1:9464)")
+    p.add_argument("--shard", help="this daemon's shard name on a sharded site (docs/shards.md)")
+    p.add_argument("--peers", metavar="NAME=URL,...", help="the other shards' HTTP APIs: /api/ answers for all")
 
 
 def load_config(args) -> DaemonConfig:
     return config.load(DaemonConfig, args.config, "daemon", db=args.db, bind=args.bind, keys=args.keys,
-                       insecure=args.insecure, http=args.http)
+                       insecure=args.insecure, http=args.http, shard=args.shard,
+                       peers=args.peers and [p.strip() for p in args.peers.split(",") if p.strip()])
 
 
 def run(args) -> int:
