@@ -40,7 +40,7 @@ class Daemon:
         memory.arrow_from_malloc()
         memory.few_arenas()
         self.cfg = cfg
-        self.exporter = Exporter()
+        self.exporter = Exporter(cfg.shard)
         self.store = Store(cfg.db, cfg.store_memory_bytes, cfg.store_lake, cfg.shard)
         self.ingest = Ingest(cfg, self.store, self.exporter)
         host = Host(self.store.cursor, self.ingest.call, self.ingest.send, self.exporter)
