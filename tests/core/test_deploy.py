@@ -84,3 +84,11 @@ def test_dashboard_links_the_model_picture_of_the_chosen_scope():
     exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
     assert any("causewatch_dependency_anomaly" in e for e in exprs)
     assert any("causewatch_edge_strength{" in e for e in exprs)
+
+
+@needs_promtool
+def test_the_sharded_scrape_recipe_passes_promtool():
+    recipe = ROOT / "deploy/prometheus/scrape-shards.yml"
+    r = subprocess.run(["promtool", "check", "config", str(recipe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.findall(r"labels: \{shard: (\w+)\}", recipe.read_text()) == ["a", "b", "c"]
