@@ -39,6 +39,7 @@ RECORDS = {   # a JSON list verb's merged records' order, and the parameter that
     verbs.NODES: ([("node", False)], None), verbs.QUERY: ([("degree", True)], "top"),
     verbs.BOTTLENECKS: ([("severity", True), ("value", True)], "top"),
     verbs.MODELS: ([("learned_at", True)], None), verbs.ANOMALIES: ([("opened", True)], "limit"),
+    verbs.TASK_APPS: ([("app", False)], None),
 }
 LOCAL_ONLY = {verbs.LEARN: "learn reads the asking shard's rows only (ask each shard, or the scope's owner)"}
 

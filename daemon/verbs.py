@@ -109,6 +109,7 @@ BOTTLENECKS = Verb("bottlenecks", LAST, NODE, Param("top", int), Param("metric",
 RANK = Verb("rank", Param("app"))
 REGIONS = Verb("regions", LAST, NODE, Param("metric", many=True), LIMIT)
 TASKS = Verb("tasks", Param("app"), LIMIT)
+TASK_APPS = Verb("task-apps")        # the apps with stored tasks: a scope's owner finds them on every shard
 SAMPLES = Verb("samples", Param("metric", many=True), Param("scope"), LIMIT)
 BBV_TARGETS = Verb("bbv-targets", LIMIT)
 BBV = Verb("bbv", Param("target"), Param("kind"))
@@ -126,5 +127,5 @@ LEARN = Verb("learn", Param("data"), Param("app"), Param("metric", many=True), P
 KITS = Verb("kits", method="POST")        # body {"manifest": {...}, "path": "..."}
 BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST")
 
-VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, REGIONS, TASKS, SAMPLES,
+VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, REGIONS, TASKS, TASK_APPS, SAMPLES,
                                          BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS, BASELINE)}
