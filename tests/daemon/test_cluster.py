@@ -34,6 +34,9 @@ def peer_answer(kind: str, path: str, headers) -> tuple[int, bytes, str]:
                 "truncated": (200, good[:len(good) // 2], verbs.ARROW),
                 "schema": (200, arrow_bytes(pd.DataFrame({"x": [1]})), verbs.ARROW),
                 "error": (500, b'{"error": "boom"}', "application/json")}[kind]
+    if path.startswith("/api/rank"):
+        nodes = [{"rank": 1, "node": "n2", "task_seconds": 1.5}, {"rank": 2, "node": "n4", "task_seconds": 3.0}]
+        return 200, json.dumps({"app": "lu", "ratio": "r", "nodes": nodes}).encode(), "application/json"
     if path.startswith("/api/nodes"):
         good = json.dumps([{"node": "n2", "shard_seen_by": headers.get(cluster.PEER)}]).encode()
         return {"good": (200, good, "application/json"), "slow": (200, good, "application/json"),
@@ -56,6 +59,15 @@ def serve(kind: str) -> tuple[str, http.server.ThreadingHTTPServer]:
             except OSError:
                 pass   # the slow peer's asker has gone: it was meant to
 
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            data = json.dumps({"registered": {"app": "lu", "kit": "k1"}}).encode()
+            self.send_response(200 if kind == "good" else 500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def log_message(self, *a):
             pass
 
@@ -75,6 +87,11 @@ def peers():
 
 
 def local(method, path, params, raw, accept):
+    if method == "POST":
+        return 200, json.dumps({"registered": {"app": "lu", "kit": "k1"}}).encode(), "application/json"
+    if path == "/api/rank":
+        nodes = [{"rank": 1, "node": "n1", "task_seconds": 2.0}]
+        return 200, json.dumps({"app": "lu", "ratio": "r", "nodes": nodes}).encode(), "application/json"
     if path == "/api/samples":
         return 200, arrow_bytes(SAMPLES), verbs.ARROW
     if path == "/api/nodes":
@@ -124,3 +141,15 @@ def test_learn_is_marked_as_one_shards_answer(peers):
     code, data, _, headers = c.answer("GET", "/api/learn", {}, b"", "")
     body = json.loads(data)
     assert body["cluster"]["missing"]["b"].startswith("learn reads") and dict(headers)[cluster.PARTIAL]
+
+
+def test_kits_reach_every_shard_and_rankings_merge(peers):
+    c = cluster.Cluster("a", {"b": peers["good"], "x": peers["error"]}, local, timeout=5.0)
+    code, data, _, headers = c.answer("POST", "/api/kits", {}, b'{"manifest": {}}', "")
+    body = json.loads(data)
+    assert code == 200 and set(body["shards"]) == {"a", "b"} and body["registered"]["kit"] == "k1"
+    assert list(body["cluster"]["missing"]) == ["x"]          # a shard the kit did not reach is named
+    c = cluster.Cluster("a", {"b": peers["good"]}, local, timeout=5.0)
+    body = json.loads(c.answer("GET", "/api/rank", {"app": ["lu"]}, b"", "")[1])
+    ranked = [(r["rank"], r["node"], r["shard"]) for r in body["nodes"]]
+    assert ranked == [(1, "n2", "b"), (2, "n1", "a"), (3, "n4", "b")]
