@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -51,14 +52,18 @@ class Shard:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return self
 
-    def ready(self) -> "Shard":
+    def ready(self, warm: bool = True) -> "Shard":
         line = self.proc.stdout.readline()
         if not line.startswith("causewatch daemon:"):
             self.proc.kill()
             raise RuntimeError(f"shard {self.name} did not start: {line}{self.proc.stderr.read()}")
-        # its API worker's first request starts the fork server (the analysis stack): not under a fan-out
-        get(f"{self.url}/api/stats", peer=next(iter(self.peers)))
+        if warm:
+            self.warm()
         return self
+
+    def warm(self) -> None:
+        """Its API worker's first request starts the fork server (the analysis stack): not under a fan-out."""
+        get(f"{self.url}/api/stats", peer=next(iter(self.peers)))
 
     def stop(self, sig=signal.SIGTERM) -> None:
         if self.proc and self.proc.poll() is None:
@@ -85,7 +90,12 @@ def site(tmp_path_factory):
         site[name].launch()
     try:
         for name in "abc":
-            site[name].ready()
+            site[name].ready(warm=False)
+        warming = [threading.Thread(target=site[name].warm) for name in "abc"]   # the three at once
+        for t in warming:
+            t.start()
+        for t in warming:
+            t.join()
         yield site, folder
     finally:
         for s in site.values():
