@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import threading
 import time
@@ -21,7 +22,9 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from causewatch.daemon import verbs
+from causewatch.daemon.store import lake as store_lake
 
+log = logging.getLogger("causewatch.daemon.cluster")
 PEER = "X-Causewatch-Peer"           # on a peer's request: the asking shard; answer from this shard alone
 ANSWERED = "X-Causewatch-Shards"     # on a cluster answer: the shards that answered, comma-separated
 PARTIAL = "X-Causewatch-Partial"     # the shards that did not, "name: why; ..." (absent when none is missing)
@@ -89,8 +92,12 @@ class Cluster:
     """This shard (`local(method, path, params, raw, accept)`, the daemon's own answer) and its `peers`
     {name: http URL}; `answer` is the cluster's answer to one request."""
 
-    def __init__(self, shard: str, peers: dict[str, str], local: Callable, token: str = "", timeout: float = 10.0):
+    def __init__(self, shard: str, peers: dict[str, str], local: Callable, token: str = "", timeout: float = 10.0,
+                 lake: str = ""):
+        """`lake`: the shared lake's root (STORE_LAKE): a global `samples` reads there the history of a
+        shard that does not answer (its manifest's files; its hot window stays missing)."""
         self.shard, self.peers, self.local, self.token, self.timeout = shard, dict(peers), local, token, timeout
+        self.lake = lake
 
     def gather(self, method: str, path: str, params: dict, raw: bytes, accept: str) -> list[Reply]:
         """Every shard's reply, this one's first; a peer still silent at the deadline is 'no answer'."""
@@ -122,7 +129,20 @@ class Cluster:
             mine = Reply(self.shard, *self.local(method, path, params, raw, accept))
             return merge(verb, params, [mine, *(Reply(p, error=LOCAL_ONLY[verb]) for p in self.peers)], accept)
         ask_accept = f"{verbs.ARROW}, application/json" if verb in ORDER else accept
-        return merge(verb, params, self.gather(method, path, params, raw, ask_accept), accept)
+        replies = self.gather(method, path, params, raw, ask_accept)
+        cold = {}
+        if verb is verbs.SAMPLES and self.lake:
+            for r in replies:
+                if r.error or r.code != 200:
+                    try:
+                        table = store_lake.shard_samples(self.lake, r.shard, params.get("metric"),
+                                                         (params.get("scope") or [None])[-1])
+                    except Exception as e:   # a file a merge swept meanwhile, a bad manifest: only its history lost
+                        log.warning("lake history of shard %s unreadable: %s", r.shard, e)
+                        continue
+                    if table is not None:
+                        cold[r.shard] = table
+        return merge(verb, params, replies, accept, cold)
 
 
 # ---- merging ---------------------------------------------------------------------------------------
@@ -136,9 +156,11 @@ def _clean(value):
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def merge(verb, params: dict, replies: list[Reply], accept: str) -> tuple[int, bytes, str, list]:
+def merge(verb, params: dict, replies: list[Reply], accept: str,
+          cold: dict | None = None) -> tuple[int, bytes, str, list]:
     """The merged answer of `verb` from each shard's reply. A reply that is not the verb's kind of answer
-    makes its shard missing, named with why; this shard's own refusal (400: a bad parameter) answers."""
+    makes its shard missing, named with why; this shard's own refusal (400: a bad parameter) answers.
+    `cold` {shard: Arrow table}: the lake history of shards that did not answer (still missing)."""
     missing = {r.shard: r.error for r in replies if r.error}
     got = [r for r in replies if not r.error]
     for r in got:
@@ -155,7 +177,7 @@ def merge(verb, params: dict, replies: list[Reply], accept: str) -> tuple[int, b
         return 503, _json(503, {"error": "no shard answered", "cluster": info([], missing)}), "application/json", \
             headers([], missing)
     if verb in ORDER:
-        return _frames(verb, params, found, answered, missing, accept)
+        return _frames(verb, params, found, answered, missing, accept, cold or {})
     parsed = []
     for r in found:
         if r.ctype != "application/json":
@@ -292,7 +314,7 @@ def _positional(table: pa.Table) -> tuple[pa.Table, dict]:
     return table.rename_columns(names), {"params": params, "counters": counters}
 
 
-def _frames(verb, params: dict, found: list[Reply], answered: list, missing: dict, accept: str):
+def _frames(verb, params: dict, found: list[Reply], answered: list, missing: dict, accept: str, cold: dict):
     tables, attrs = [], {}
     for r in found:
         try:
@@ -303,6 +325,10 @@ def _frames(verb, params: dict, found: list[Reply], answered: list, missing: dic
         if verb is verbs.TASKS:
             table = _task_names(table, a)
         tables.append((r.shard, table))
+    for shard, table in cold.items():
+        if shard in missing:
+            missing[shard] += "; its lake history read, not its hot window"
+            tables.append((shard, table))
     # the schema every shard's table must have: the first with rows (an empty DataFrame's columns may be untyped)
     ref = next((t for _, t in tables if t.num_rows), tables[0][1] if tables else None)
     fitted = []

@@ -20,6 +20,7 @@ from causewatch.daemon.ingest import Ingest
 from causewatch.daemon.jobs import Job
 from causewatch.daemon.scheduler import Scheduler, WorkerJobs
 from causewatch.daemon.store import Store
+from causewatch.daemon.store.lake import folder_for as lake_folder
 from causewatch.daemon.worker import Host, Worker
 from causewatch.systemd import sd_notify
 
@@ -51,8 +52,9 @@ class Daemon:
                                   setup=(Entry.INSTALL_JOBS, (cfg, jobs)), name="causewatch-jobs")
         self.api_worker = Worker(API_NICE, host=host, name="causewatch-api")
         self.scheduler = Scheduler(WorkerJobs(self.jobs_worker), self.exporter.job_errors) if jobs != [] else None
-        cluster = (Cluster(cfg.shard, cfg.peer_urls(), self._answer, cfg.api_token, cfg.peer_timeout)
-                   if cfg.peers else None)
+        root = lake_folder(cfg.db, cfg.store_lake)   # the shared lake's root: a down shard's history
+        cluster = (Cluster(cfg.shard, cfg.peer_urls(), self._answer, cfg.api_token, cfg.peer_timeout,
+                           str(root or "")) if cfg.peers else None)
         self.http = HttpApi(cfg.http, Api(self.exporter, self._answer, cfg.api_token, cluster)) if cfg.http else None
         self.endpoint: str | None = None
 

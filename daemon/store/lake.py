@@ -104,6 +104,26 @@ def sweep(con: duckdb.DuckDBPyConnection, lake: Path | None) -> dict[str, list[s
     return {"removed": removed, "missing": sorted(keep - on_disk)}
 
 
+def shard_samples(root: str | Path, shard: str, metrics: list[str] | None = None, scope: str | None = None):
+    """Shard `shard`'s committed lake samples (the files its manifest names, under the shared lake `root`)
+    with the `samples` view's columns, as an Arrow table; None when it has none. What a global query
+    reads of a shard that does not answer: its history, not its hot window."""
+    files = shard_files(root).get(shard)
+    if not files:
+        return None
+    quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    where, params = ["TRUE"], []
+    if metrics:
+        where.append(f"metric IN ({', '.join('?' * len(metrics))})")
+        params += list(metrics)
+    if scope is not None:
+        where.append("scope = ?")
+        params.append(scope)
+    with duckdb.connect() as con:
+        return con.sql(f"SELECT node, ts / 1000 AS ts, scope, metric, value FROM read_parquet([{quoted}]) "
+                       f"WHERE {' AND '.join(where)} ORDER BY ts, node, scope, metric", params=params).to_arrow_table()
+
+
 def day_of(seconds: float) -> str:
     """The UTC day (YYYY-MM-DD) a time in unix seconds falls on: a lake partition's name."""
     return dt.datetime.fromtimestamp(seconds // 86400 * 86400, dt.UTC).strftime("%Y-%m-%d")

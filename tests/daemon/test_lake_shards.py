@@ -8,11 +8,14 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
-from causewatch.daemon import store
+from causewatch.daemon import cluster, routes, store, verbs
 from causewatch.daemon.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support import free_port
 from test_lake import T0, frames
 
 
@@ -43,6 +46,21 @@ def test_shards_share_a_lake_and_read_each_others_committed_files(tmp_path):
         manifest = json.loads((lake / "shard=a" / store.lake.MANIFEST).read_text())
         assert sum(f["rows"] for f in manifest["files"]) == stores["a"].con.execute(
             "SELECT sum(rows) FROM lake_files").fetchone()[0]
+        # b does not answer: a global samples query through a reads b's history from the lake, and says so
+        def local(method, path, params, raw, accept):
+            with stores["a"].cursor() as cur:
+                return routes.answer(method, path, params, raw, cur, stores["a"].run, accept)
+        c = cluster.Cluster("a", {"b": f"http://127.0.0.1:{free_port()}"}, local, timeout=2.0, lake=str(lake))
+        code, data, _, headers = c.answer("GET", "/api/samples", {"metric": ["cpu"]}, b"", verbs.ARROW)
+        table = pa.ipc.open_stream(data).read_all()
+        about = json.loads(table.schema.metadata[cluster.META])
+        assert about["partial"] and about["missing"]["b"].endswith("its lake history read, not its hot window")
+        with stores["b"].cursor() as cur:
+            b_rows = cur.execute("SELECT count(*) FROM samples WHERE metric = 'cpu'").fetchone()[0]
+        with stores["a"].cursor() as cur:
+            a_rows = cur.execute("SELECT count(*) FROM samples WHERE metric = 'cpu'").fetchone()[0]
+        assert table.num_rows == a_rows + b_rows and set(table.column("node").to_pylist()) == {"n0", "n1"}
+        assert table.column("ts").to_pylist() == sorted(table.column("ts").to_pylist())
     finally:
         for s in stores.values():
             s.close()
