@@ -109,12 +109,13 @@ class SimAgent:
                 counts["refused"] += 1
                 counts["last_refusal"] = f"{b['field']}: {b['reason']}"
 
-    def fill(self, payloads: list[bytes], frames: int, window: int, interval: float, now: float) -> None:
-        """Send the frames that are due while credit lasts (frames of one size: a payload's bytes stand for all)."""
-        size = len(payloads[0]) + 100
+    def fill(self, payloads, frames: int, window: int, interval: float, now: float) -> None:
+        """Send the frames that are due while credit lasts (frames of one size: a payload's bytes stand for
+        all); `payloads(i)` is the i-th frame's packed body."""
+        size = len(payloads(0)) + 100
         while (self.sent < frames and self.due_at <= now and len(self.in_flight) < window
                and (not self.in_flight or self.in_flight_bytes + size <= self.credit)):
-            self.send("samples", payloads[self.sent % len(payloads)])
+            self.send("samples", payloads(self.sent))
             self.sent += 1
             self.due_at += interval
 
@@ -133,7 +134,15 @@ def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
     rng = np.random.default_rng(agents.start)
     n_t, n_m = (args.timestamps, args.metrics)
     # timestamps of today: the daemon's retention job deletes samples older than 14 days
-    payloads = [msgpack.packb(body(n_t, n_m, rng, time.time()), use_bin_type=True) for _ in range(4)]
+    bodies = [body(n_t, n_m, rng, time.time()) for _ in range(4)]
+    packed = [msgpack.packb(b, use_bin_type=True) for b in bodies]
+    if args.seconds:   # a soak's rows are timed when sent, as an agent's: the lake's hot window moves past them
+        def payloads(i: int) -> bytes:
+            t = time.time() + np.arange(n_t, dtype=float)
+            return msgpack.packb({**bodies[i % 4], "t": t.astype("<f8").tobytes()}, use_bin_type=True)
+    else:
+        def payloads(i: int) -> bytes:
+            return packed[i % 4]
     probe = body(1, 1, rng)
     assert packed_frame("samples", "n", "b", 7, 1.5, msgpack.packb(probe, use_bin_type=True)) == \
         wire.encode("samples", "n", "b", 7, probe, ts=1.5), "pre-packed frames differ from wire.encode"
@@ -197,14 +206,21 @@ class Watch:
     """The daemon's RSS (MB) and open descriptors, sampled over time."""
 
     def __init__(self, pid: int):
-        self.proc, self.samples = psutil.Process(pid), []   # (seconds since start, rss MB, fds)
+        self.proc, self.samples = psutil.Process(pid), []   # (seconds since start, rss MB, fds, workers' MB)
         self.t0 = time.monotonic()
 
     def sample(self) -> None:
-        self.samples.append((time.monotonic() - self.t0, self.proc.memory_info().rss / 2**20, self.proc.num_fds()))
+        workers = 0.0
+        for child in self.proc.children(recursive=True):   # the analysis, API and jobs workers
+            try:
+                workers += child.memory_info().rss / 2**20
+            except psutil.NoSuchProcess:   # a worker retired between the listing and the look
+                pass
+        self.samples.append((time.monotonic() - self.t0, self.proc.memory_info().rss / 2**20, self.proc.num_fds(),
+                             workers))
 
     def table(self) -> dict:
-        t, rss, fds = np.array(self.samples).T
+        t, rss, fds, _ = np.array(self.samples).T
         peak = int(np.argmax(rss))
         late = t >= t[-1] / 2   # the last half: a bounded daemon's RSS has stopped rising by then
         slope = np.polyfit(t[late], rss[late], 1)[0] * 60 if late.sum() > 2 else float("nan")
@@ -223,9 +239,11 @@ def proc_cpu_seconds(pid: int) -> float:
 def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
     extra, settings = [], {"max_queue_bytes": args.queue_mb, "store_memory_bytes": args.store_mb,
                            "max_in_flight_bytes": args.in_flight_mb}
-    if any(settings.values()) or args.batch_frames:
+    plain = {"batch_max_frames": args.batch_frames, "store_hot_seconds": args.hot_seconds,
+             "compaction_interval": args.compaction_interval}
+    if any(settings.values()) or any(v is not None and v != 0 for v in plain.values()):
         lines = "".join(f"{k} = {v * 2**20}\n" for k, v in settings.items() if v)
-        lines += f"batch_max_frames = {args.batch_frames}\n" if args.batch_frames else ""
+        lines += "".join(f"{k} = {v}\n" for k, v in plain.items() if v is not None and v != 0)
         (folder / "daemon.toml").write_text(f"[daemon]\n{lines}")
         extra = ["--config", str(folder / "daemon.toml")]
     daemon = DaemonProcess(folder / "e2e.duckdb", extra=extra, checkout=checkout).start()
@@ -261,7 +279,7 @@ def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
         p.join()
     daemon.stop()
     frames = args.agents * args.frames
-    stored = query(daemon.db, "SELECT count(*) FROM samples")[0][0]
+    stored, hot = query(daemon.db, "SELECT (SELECT count(*) FROM samples), (SELECT count(*) FROM samples_hot)")[0]
     logged, keys = query(daemon.db, "SELECT count(*), count(DISTINCT (node, boot, seq)) FROM ingest_log "
                                     "WHERE type = 'samples'")[0]
     acked = sum(r["acked"] for r in results) - args.agents   # the hellos' acks came before the clock
@@ -273,6 +291,7 @@ def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
                          f"{[r['last_refusal'] for r in results if r['refused']]}")
     return {"elapsed": elapsed, "values": stored, "frames": frames, "cpu": cpu, "watch": watch.table(),
             "samples": watch.samples, "resent": sum(r["resent"] for r in results),
+            "tiers": [("hot", hot), ("lake", stored - hot)] if stored != hot else [],
             "credit": [min(r["final_credit"][0] for r in results), max(r["final_credit"][1] for r in results)]}
 
 
@@ -396,12 +415,14 @@ def soak(args, e2e: dict) -> dict:
         tenths: dict[int, tuple] = {}   # the first sample of each tenth of the run
         for sample in e2e["samples"]:
             tenths.setdefault(int(10 * sample[0] / e2e["elapsed"]), sample)
-        print(f"{'daemon':<8}{'at s':>8}{'RSS MB':>10}{'open fds':>10}")
+        print(f"{'daemon':<8}{'at s':>8}{'RSS MB':>10}{'open fds':>10}{'workers MB':>12}")
         for name in ("start", "peak", "end"):
             row = e2e["watch"][name]
             print(f"{name:<8}{row['s']:>8.0f}{row['rss_mb']:>10.0f}{row['fds']:>10}")
-        for t, rss, fds in tenths.values():
-            print(f"{'at':<8}{t:>8.0f}{rss:>10.0f}{fds:>10.0f}")
+        for t, rss, fds, workers in tenths.values():
+            print(f"{'at':<8}{t:>8.0f}{rss:>10.0f}{fds:>10.0f}{workers:>12.0f}")
+        if e2e["tiers"]:
+            print("store at the end: " + ", ".join(f"{tier} {n:,} values" for tier, n in e2e["tiers"]))
         print(f"RSS slope over the last half: {e2e['watch']['last_half_mb_per_min']:+.1f} MB/min")
         print(f"CPU seconds: daemon {result['daemon_cpu_s']:.1f}, senders {result['senders_cpu_s']:.1f}")
     return result
@@ -425,6 +446,10 @@ def main() -> None:
     p.add_argument("--queue-mb", type=int, default=0, help="daemon max_queue_bytes in MiB (default: its own)")
     p.add_argument("--store-mb", type=int, default=0, help="daemon store_memory_bytes in MiB (default: its own)")
     p.add_argument("--in-flight-mb", type=int, default=0, help="daemon max_in_flight_bytes in MiB (default: its own)")
+    p.add_argument("--hot-seconds", type=float, default=None,
+                   help="daemon store_hot_seconds: samples older move to the Parquet lake (default: its own)")
+    p.add_argument("--compaction-interval", type=float, default=None,
+                   help="daemon compaction_interval, seconds between the lake's moves (default: its own)")
     p.add_argument("--rounds", type=int, default=3,
                    help="throughput: end-to-end runs, each between two raw runs (the ratio's median is reported)")
     p.add_argument("--baseline", metavar="DIR", help="throughput: also run this checkout's daemon (DIR/.venv) "

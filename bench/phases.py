@@ -1,12 +1,14 @@
-"""Phase analysis against SimPoint 3.2: per conformance input our k, ARI vs the planted truth, wall
-seconds (start-up included, median of --runs) and peak RSS, next to SimPoint's recorded figures.
+"""Phase analysis against SimPoint 3.2: per conformance input our k, ARI vs the planted truth, CPU
+seconds of the whole command (start-up included, median of --runs) and peak RSS, next to SimPoint's.
 
 With SIMPOINT=/path/to/simpoint (built from the public SimPoint 3.2 source), SimPoint is also timed
 here, alternating with causewatch, so the time ratio comes from one run on one machine; without it the
 ratio is against the seconds recorded in the inputs' summary.json (another machine). --seeds N also
 clusters every input with N projection seeds and prints the ARI spread and k range next to SimPoint's
-recorded spread (summary.json's other_seed_pairs). RSS is compared with 2x the
-decompressed .bb size (the goal), and the interpreter-plus-numpy floor is printed beside it.
+recorded spread (summary.json's other_seed_pairs). Our RSS is shown above an idle interpreter that
+imported the same modules (the floor no Python tool gets under), next to SimPoint's peak RSS.
+Inputs: the shared set's real/ and synthetic/ and the interpreter recordings in
+tests/analytics/phases/interp/ (issue 31).
 Usage: python bench/phases.py [--runs 3] [--seeds 0] [--inputs DIR] [NAME ...]
 """
 
@@ -21,7 +23,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,15 +31,19 @@ from causewatch.analytics.phases import SimPoint, adjusted_rand_index, read_freq
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INPUTS = ROOT.parent / "shared" / "conformance" / "phases"
+INTERP = ROOT / "tests" / "analytics" / "phases" / "interp"
 CW = [sys.executable, "-m", "causewatch.cli"]
+# what `causewatch phases FILE` imports (its sys.modules after a run): the idle floor imports the same
+IMPORTS = ("numpy, causewatch.cli, causewatch.commands.phases, causewatch.analytics.phases.simpoint, "
+           "causewatch.analytics.phases.formats, causewatch.analytics.phases.centroids")
 
 
 def timed(cmd: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in KB) of one child run, measured with wait4's rusage."""
-    start = time.perf_counter()
+    """(CPU seconds, user + system, and peak RSS in KB) of one child run, from wait4's rusage: CPU, not
+    wall, as the machine is shared and loaded."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
+    seconds = usage.ru_utime + usage.ru_stime
     if os.waitstatus_to_exitcode(status):
         raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-300:]}")
     proc.stderr.close()
@@ -46,16 +51,16 @@ def timed(cmd: list[str]) -> tuple[float, int]:
 
 
 def floor_rss() -> int:
-    """Peak RSS (KB) of an interpreter that only imports numpy: what no Python tool gets under."""
-    return timed([sys.executable, "-c", "import numpy"])[1]
+    """Peak RSS (KB) of an interpreter that only imports what the command imports: no Python tool gets under."""
+    return timed([sys.executable, "-c", f"import {IMPORTS}"])[1]
 
 
 def inputs(folder: Path, names: set[str]):
-    for sub in ("real", "synthetic"):
-        for bb_gz in sorted((folder / sub).glob("*.bb.gz")):
+    for where in (folder / "real", folder / "synthetic", INTERP):
+        for bb_gz in sorted(where.glob("*.bb.gz")):
             name = bb_gz.name[:-len(".bb.gz")]
             if not names or name in names:
-                yield folder / sub, name, bb_gz
+                yield where, name, bb_gz
 
 
 def main() -> None:
@@ -69,9 +74,10 @@ def main() -> None:
     if simpoint and not shutil.which(simpoint):
         raise SystemExit(f"SIMPOINT={simpoint} is not an executable")
     floor = floor_rss()
-    print(f"python + numpy alone: {floor / 1024:.0f} MB peak RSS; SimPoint timed here: {'yes' if simpoint else 'no'}")
-    head = ["input", "n", "SP k", "k", "SP ARI", "ARI", "SP s", "s", "s/SP", "RSS MB", "2x bb MB"]
-    print("{:<17}{:>6}{:>5}{:>4}{:>7}{:>7}{:>7}{:>7}{:>6}{:>8}{:>9}".format(*head))
+    print(f"idle interpreter with the command's imports: {floor / 1024:.0f} MB peak RSS; SimPoint timed here: "
+          f"{'yes (CPU seconds)' if simpoint else 'no (SP s: its recorded wall seconds, another machine)'}")
+    head = ["input", "n", "SP k", "k", "SP ARI", "ARI", "SP s", "s", "s-SP", "s/SP", "RSS+ MB", "SP MB"]
+    print("{:<17}{:>6}{:>5}{:>4}{:>7}{:>7}{:>7}{:>7}{:>7}{:>6}{:>8}{:>7}".format(*head))
     chosen = list(inputs(args.inputs, set(args.names)))
     for folder, name, bb_gz in chosen:
         truth, scored = read_truth(folder, name)
@@ -86,14 +92,14 @@ def main() -> None:
                 if simpoint:
                     sp_runs.append(timed(simpoint_cmd(simpoint, bb, f"{tmp}/sp.labels")))
             labels, _ = read_labels(f"{tmp}/cw.labels")
-            size_mb = bb.stat().st_size / 2**20
         cw_s = statistics.median(s for s, _ in cw_runs)
         sp_s = statistics.median(s for s, _ in sp_runs) if sp_runs else summary.get("simpoint_seconds_median")
-        rss = max(r for _, r in cw_runs) / 1024
-        print("{:<17}{:>6}{:>5}{:>4}{:>7.3f}{:>7.3f}{:>7.2f}{:>7.2f}{:>6.2f}{:>8.0f}{:>9.1f}".format(
+        rss = (max(r for _, r in cw_runs) - floor) / 1024
+        sp_rss = f"{max(r for _, r in sp_runs) / 1024:.0f}" if sp_runs else "-"
+        print("{:<17}{:>6}{:>5}{:>4}{:>7.3f}{:>7.3f}{:>7.2f}{:>7.2f}{:>+7.2f}{:>6.2f}{:>8.0f}{:>7}".format(
             name, len(truth), len(set(sp_labels)), len(set(labels)),
             adjusted_rand_index(truth[scored], sp_labels[scored]), adjusted_rand_index(truth[scored], labels[scored]),
-            sp_s, cw_s, cw_s / sp_s, rss, 2 * size_mb), flush=True)
+            sp_s, cw_s, cw_s - sp_s, cw_s / sp_s, rss, sp_rss), flush=True)
     if args.seeds:   # after the timed runs: children forked from a grown process would report its RSS
         seed_spread(chosen, args.seeds, simpoint)
 

@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "phases": ("causewatch.commands.phases", "cluster basic block vectors into program phases"),
     "probe": ("causewatch.commands.probe", "software probe kits: build, run on a node, register"),
     "rank": ("causewatch.commands.rank", "rank nodes for an application by predicted task time"),
+    "broker": ("causewatch.commands.broker",
+               "tell HTCondor or Slurm the ranking: slot attributes, node weights and features"),
     "nodes": ("causewatch.commands.nodes", "list the nodes whose agents report, with their facts"),
     "model": ("causewatch.commands.model", "show a learned causal model, its history, or pin a baseline"),
     "anomalies": ("causewatch.commands.anomalies", "list dependency anomalies against the baseline models"),

@@ -125,6 +125,20 @@ class AgentConfig:
     daemons: tuple = _fmt((), "daemons")
 
 
+@dataclasses.dataclass
+class SlurmConfig:
+    """`causewatch broker slurm`'s [slurm] table: Slurm's name for each causewatch node whose name differs
+    there, how many of the best nodes carry the app's feature, and when a probe result is too old to rank."""
+    nodes: dict = dataclasses.field(default_factory=dict)
+    best: int = _limit(1, 1, 10_000)
+    max_age: float = _limit(2 * 86400.0, 0.0, None)
+
+    def __post_init__(self):
+        bad = {k: v for k, v in self.nodes.items() if not isinstance(v, str) or not v}
+        if bad:
+            raise ConfigError("nodes", f"expected causewatch node = \"slurm node name\", got {bad!r}")
+
+
 def _check(cls, raw: dict, where: dict[str, str]):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     out = {}
@@ -133,6 +147,8 @@ def _check(cls, raw: dict, where: dict[str, str]):
         if key not in fields:
             raise ConfigError(key, f"unknown setting (known: {', '.join(sorted(fields))})", at)
         default = fields[key].default
+        if default is dataclasses.MISSING and fields[key].default_factory is not dataclasses.MISSING:
+            default = fields[key].default_factory()
         expected = type(default) if default not in (None, dataclasses.MISSING) else str
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)

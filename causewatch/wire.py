@@ -145,9 +145,12 @@ def _known_metrics(field: str, names: tuple[str, ...]) -> None:
 def _metric_list(field, value):
     """A list of metric names: an agent sends the same names frame after frame, so a list that passed
     is not checked name by name again (most of a samples frame's decoding time was these checks)."""
-    if isinstance(value, list) and all(type(v) is str for v in value):
-        _known_metrics(field, tuple(value))
-        return value
+    if isinstance(value, list):
+        try:
+            _known_metrics(field, tuple(value))   # checks each name the first time (a non-string fails there)
+            return value
+        except TypeError:   # an unhashable name (a list, a map): named by the check below
+            pass
     return _metrics(field, value)
 
 

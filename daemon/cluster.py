@@ -44,6 +44,7 @@ RECORDS = {   # a JSON list verb's merged records' order, and the parameter that
     verbs.MODELS: ([("learned_at", True)], None), verbs.ANOMALIES: ([("opened", True)], "limit"),
     verbs.TASK_APPS: ([("app", False)], None),
 }
+FANNED_WRITES = {verbs.KITS, verbs.BASELINE}   # POSTs sent to every shard (a kit reaches all)
 LOCAL_ONLY = {verbs.LEARN: "learn reads the asking shard's rows only (ask each shard, or the scope's owner)"}
 
 
@@ -123,7 +124,9 @@ class Cluster:
     def answer(self, method: str, path: str, params: dict, raw: bytes, accept: str) -> tuple[int, bytes, str, list]:
         """(code, body, content type, extra headers) for the whole cluster."""
         verb = verbs.VERBS.get((method, path))
-        if verb is None:
+        if verb is None or (method == "POST" and verb not in FANNED_WRITES):
+            # unknown routes, and POSTs that are questions in a body (a scheduler extender's, whose caller
+            # expects its own answer format): this shard's answer, unchanged
             return (*self.local(method, path, params, raw, accept), [])
         if verb in LOCAL_ONLY:
             mine = Reply(self.shard, *self.local(method, path, params, raw, accept))

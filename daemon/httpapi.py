@@ -3,7 +3,8 @@ the format asked for (text or OpenMetrics, as client_python negotiates it), gzip
 filtered by `name[]`; /api/ requests are answered by the API worker (routes.answer in a child process:
 the daemon itself never loads pandas or the analytics).
 
-POSTs are taken from loopback or with the configured bearer token; that check, the body's size limit
+POSTs that write are taken from loopback or with the configured bearer token (a POST that only reads,
+as a scheduler extender's, from anywhere); that check, the body's size limit
 and /metrics stay in the daemon, so a scrape never waits for the worker.
 """
 
@@ -23,6 +24,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.exposition import gzip_accepted
 
+from causewatch.daemon import verbs
 from causewatch.daemon.cluster import PEER
 from causewatch.daemon.worker import WorkerError
 
@@ -94,7 +96,8 @@ class Api:
         if method != "POST":
             return _json(405, {"error": f"{method}: the API takes GET and POST"})
         given = environ.get("HTTP_AUTHORIZATION", "")
-        if not _loopback(environ.get("REMOTE_ADDR", "")) and not (
+        verb = verbs.VERBS.get((method, path))
+        if (verb is None or verb.writes) and not _loopback(environ.get("REMOTE_ADDR", "")) and not (
                 self.token and hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode())):
             return _json(403, {"error": "POST is taken from loopback or with the api_token of the daemon's config "
                                         "(Authorization: Bearer TOKEN)"})

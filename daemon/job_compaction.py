@@ -49,10 +49,19 @@ class CompactionJob(Job):
 
     def run(self, ctx: JobContext) -> None:
         cutoff = self.cutoff(self.clock())
-        out = ctx.write(functools.partial(store.lake.compact, lake=self.lake, cutoff_ms=int(cutoff * 1000)))
-        self.moved_ = out["moved"]
-        if out["missing"]:
-            log.error("lake files listed but missing (their rows are lost): %s", ", ".join(out["missing"]))
+        swept = ctx.write(functools.partial(store.lake.sweep, lake=Path(self.lake)))
+        if swept["missing"]:
+            log.error("lake files listed but missing (their rows are lost): %s", ", ".join(swept["missing"]))
+        self.moved_ = {}
+        with ctx.read() as cur:
+            slices = store.lake.slices(cur, int(cutoff * 1000))
+        for lo, hi in slices:
+            # the sort and write on a read cursor, the writer held only to check, list and delete
+            with ctx.read() as cur:
+                out = store.lake.export(cur, self.lake, lo, hi)
+            if out:
+                self.moved_[store.lake.day_of(lo / 1000)] = ctx.write(functools.partial(
+                    store.lake.adopt, lake=self.lake, staged=out[0], lo=lo, hi=hi, rows=out[1]))
         with ctx.read() as cur:
             days = readers.samples.lake_days_to_merge(cur, time.strftime("%Y-%m-%d", time.gmtime(cutoff)))
         self.merged_ = self.merge(ctx, *days[0]) if days else None

@@ -16,7 +16,7 @@ import pandas as pd
 
 from causewatch.analytics.causal import Background, BackgroundError, CIError, PCLearner, features, make_ci_test
 from causewatch.analytics.phases import PhaseTracker
-from causewatch.daemon import readers
+from causewatch.daemon import readers, verbs
 from causewatch.daemon.cursor import Cursor
 from causewatch.errors import InputError
 
@@ -47,11 +47,12 @@ def names(text: str | None) -> list[str]:
     return [v.strip() for v in (text or "").split(",") if v.strip()]
 
 
-def stored(con: Cursor, data: str, app: str | None = None, metric: list[str] | None = None,
-           bucket: float | None = None) -> tuple[pd.DataFrame, list[str], tuple[str, ...]]:
+def stored(con: Cursor, data: str, app: str | None = None, metric: list[str] | None = None, bucket: float | None = None,
+           rows: int = verbs.LEARN_ROWS) -> tuple[pd.DataFrame, list[str], tuple[str, ...]]:
     """The store's `tasks` (params and counters unpacked, a code phase: the variables its causal job has)
-    or `samples` (one column per scope/metric, a row per node and time bucket); with the columns known
-    to be inputs (task parameters) and the bookkeeping columns that are not variables."""
+    or `samples` (one column per scope/metric, a row per node and time bucket), the newest `rows` of
+    them (0: all); with the columns known to be inputs (task parameters) and the bookkeeping columns that
+    are not variables."""
     if data not in STORED:
         raise InputError(f"data: expected one of {', '.join(STORED)}, got {data!r}")
     if app and data != "tasks":
@@ -59,7 +60,7 @@ def stored(con: Cursor, data: str, app: str | None = None, metric: list[str] | N
     if (metric or bucket) and data != "samples":
         raise InputError("--metric and --bucket apply only to samples")
     if data == "tasks":
-        tasks, pkeys, ckeys = readers.tasks.task_df(con, app)
+        tasks, pkeys, ckeys = readers.tasks.task_df(con, app, last=rows or None)
         df, inputs = features.name_task_columns(tasks, pkeys, ckeys)
         if df.empty:
             raise InputError("no tasks stored" + (f" of app {app!r}" if app else ""))
@@ -67,7 +68,8 @@ def stored(con: Cursor, data: str, app: str | None = None, metric: list[str] | N
     long = readers.samples.samples_df(con, metric)
     if long.empty:
         raise InputError("no samples stored" + (f" of {', '.join(metric)}" if metric else ""))
-    return features.samples_wide(long, bucket or 1.0), [], ("node", "t")
+    wide = features.samples_wide(long, bucket or 1.0)
+    return (wide.iloc[-rows:].reset_index(drop=True) if rows else wide), [], ("node", "t")
 
 
 def background(options: Options, inputs: list[str]) -> Background:

@@ -25,6 +25,7 @@ from causewatch.analytics.fuzzy.summaries import KEYS, records
 from causewatch.daemon import learning, readers, store, verbs
 from causewatch.daemon.cursor import Cursor
 from causewatch.errors import CausewatchError, InputError, NotFoundError
+from causewatch.probe import broker, extender
 from causewatch.probe.rank import RATIO, rank_nodes
 from causewatch.probe.registry import kit_row
 
@@ -167,11 +168,12 @@ def anomalies(con: Cursor, scope, open, limit) -> list[dict]:
 
 
 @verbs.LEARN.handles
-def learn(con: Cursor, data, app, metric, bucket, columns, discrete, tier, forbid, require, max_depth, estimator,
-          alpha, equivalences, submodels, dot, tetrad) -> dict:
-    """A causal model of the stored tasks or samples and its report: /api/learn?data=tasks&app=lu
-    [&estimator=fisher-z&alpha=0.05&max_depth=2&tier=inputs:n&forbid=a-b&require=a->b&submodels=1&dot=1]."""
-    df, inputs, drop = learning.stored(con, data, app, metric, bucket)
+def learn(con: Cursor, data, app, metric, bucket, rows, columns, discrete, tier, forbid, require, max_depth,
+          estimator, alpha, equivalences, submodels, dot, tetrad) -> dict:
+    """A causal model of the newest stored tasks or samples (rows, default 2000; 0: all) and its report:
+    /api/learn?data=tasks&app=lu[&rows=5000&estimator=fisher-z&alpha=0.05&max_depth=2&tier=inputs:n
+    &forbid=a-b&require=a->b&submodels=1&dot=1]."""
+    df, inputs, drop = learning.stored(con, data, app, metric, bucket, rows)
     options = learning.Options(columns=learning.names(columns) or None, discrete=learning.names(discrete),
                                tiers=tier or [], forbid=forbid or [], require=require or [], max_depth=max_depth,
                                estimator=estimator, alpha=alpha, equivalences=bool(equivalences),
@@ -206,6 +208,20 @@ def pin_baseline(con: Cursor, write, body, scope, model_id) -> dict:
     return {"scope": scope, "baseline": model_id}
 
 
+@verbs.PRIORITIZE.handles
+def prioritize(con: Cursor, write, body, app, max_age) -> list[dict]:
+    """A scheduler extender's prioritize: POST /api/k8s/prioritize[?app=mw] with ExtenderArgs; answers a
+    HostPriorityList [{"Host", "Score"}], 0-10, each candidate once in the request's order. The pod's
+    `causewatch/app` label names the app (else `app`); no app, or no results for it, scores every node 0."""
+    hosts = extender.candidate_hosts(body)
+    app = extender.pod_app(body) or app
+    if max_age is not None and not max_age >= 0:
+        raise InputError(f"max_age: expected seconds >= 0, got {max_age!r}")
+    latest = readers.probes.latest_probes(con, app) if app else []
+    rows = rank_nodes(app, latest, readers.probes.registered_kits(con), time.time()) if latest else []
+    return broker.extender_scores(rows, hosts, broker.MAX_AGE if max_age is None else max_age)
+
+
 def arrow_bytes(df: pd.DataFrame) -> bytes:
     """A DataFrame as an Arrow IPC stream; `df.attrs` travel as JSON in the schema metadata."""
     table = pa.Table.from_pandas(df, preserve_index=False)
@@ -236,7 +252,7 @@ def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, wri
         else:
             try:
                 body = json.loads(raw) if raw else None
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:   # RecursionError: nested deeper than the parser goes
                 raise InputError(f"body: not JSON ({e})") from None
             result = verb.call(cursor, write, body, **verb.parse(params))
     except NotFoundError as e:

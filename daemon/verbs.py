@@ -39,8 +39,10 @@ class Verb:
     """A verb: `call(*leading, **kwargs)` calls its handler with every parameter (defaults filled in);
     `parse` turns a query string's parameters into those keywords and `query` keywords into its."""
 
-    def __init__(self, name: str, *params: Param, method: str = "GET"):
+    def __init__(self, name: str, *params: Param, method: str = "GET", writes: bool | None = None):
         self.name, self.path, self.method = name, f"/api/{name}", method
+        # a POST that only reads (a scheduler's question in a body) is open to any host, as GETs are
+        self.writes = method == "POST" if writes is None else writes
         self.params = {p.name: p for p in params}
         self.handler: Callable | None = None
 
@@ -117,8 +119,12 @@ MODELS = Verb("models", Param("scope"))
 MODEL = Verb("model", Param("scope"), Param("model_id", int), Param("format", default="json"))
 ANOMALIES = Verb("anomalies", Param("scope"), Param("open", int, default=0), Param("limit", count, default=200))
 # A causal model learnt on request from the store's tasks or samples (daemon/learning.py): `causewatch learn`'s
-# flags as parameters (0/1 for the switches), its report as the answer.
+# flags as parameters (0/1 for the switches), its report as the answer. By default from the newest
+# LEARN_ROWS rows, the causal job's window (its max_rows): an answer in seconds on a store of any age,
+# learnt from what the daemon's own model sees.
+LEARN_ROWS = 2000
 LEARN = Verb("learn", Param("data"), Param("app"), Param("metric", many=True), Param("bucket", float),
+             Param("rows", count, default=LEARN_ROWS),
              Param("columns"), Param("discrete"), Param("tier", many=True), Param("forbid", many=True),
              Param("require", many=True), Param("max_depth", int, default=3), Param("estimator", default="auto"),
              Param("alpha", float), Param("equivalences", int, default=1), Param("submodels", int, default=0),
@@ -126,6 +132,10 @@ LEARN = Verb("learn", Param("data"), Param("app"), Param("metric", many=True), P
 
 KITS = Verb("kits", method="POST")        # body {"manifest": {...}, "path": "..."}
 BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST")
+# A Kubernetes scheduler extender's prioritize call (docs/brokers.md): ExtenderArgs in, HostPriorityList out;
+# `app` when the pod names none (label causewatch/app), `max_age` the seconds after which a result is stale.
+PRIORITIZE = Verb("k8s/prioritize", Param("app"), Param("max_age", float), method="POST", writes=False)
 
 VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, REGIONS, TASKS, TASK_APPS, SAMPLES,
-                                         BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS, BASELINE)}
+                                         BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS, BASELINE,
+                                         PRIORITIZE)}

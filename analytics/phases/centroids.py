@@ -69,14 +69,26 @@ def top_keys(centroids: CountRows, top: int = 3, names: Sequence | Mapping | Non
     A key is names[column] when `names` gives one (a list of keys, or a mapping such as
     formats.read_pc_functions' {column: function}) that is not empty, else the column; columns with the
     same name add up (a function's blocks)."""
+    by_name = names is not None and len(names) > 0
+    if by_name:   # each distinct column named once, not every entry
+        columns = np.unique(centroids.indices)
+        keys = [_name(names, c) for c in columns.tolist()]
+        index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+        distinct = list(index)
+        key_id = np.array([index[k] for k in keys], np.int64)
     out = []
     for p in range(centroids.shape[0]):
         lo, hi = centroids.indptr[p], centroids.indptr[p + 1]
-        shares: dict = {}
-        for column, value in zip(centroids.indices[lo:hi].tolist(), centroids.data[lo:hi].tolist()):
-            key = _name(names, column)
-            shares[key] = shares.get(key, 0.0) + value
-        ranked = sorted(shares.items(), key=lambda kv: (-kv[1], str(kv[0])))
+        ids, shares = centroids.indices[lo:hi], centroids.data[lo:hi]   # a row's columns are distinct
+        if by_name:   # columns with the same name add up
+            ids, inverse = np.unique(key_id[np.searchsorted(columns, ids)], return_inverse=True)
+            shares = np.bincount(inverse.ravel(), weights=shares, minlength=len(ids))
+        # only keys tied with or above the top-th largest share can be in the answer: sort those few
+        if len(ids) > top > 0:
+            keep = shares >= np.partition(shares, -top)[-top]
+            ids, shares = ids[keep], shares[keep]
+        ranked = sorted(((distinct[i] if by_name else i, float(v)) for i, v in zip(ids.tolist(), shares.tolist())),
+                        key=lambda kv: (-kv[1], str(kv[0])))
         out.append(ranked[:max(top, 0)])
     return out
 

@@ -431,6 +431,7 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
         "hi": _round(r["task_hi"]), "ratio": round(r["ratio"], 3), "age_s": round(r["age_seconds"]),
         "phases": len(r["phases"]), "cpu_bound_phases": sum(bool(p.get("stretched")) for p in r["phases"]),
         "kit": r["quality"]} for r in ranking]
+    rep["brokers"] = brokers("demo", ranking)
     pictures = []
     for scope in readers.models.model_scopes(con):
         marked = {(a["src"], a["dst"]) for a in readers.models.anomalies(con, scope, open_only=True)}
@@ -444,6 +445,16 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
                     "load": [round(min(loads), 1), round(max(loads), 1)] if loads else None,
                     "short": story.short, "line": line}
     return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
+
+
+def brokers(app: str, ranking: list[dict]) -> dict:
+    """What each scheduler would be told from the ranking, as a dry run (docs/brokers.md): the Slurm
+    updates of `causewatch broker slurm --dry-run`, each node's HTCondor slot attributes, the extender's scores."""
+    from causewatch.probe import broker
+    plan = broker.slurm_plan(app, ranking, None, {})
+    return {"slurm": [" ".join(c) for c in broker.slurm_updates(app, plan, None)],
+            "htcondor": {r["node"]: broker.condor_attributes(app, r) for r in ranking},
+            "kubernetes": broker.extender_scores(ranking, sorted(r["node"] for r in ranking))}
 
 
 def phases(con, shown: int = 8) -> list[dict]:
@@ -728,6 +739,20 @@ def _print(rep: dict, db: Path) -> None:
     print(_next_steps(db))
     print(f"\n== story ==\n  {rep['story']['plan']}\n  ran {rep['story']['ran_s']} s of the workload at load "
           f"{rep['story']['load']} (1-minute load average, least and most)")
+    _print_brokers(rep["brokers"])
+
+
+def _print_brokers(told: dict) -> None:
+    print("\n== brokers ==\n  (what a scheduler would be told from the probe ranking, as a dry run: Slurm's "
+          "weights, lowest first, and the best node's feature for --prefer; each node's HTCondor slot attributes "
+          "for a job's Rank; the Kubernetes extender's scores, 0-10. causewatch broker slurm|condor, "
+          "POST /api/k8s/prioritize: docs/brokers.md)")
+    for line in told["slurm"] or ["(no node ranked yet)"]:
+        print(f"  slurm       {line}")
+    for node, attrs in told["htcondor"].items():
+        shown = "  ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in attrs.items())
+        print(f"  htcondor    {node}: {shown or '(nothing: unknown stays absent)'}")
+    print("  kubernetes  " + ("  ".join(f"{h['Host']}={h['Score']}" for h in told["kubernetes"]) or "(no node)"))
 
 
 def _terminated(signum, frame):

@@ -42,6 +42,9 @@ def add_arguments(parser) -> None:
                         help="with samples, only this metric (repeatable; default all)")
     parser.add_argument("--bucket", type=float, metavar="SECONDS",
                         help="with samples, the time bucket rows are averaged over (default 1)")
+    parser.add_argument("--rows", type=int, default=verbs.LEARN_ROWS, metavar="N",
+                        help="with tasks or samples, learn from the newest N rows, as the daemon's causal job "
+                             f"does (default {verbs.LEARN_ROWS}; 0: all)")
     add_source_arguments(parser)
     add_learning_arguments(parser)
 
@@ -95,6 +98,7 @@ def learn_stored(table: str, args) -> dict:
     with open_source(args) as source:
         with waiting("learning", args.json or getattr(args, "quiet", False)):
             return source.read(verbs.LEARN, data=table, app=args.app, metric=args.metric, bucket=args.bucket,
+                               rows=args.rows,
                                columns=args.columns, discrete=args.discrete or None, tier=args.tier or None,
                                forbid=args.forbid or None, require=args.require or None, max_depth=args.max_depth,
                                estimator=args.estimator, alpha=args.alpha, equivalences=int(not args.no_equivalences),

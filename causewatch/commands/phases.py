@@ -43,9 +43,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--bic-threshold", type=float, default=0.9, help="fraction of the BIC range (default 0.9)")
     parser.add_argument("--initkm", choices=("k-means++", "samp"), default="k-means++",
                         help="k-means starts: k-means++ (default) or samp, drawn uniformly as SimPoint 3.2")
-    parser.add_argument("--variance-floor", type=float, default=1e-4,
+    parser.add_argument("--variance-floor", type=float, default=1e-3,
                         help="the BIC's variance never falls below this fraction of the variance at k = 1, so "
-                             "a loop kernel cut at its loop boundaries stays one phase (default 1e-4; "
+                             "a loop kernel cut at its loop boundaries, or an interpreter's first pass over a kernel, "
+                             "stays one phase (default 1e-3; "
                              "0 with --initkm samp is SimPoint 3.2)")
     parser.add_argument("--target", help="with a DuckDB store: the target whose vectors to cluster "
                                          "(needed when the store has several; a wrong one lists them)")
@@ -111,12 +112,15 @@ def run(args) -> int:
         raise InputError(f"--top {args.top}: give a count >= 0")
     try:
         X, names = _load(args)
+        if hasattr(X, "__next__") and args.top:
+            X = _Kept(X)
         model = SimPoint(max_k=args.max_k, dim=args.dim, n_init=args.num_init_seeds,
                          max_iter=args.iters, bic_threshold=args.bic_threshold,
                          fixed_length=args.fixed_length == "on", k=args.k, seed=args.seed,
                          init=args.initkm, variance_floor=args.variance_floor).fit(X)
-        # a file was read chunk by chunk into the projection: its counts are read once more, never held whole
-        again = formats.iter_frequency_vectors(args.file) if hasattr(X, "__next__") else X
+        # a file was read chunk by chunk into the projection: its counts are kept when small, else read once more
+        again = (iter(X.chunks) if X.chunks is not None else formats.iter_frequency_vectors(args.file)) \
+            if isinstance(X, _Kept) else X
         tops = top_functions(model, again, names, args.top) if args.top else None
     except formats.PhaseError as e:
         raise InputError(str(e)) from None
@@ -141,6 +145,28 @@ def run(args) -> int:
     if tops and keys == "blocks":
         print("(blocks are the .bb file's ids: --pc-file with exp-bbv's --pc-out-file names their functions)")
     return 0
+
+
+class _Kept:
+    """A .bb file's chunks as they are read, kept for the second pass (the phases' top keys) while they
+    hold at most `budget` bytes, then dropped: a short recording's second read would cost as much as the
+    first (a 10 MB interpreter recording: 0.25 of 1.0 CPU-s), a long one's counts are not held whole."""
+
+    def __init__(self, chunks, budget: int = 32 << 20):
+        self._chunks, self.chunks, self._left = chunks, [], budget
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        rows = next(self._chunks)
+        if self.chunks is not None:
+            self._left -= rows.indices.nbytes + rows.data.nbytes + rows.indptr.nbytes
+            if self._left >= 0:
+                self.chunks.append(rows)
+            else:
+                self.chunks = None
+        return rows
 
 
 def top_functions(model, X, names, top: int) -> list[list[dict]]:

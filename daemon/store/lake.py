@@ -1,13 +1,15 @@
 """The cold half of the store: samples older than the hot window, moved out of DuckDB into zstd Parquet
 files sorted by series and time, in a hive layout under the store's lake folder (samples/day=YYYY-MM-DD/).
 
-Crash safety, the whole argument: a file is written first, under a name no reader knows; then ONE
-DuckDB transaction records it in `lake_files`, deletes the same rows from `samples_hot` and re-creates
-the `samples` view over the new file list. Readers see the view of a committed transaction, so a row is
-hot or cold, never both, never neither. A crash before the commit leaves an unlisted file (the rows are
-still hot); a crash after it leaves nothing to do. `sweep` deletes unlisted files, at open and before
-every move; dropping a partition (retention, a merge) is the same in reverse: unlist in a transaction,
-then sweep.
+Crash safety, the whole argument: a file is written first, into the staging folder that no reader
+knows (on a read cursor: the writer goes on storing frames meanwhile); then ONE DuckDB transaction on
+the writer checks that the hot rows of its range are still the rows written (their count), renames it
+into its day's folder, records it in `lake_files`, deletes the same rows from `samples_hot` and
+re-creates the `samples` view over the new file list. Readers see the view of a committed transaction,
+so a row is hot or cold, never both, never neither. A crash before the commit leaves an unlisted file
+(the rows are still hot); a crash after it leaves nothing to do. `sweep` deletes unlisted files and
+the staging folder, at open and before every move; dropping a partition (retention, a merge) is the
+same in reverse: unlist in a transaction, then sweep.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import duckdb
 
+from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.store.views import create_views, listed
 
 DAY_MS = 86_400_000
@@ -133,57 +136,74 @@ def _day(ms: int) -> str:
     return day_of(ms // 1000)
 
 
-def _write_day(con: duckdb.DuckDBPyConnection, lake: Path, day_ms: int, hi: int) -> tuple[str, int] | None:
-    """Copy the hot rows of the day starting at day_ms with ts < hi into a new file; (path, rows)."""
-    rel = f"{TABLE}/day={_day(day_ms)}/{uuid.uuid4().hex}.parquet"
-    (lake / rel).parent.mkdir(parents=True, exist_ok=True)
-    # COPY takes no bound parameters: the bounds are integers formatted here, the path ours
-    rows = con.execute(f"""COPY (SELECT s.node, s.scope, s.metric, h.ts, h.value FROM {HOT} h
-        JOIN {SERIES} s USING (series_id) WHERE h.ts >= {int(day_ms)} AND h.ts < {int(hi)} ORDER BY {ORDER})
-        TO '{str(lake / rel).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
-    return (rel, rows) if rows else None
-
-
 def compact(con: duckdb.DuckDBPyConnection, lake: str, cutoff_ms: int) -> dict:
-    """The compaction job's write (daemon/job_compaction.py), in the writer's transaction: sweep, then
-    move the hot samples with ts < cutoff_ms into the lake."""
+    """Sweep, then move the hot samples with ts < cutoff_ms into the lake, all on `con` (a store's
+    writer, in one transaction: tests and benches). The daemon's job runs the same steps apart, so the
+    writer is not held while a slice is sorted and written (daemon/job_compaction.py)."""
     folder = Path(lake)
     swept = sweep(con, folder)
-    return {"moved": move(con, folder, cutoff_ms), **swept}
+    moved = {}
+    for lo, hi in slices(con, cutoff_ms):
+        out = export(con, lake, lo, hi)
+        if out:
+            moved[_day(lo)] = adopt(con, lake, out[0], lo, hi, out[1])
+    return {"moved": moved, **swept}
 
 
-def move(con: duckdb.DuckDBPyConnection, lake: Path, cutoff_ms: int) -> dict[str, int]:
-    """Move the hot samples with ts < cutoff_ms into the lake, a file per day they fall on, and
-    re-create the views over the new list; run inside the writer's transaction (Store.run). Returns
-    rows moved per day. A failure removes the files this call wrote and re-raises (the transaction's
-    rollback keeps the rows hot)."""
-    days = [d for (d,) in con.execute(f"SELECT DISTINCT ts // {DAY_MS} * {DAY_MS} FROM {HOT} WHERE ts < ? "
-                                      "ORDER BY 1", [cutoff_ms]).fetchall()]
-    written: list[str] = []
+def slices(con: Cursor, cutoff_ms: int) -> list[tuple[int, int]]:
+    """The [lo, hi) ms ranges a move of the hot samples with ts < cutoff_ms writes, a file each: one
+    per day they fall on."""
+    return [(d, min(d + DAY_MS, cutoff_ms)) for (d,) in con.execute(
+        f"SELECT DISTINCT ts // {DAY_MS} * {DAY_MS} FROM {HOT} WHERE ts < ? ORDER BY 1", [cutoff_ms]).fetchall()]
+
+
+def export(cur: Cursor, lake: str, lo: int, hi: int) -> tuple[str, int] | None:
+    """Write the hot samples with lo <= ts < hi, sorted, into a new file in the staging folder, on a
+    read cursor (the move's cost, seconds for 10^7 rows, is paid off the writer); (staged path relative
+    to the lake, rows), or None when there are none."""
+    folder = Path(lake)
+    staged = f"{STAGING}/{uuid.uuid4().hex}.parquet"
+    (folder / STAGING).mkdir(parents=True, exist_ok=True)
+    # COPY takes no bound parameters: the bounds are integers formatted here, the path ours
+    rows = cur.execute(f"""COPY (SELECT s.node, s.scope, s.metric, h.ts, h.value FROM {HOT} h
+        JOIN {SERIES} s USING (series_id) WHERE h.ts >= {int(lo)} AND h.ts < {int(hi)} ORDER BY {ORDER})
+        TO '{str(folder / staged).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
+    if not rows:
+        (folder / staged).unlink(missing_ok=True)
+        return None
+    return staged, rows
+
+
+def adopt(con: duckdb.DuckDBPyConnection, lake: str, staged: str, lo: int, hi: int, rows: int) -> int:
+    """In the writer's transaction: make the exported file of the hot samples with lo <= ts < hi part of
+    the lake, listed, and delete those rows from the hot table; returns the rows moved. Between the
+    export and this, rows are only ever added to the hot table (deletes are the jobs', which run one at a
+    time), so the same count means the same rows. Another count (rows of the range arrived meanwhile: a
+    backfill, or an agent whose clock is behind by more than the hot window) drops the file and exports
+    the range again here, holding the writer: the rare case, and one that always ends. The file is renamed
+    into its day's folder before the commit: a crash between leaves it unlisted, for the sweep."""
+    folder = Path(lake)
+    if con.execute(f"SELECT count(*) FROM {HOT} WHERE ts >= ? AND ts < ?", [lo, hi]).fetchone()[0] != rows:
+        (folder / staged).unlink(missing_ok=True)
+        out = export(con, lake, lo, hi)
+        if out is None:
+            return 0
+        staged, rows = out
+    rel = f"{TABLE}/day={_day(lo)}/{uuid.uuid4().hex}.parquet"
+    (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+    os.replace(folder / staged, folder / rel)
     try:
-        moved = {}
-        for day_ms in days:
-            out = _write_day(con, lake, day_ms, min(day_ms + DAY_MS, cutoff_ms))
-            if out is None:
-                continue
-            rel, rows = out
-            written.append(rel)
-            lo, hi, n = con.execute(f"SELECT min(ts), max(ts), count(*) FROM read_parquet('{lake / rel}')").fetchone()
-            if n != rows:
-                raise RuntimeError(f"lake file {rel} holds {n} rows where {rows} were written")
-            con.execute("INSERT INTO lake_files VALUES (?, ?, ?::DATE, ?, ?, ?, ?, ?)",
-                        [rel, TABLE, _day(day_ms), rows, os.path.getsize(lake / rel), lo, hi, time.time()])
-            deleted = con.execute(f"DELETE FROM {HOT} WHERE ts >= ? AND ts < ?",
-                                  [day_ms, min(day_ms + DAY_MS, cutoff_ms)]).fetchone()[0]
-            if deleted != rows:
-                raise RuntimeError(f"moving day {_day(day_ms)}: deleted {deleted} hot rows, wrote {rows}")
-            moved[_day(day_ms)] = rows
-        if written:
-            create_views(con, lake)
-        return moved
-    except BaseException:
-        for rel in written:
-            (lake / rel).unlink(missing_ok=True)
+        first, last, n = con.execute(f"SELECT min(ts), max(ts), count(*) FROM read_parquet('{folder / rel}')"
+                                     ).fetchone()
+        if n != rows:
+            raise RuntimeError(f"lake file {rel} holds {n} rows where {rows} were written")
+        con.execute("INSERT INTO lake_files VALUES (?, ?, ?::DATE, ?, ?, ?, ?, ?)",
+                    [rel, TABLE, _day(lo), rows, os.path.getsize(folder / rel), first, last, time.time()])
+        con.execute(f"DELETE FROM {HOT} WHERE ts >= ? AND ts < ?", [lo, hi])
+        create_views(con, folder)
+        return rows
+    except BaseException:   # the transaction's rollback keeps the rows hot
+        (folder / rel).unlink(missing_ok=True)
         raise
 
 

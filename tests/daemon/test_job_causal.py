@@ -74,6 +74,16 @@ def test_task_df_unpacks_params_and_counters(store):
     assert pd.api.types.is_numeric_dtype(df["n"]) and not pd.api.types.is_numeric_dtype(df["dtype"])
 
 
+def test_task_df_last_reads_the_newest_tasks_in_the_order_received(store):
+    for k in range(3):   # three commits of 40: tasks of one commit share its received time
+        _ingest(store, _tasks(k, 40 * k, 40))
+        time.sleep(0.01)
+    df, _, _ = task_df(store.cursor(), "lu", last=50)
+    assert df["t_start"].tolist() == [1000.0 + i for i in range(70, 120)]
+    assert len(task_df(store.cursor(), "lu", last=500)[0]) == 120
+    assert task_df(store.cursor(), "nosuch", last=5)[0].empty
+
+
 HOSTILE_KEYS = ['it\'s "odd"', "x') OR (1=1", "x\\", "*", "a/b", "~0", "$.a", "[0]", "é"]
 
 

@@ -168,6 +168,27 @@ def test_a_daemon_killed_mid_move_keeps_each_value_once(tmp_path):
     assert unlisted, "no kill fell between a file's write and its commit: the sweep went untested"
 
 
+def test_rows_that_arrive_in_a_range_while_it_is_exported_move_with_it(filled):
+    """The export runs on a read cursor while the writer stores frames: a backfill landing in the range
+    between the export and the writer's adoption makes the counts differ, so the file is dropped and the
+    writer exports the range again itself; every row moves once."""
+    lake, cut = str(filled.lake), int((T0 + DAY) * 1000)
+    (lo, hi), *_ = filled.run(lambda con: store.lake.slices(con, cut))
+    with filled.cursor() as cur:
+        staged, rows = store.lake.export(cur, lake, lo, hi)
+    filled.commit_frames(frames(nodes=1, days=0.05, seq0=10_000, t0=T0 + 0.25 * DAY, seed=4))
+    before = all_samples(filled)
+    with filled.cursor() as cur:
+        late = cur.execute("SELECT count(*) FROM samples_hot WHERE ts >= ? AND ts < ?", [lo, hi]).fetchone()[0] - rows
+    assert late > 0
+    moved = filled.run(functools.partial(store.lake.adopt, lake=lake, staged=staged, lo=lo, hi=hi, rows=rows))
+    assert moved == rows + late and not (filled.lake / staged).exists()
+    assert len(list(filled.lake.rglob("*.parquet"))) == 1
+    pd.testing.assert_frame_equal(all_samples(filled), before, check_exact=True)
+    with filled.cursor() as cur:
+        assert cur.execute("SELECT count(*) FROM samples_hot WHERE ts >= ? AND ts < ?", [lo, hi]).fetchone()[0] == 0
+
+
 def test_late_rows_reach_the_lake_at_the_next_run(filled):
     """An agent backfilling after an outage: rows already older than the hot window go at the next run
     (minutes), into a file of their own day; the gauges say where the values sit."""

@@ -93,6 +93,7 @@ def test_limit_cuts_the_frame_verbs(host):
     ("/api/tasks", {"limit": "-1"}, "limit: expected a count, got '-1'"),
     ("/api/regions", {"limit": "two"}, "limit: expected a count, got 'two'"),
     ("/api/anomalies", {"limit": "-5"}, "limit: expected a count, got '-5'"),
+    ("/api/learn", {"data": "tasks", "rows": "-1"}, "rows: expected a count, got '-1'"),
     ("/api/bbv", {"target": "app:3dpic", "kind": "python", "limit": "2"},
      "limit: /api/bbv takes no such parameter (takes target, kind)"),
 ])

@@ -10,6 +10,7 @@ import pytest
 
 from causewatch import wire
 from causewatch.daemon.store import Store
+from causewatch.daemon.store.frames import LAST_SEEN_EVERY
 from causewatch.errors import WireError
 
 
@@ -72,6 +73,13 @@ def test_every_stored_frame_updates_its_nodes_last_seen(tmp_path, monkeypatch):
     store.commit_frames(frames([2]))
     first, last = store.con.execute("SELECT first_seen, last_seen FROM nodes WHERE node = 'n1'").fetchone()
     assert first == 1.0 and last == 250.0   # a streaming agent is seen by its samples, not only its hello
+    now[0] = 252.0   # within LAST_SEEN_EVERY of the last write: held, then written with its own time
+    store.commit_frames(frames([3]))
+    assert store.con.execute("SELECT last_seen FROM nodes WHERE node = 'n1'").fetchone()[0] == 250.0
+    now[0] = 250.0 + LAST_SEEN_EVERY
+    store.commit_frames([wire.decode(wire.encode("task", "n2", "b", 1, {"app": "a", "task_id": "t", "start": 1.0,
+                                                                         "duration": 1.0}))])
+    assert store.con.execute("SELECT last_seen FROM nodes WHERE node = 'n1'").fetchone()[0] == 252.0
     store.close()
 
 

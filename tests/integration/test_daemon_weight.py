@@ -37,7 +37,9 @@ HEAVY = ("numpy", "pandas", "pyarrow", "scipy", "numba", "duckdb", "networkx", "
 LOADED = ("import atexit, sys; atexit.register(lambda: print('LOADED', sorted(m for m in {heavy!r} if m in "
           "sys.modules), file=sys.stderr)); from causewatch.cli import main; sys.exit(main(sys.argv[1:]))")
 VERBS = (["nodes"], ["bottlenecks"], ["query", "(time_share is high)"], ["learn", "tasks", "--app", "w-1"],
-         ["anomalies"], ["model", "--scope", "app:w-1"])
+         ["anomalies"], ["model", "--scope", "app:w-1"],
+         # an HTCondor execute node's startd cron: the agent-only install must run it
+         ["broker", "condor", "w-1", "--node", "w-node-1", "--slots", "1"])
 
 
 def _get(url: str):

@@ -44,6 +44,13 @@ def test_demo_reports_every_part(tmp_path):
     assert all(0 <= p["cpu_bound_phases"] <= p["phases"] and p["phases"] >= 1 and p["ratio"] > 0
                and p["lo"] <= p["s_per_task"] <= p["hi"] and p["age_s"] >= 0 and p["kit"]
                for p in rep["probe_ranking"])
+    told, best = rep["brokers"], rep["probe_ranking"][0]["node"]          # in rank order
+    assert told["slurm"][0] == (f"scontrol update NodeName={best} Weight=1 AvailableFeatures=cw_demo_best "
+                                "ActiveFeatures=cw_demo_best") and len(told["slurm"]) == 2
+    assert set(told["htcondor"]) == {"demo-node-1", "demo-node-2"} and all(
+        set(a) == {f"causewatch_demo_{k}" for k in ("seconds", "seconds_hi", "tasks_per_hour", "probe_time")}
+        for a in told["htcondor"].values())
+    assert {h["Host"]: h["Score"] for h in told["kubernetes"]}[best] == 10
 
 
 def test_the_report_names_each_phase_s_top_functions(tmp_path):
