@@ -4,7 +4,8 @@
 (b) /metrics scrape latency of a real Daemon whose job publishes 1e4 gauge series (goal <= 100 ms);
 (c) ingest rate of real senders into a daemon child process while re-learns run back to back in its
     jobs worker, against the same daemon idle (goal: within 10 %); with the worker paused while the
-    writer has a backlog (the default) and without (analysis_pause_max = 0);
+    writer has a backlog (the default), without (analysis_pause_max = 0), and raised to nice 10 one
+    second into each re-learn (analysis_starved_seconds = 1: a starved learner's share, issue 29);
 (d) store bytes per node-day of a simulated node (1 Hz x 65 metrics + one phase vector a second).
 
     .venv/bin/python bench/stream.py                       # everything, full sizes
@@ -193,7 +194,8 @@ def serve(mode: str, db: str, endpoint: str) -> None:
     seconds it was paused because ingest had a backlog."""
     job, relearn = Relearn(f"{db}.spans"), mode.startswith("relearn")
     cfg = DaemonConfig(db=db, bind=endpoint, http="",
-                       **({"analysis_pause_max": 0.0} if mode == "relearn-unpaused" else {}))
+                       **({"analysis_pause_max": 0.0} if mode == "relearn-unpaused" else {}),
+                       **({"analysis_starved_seconds": 1.0} if mode == "relearn-raised" else {}))
     daemon = Daemon(cfg, jobs=[job] if relearn else []).start()
     started = time.monotonic()
     while relearn and worker_cpu(daemon) < 1.0:
@@ -204,14 +206,16 @@ def serve(mode: str, db: str, endpoint: str) -> None:
                              "measure on a quieter machine")
         time.sleep(0.1)
     began, cpu, paused = time.monotonic(), worker_cpu(daemon), daemon.jobs_worker.paused_seconds
+    raised = daemon.jobs_worker.raised_seconds
     print("ready", flush=True)
     sys.stdin.read()     # the parent closes our stdin to stop us
     ended, cpu, paused = time.monotonic(), worker_cpu(daemon) - cpu, daemon.jobs_worker.paused_seconds - paused
+    raised = daemon.jobs_worker.raised_seconds - raised   # counted as each re-learn ends
     while relearn and not any(b >= ended for _, b in read_spans(job.spans)) and time.monotonic() < ended + 300:
         time.sleep(0.1)
     daemon.stop()
     spans = [b - a for a, b in read_spans(job.spans) if a < ended and b > began]
-    print(json.dumps({"relearn_s": spans, "relearn_cpu_s": cpu, "paused_s": paused}), flush=True)
+    print(json.dumps({"relearn_s": spans, "relearn_cpu_s": cpu, "paused_s": paused, "raised_s": raised}), flush=True)
 
 
 def ingest_rate(folder: Path, mode: str, args, task_rows: int) -> dict:
@@ -248,7 +252,7 @@ def ingest_rate(folder: Path, mode: str, args, task_rows: int) -> dict:
         s.close()
     child.stdin.close()
     relearn = json.loads(child.stdout.readline())
-    child.wait(60)
+    child.wait(300)   # a loaded machine stops a daemon slowly
     with readers.shared.open_store(str(db)) as con:
         stored = readers.report.table_counts(con)["samples"]
     expected = args.agents * args.frames * args.timestamps * args.metrics
@@ -260,7 +264,7 @@ def ingest_rate(folder: Path, mode: str, args, task_rows: int) -> dict:
 def ingest_rates(folder: Path, args) -> dict:
     """Idle and re-learning daemons alternately, `repeats` times each (the machine's other load moves
     both alike); medians and their ratio."""
-    runs = {"idle": [], "relearn": [], "relearn-unpaused": []}
+    runs = {"idle": [], "relearn": [], "relearn-unpaused": [], "relearn-raised": []}
     for r in range(args.repeats):
         for mode in runs:
             runs[mode].append(ingest_rate(folder / f"{mode}-{r}", mode, args, args.relearn_rows))
@@ -268,9 +272,11 @@ def ingest_rates(folder: Path, args) -> dict:
                   "seconds": statistics.median(x["seconds"] for x in rs),
                   "relearn_s": [s for x in rs for s in x["relearn_s"]],
                   "relearn_cpu_s": sum(x["relearn_cpu_s"] for x in rs),
-                  "paused_s": sum(x["paused_s"] for x in rs)} for mode, rs in runs.items()}
+                  "paused_s": sum(x["paused_s"] for x in rs),
+                  "raised_s": sum(x.get("raised_s", 0.0) for x in rs)} for mode, rs in runs.items()}
     out["ratio"] = out["relearn"]["values_per_s"] / out["idle"]["values_per_s"]
     out["ratio_unpaused"] = out["relearn-unpaused"]["values_per_s"] / out["idle"]["values_per_s"]
+    out["ratio_raised"] = out["relearn-raised"]["values_per_s"] / out["idle"]["values_per_s"]
     return out
 
 
@@ -406,11 +412,13 @@ def report(r: dict) -> None:
         print(f"(c) ingest idle {i['idle']['values_per_s']:,.0f} values/s (medians of {r['repeats']} alternating "
               f"runs of {i['idle']['seconds']:.1f} s each; goal during a re-learn >= 90 % of idle)")
         for mode, ratio, how in (("relearn", i["ratio"], "worker paused while the writer has a backlog (default)"),
-                                 ("relearn-unpaused", i["ratio_unpaused"], "worker never paused")):
+                                 ("relearn-unpaused", i["ratio_unpaused"], "worker never paused"),
+                                 ("relearn-raised", i["ratio_raised"], "worker raised to nice 10 after 1 s, paused")):
             m = i[mode]
             spans = m["relearn_s"]
             print(f"    during re-learns, {how}: {m['values_per_s']:,.0f} values/s = {ratio:.1%} of idle; the worker "
-                  f"(SCHED_IDLE) used {m['relearn_cpu_s']:.1f} CPU s and was paused {m['paused_s']:.1f} s; "
+                  f"used {m['relearn_cpu_s']:.1f} CPU s, was paused {m['paused_s']:.1f} s and raised "
+                  f"{m['raised_s']:.1f} s; "
                   f"re-learns of {r['relearn_rows']:,} task rows under way took "
                   f"{', '.join(f'{s:.0f}' for s in spans)} s "
                   f"(median {statistics.median(spans or [0]):.0f} s; each run's last one ends after ingest did)")

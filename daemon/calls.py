@@ -20,5 +20,6 @@ class Ask(StrEnum):
     ROWS = "rows"         # a query's description and rows
     ARROW = "arrow"       # a query's rows as an Arrow table
     WRITE = "write"       # fn(con) on the writer thread, in one transaction
+    READ = "read"         # fn(cursor) on a new store cursor, off the writer (work that streams rows out)
     SEND = "send"         # a command to a node's agent
     PUBLISH = "publish"   # a job's gauges to the exporter

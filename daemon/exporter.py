@@ -20,12 +20,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 
 from causewatch import wire
+from causewatch.daemon import node_metrics
 
 # An agent metric name `base[.cpuN]`: per-CPU values carry the CPU as a label, not in the name; the
 # CPU time of each mode is node_exporter's one counter with a `mode` label.
 _PER_CPU = re.compile(r"^(?P<base>.+)\.cpu(?P<cpu>\d+)$")
 _CPU_MODE = re.compile(r"^cpu_(?P<mode>[a-z_]+)_seconds_total$")
-_NOT_IN_NAMES = re.compile(r"[^a-zA-Z0-9_:]")
 EOF = b"# EOF\n"   # OpenMetrics' closing line: one per exposition
 
 
@@ -76,15 +76,16 @@ class _Fixed:
 
 def node_series(metric: str) -> tuple[str, dict[str, str]]:
     """An agent metric name as (exported name, extra labels): `cpu_user_seconds_total.cpu3` is
-    causewatch_cpu_seconds_total{mode="user",cpu="3"}; a name's other parts stay as they are."""
+    causewatch_cpu_seconds_total{mode="user",cpu="3"}; a cumulative perf count gains _total
+    (node_metrics.exported); a name's other parts stay as they are."""
     labels = {}
     m = _PER_CPU.match(metric)
     if m:
         metric, labels["cpu"] = m["base"], m["cpu"]
     m = _CPU_MODE.match(metric)
     if m:
-        metric, labels["mode"] = "cpu_seconds_total", m["mode"]
-    return "causewatch_" + _NOT_IN_NAMES.sub("_", metric), labels
+        return "causewatch_" + node_metrics.CPU_SECONDS, {**labels, "mode": m["mode"]}
+    return "causewatch_" + node_metrics.exported(metric), labels
 
 
 @functools.lru_cache(maxsize=4096)
@@ -140,14 +141,18 @@ class NodeState:
             stored.add_metric([n, *shard.values()], count)
         yield stored
         by_name: dict[str, list] = {}
+        # an all-CPU value beside the per-CPU ones of the same series would be counted twice by a sum
+        # (issue 29: 3.99 busy CPUs on a 2-core node): node_exporter exports per CPU only
+        per_cpu = {(name, tuple(kv for kv in labels if kv[0] != "cpu")) for name, labels in values
+                   if any(k == "cpu" for k, _ in labels)}
         for (name, labels), value in values.items():
-            if value == value:   # a null sample (NaN) is not a value to show
+            if value == value and (name, labels) not in per_cpu:   # nor a null sample (NaN)
                 by_name.setdefault(name, []).append(({**dict(labels), **shard}, value))
         for name, series in sorted(by_name.items()):
             keys = sorted({k for labels, _ in series for k in labels})
-            counter = name.endswith("_total")
-            family = (CounterMetricFamily(name[:-len("_total")], f"{name} as the agents sent it", labels=keys)
-                      if counter else GaugeMetricFamily(name, f"{name} as the agents sent it", labels=keys))
+            kind, help = node_metrics.describe(name.removeprefix("causewatch_"))
+            family = (CounterMetricFamily(name.removesuffix("_total"), help, labels=keys)
+                      if kind == "counter" else GaugeMetricFamily(name, help, labels=keys))
             for labels, value in series:
                 family.add_metric([labels.get(k, "") for k in keys], value)
             yield family

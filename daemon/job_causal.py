@@ -1,12 +1,14 @@
 """Daemon analysis job: per app, a causal model of task parameters, counters, duration and code phase,
 re-learnt incrementally (PCLearner.partial_fit), and dependency anomalies against a baseline model.
 
-Stores a `models` row with its `edges` per version; the baseline of a scope is the first stable
-version (its edges equal the version before, learnt from baseline_rows rows at least) unless an
-operator pins one. An anomaly (a new dependency on the newest tasks, a mechanism changed since the
-baseline's own tasks, at most BEFORE_ROWS of them; an edge that appeared or disappeared, a strength
-out of its band) is raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength,
-causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind} (1 while open).
+Stores a `models` row with its `edges` per version; the baseline of a scope is chosen by the
+majority rule of analytics.causal.baseline among the versions learnt from baseline_rows rows at least
+(each version stores the rule's decision, `baseline_rule`: what it waits for) unless an operator pins
+one. An anomaly (a new dependency on the newest tasks, a mechanism changed since the baseline's own
+tasks, at most BEFORE_ROWS of them; an edge that appeared or disappeared, a strength out of its band)
+is raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength,
+causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind,evidence} (1 while open; the
+evidence in one line as it was at the opening, so the series, and the alert, keep one identity).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import pandas as pd
 import pyarrow as pa
 
-from causewatch.analytics.causal import Background, CausalModel, KDEMITest, PCLearner, anomalies, features
+from causewatch.analytics.causal import Background, CausalModel, KDEMITest, PCLearner, anomalies, baseline, features
 from causewatch.analytics.phases import PhaseTracker
 from causewatch.daemon import readers, store
 from causewatch.daemon.exporter import gauge_family
@@ -36,7 +38,7 @@ MARKOV_HELP = ("Information between a variable and its non-descendants given its
                "tasks, bits (above the test threshold = the model's independence no longer holds)")
 ANOMALY_GAUGE = "causewatch_dependency_anomaly"
 ANOMALY_HELP = ("1 while a dependency anomaly is open: the newest tasks or model depart from the scope's "
-                "baseline model (kind: " + ", ".join(anomalies.KINDS) + ")")
+                "baseline model (kind: " + ", ".join(anomalies.KINDS) + "; evidence: at the opening, in one line)")
 
 
 def submodels(model) -> dict:
@@ -90,8 +92,9 @@ class _Scope:
         self.baseline: CausalModel | None = None
         self.baseline_id: int | None = None
         self.before: pd.DataFrame | None = None   # the baseline's rows, for mechanism changes
-        self.previous_edges: set | None = None   # the version before's edges, for the first stable one
+        self.decision: baseline.Decision | None = None   # the baseline rule's on the newest version
         self.open: dict[tuple[str, str, str], int] | None = None   # (kind, src, dst) -> anomaly_id
+        self.evidence: dict[tuple[str, str, str], str] = {}   # (kind, src, dst) -> one line, at the opening
         self.seen: dict[tuple[str, str, str], int] = {}   # not yet raised: evaluations in a row it was found
 
 
@@ -103,7 +106,7 @@ class CausalJob(Job):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
         self.interval = interval   # seconds between runs (the scheduler reads it)
         self.confirm = confirm   # evaluations in a row a finding must be seen in before it is raised
-        # A first-stable baseline is learnt from this many rows at least: from 100-160 demo tasks the
+        # A baseline is learnt from this many rows at least: from 100-160 demo tasks the
         # learner lost the task type's effect on CPU time (found from 200), and every later batch of
         # two task types then "violated" the baseline.
         self.baseline_rows = baseline_rows
@@ -114,15 +117,29 @@ class CausalJob(Job):
         with ctx.read() as cur:
             fresh = {app: readers.tasks.task_df(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
                      for app in readers.tasks.task_apps(cur)}
+            if not self.scopes:   # a restarted daemon exports the open anomalies at once, not at the next
+                self._reload_open(cur)   # model update: a gap would resolve and re-page their alerts
         for app, (df, params, counters) in fresh.items():
             self._update(ctx, f"app:{app}", *features.name_task_columns(df, params, counters))
         ctx.exporter.publish(self.name, self._families())
+
+    def _reload_open(self, cur) -> None:
+        """Each scope's open anomalies as the store holds them (after a restart they go on where they were)."""
+        by_scope: dict[str, list] = {}
+        for a in readers.models.anomalies(cur, open_only=True, limit=10_000):
+            by_scope.setdefault(a["scope"], []).append(a)
+        for scope, found in by_scope.items():
+            st = self.scopes.setdefault(scope, _Scope())
+            st.open = {(a["kind"], a["src"], a["dst"]): a["anomaly_id"] for a in found}
+            st.evidence = {(a["kind"], a["src"], a["dst"]): anomalies.one_line(
+                a["kind"], a["src"], a["dst"], a["score"], a["threshold"], a["evidence"]) for a in found}
 
     def _families(self) -> list:
         """Every scope's gauges, so edges that disappeared stop being exported."""
         edges, markov, open_ = [], [], []
         for scope, st in self.scopes.items():
-            open_ += [({"scope": scope, "kind": k, "src": a, "dst": b}, 1.0) for k, a, b in st.open or {}]
+            open_ += [({"scope": scope, "kind": k, "src": a, "dst": b, "evidence": st.evidence.get((k, a, b), "")}, 1.0)
+                      for k, a, b in st.open or {}]
             if st.learner is None:
                 continue
             edges += [({"scope": scope, "src": e.src, "dst": e.dst}, e.strength) for e in st.learner.model_.edges()]
@@ -130,7 +147,7 @@ class CausalJob(Job):
                 markov += [({"scope": scope, "variable": r.variable}, r.bits) for r in st.violations.itertuples()]
         return [gauge_family(EDGE_GAUGE, EDGE_HELP, ["scope", "src", "dst"], edges),
                 gauge_family(MARKOV_GAUGE, MARKOV_HELP, ["scope", "variable"], markov),
-                gauge_family(ANOMALY_GAUGE, ANOMALY_HELP, ["scope", "src", "dst", "kind"], open_)]
+                gauge_family(ANOMALY_GAUGE, ANOMALY_HELP, ["scope", "src", "dst", "kind", "evidence"], open_)]
 
     def _update(self, ctx, scope: str, df: pd.DataFrame, inputs: list[str]) -> None:
         st = self.scopes.setdefault(scope, _Scope())
@@ -164,6 +181,7 @@ class CausalJob(Job):
         st.received = float(df["received"].max())
         if violations is not None:
             st.violations = violations
+        st.decision = self._rule(ctx, scope, st) if st.baseline is None else None
         model_id = self._store(ctx, scope, st, float(df["t_start"].max()), fitted)
         self._track(ctx, scope, st, model_id, data if grown or violations is not None else None)
 
@@ -172,9 +190,19 @@ class CausalJob(Job):
         edges = pa.Table.from_pylist([{"src": e.src, "dst": e.dst, "strength": e.strength, "directed": e.directed}
                                       for e in model.edges()])
         graph = {**model.to_dict(), "submodels": fitted}
+        if st.decision is not None:
+            graph["baseline_rule"] = st.decision.to_dict()
         return ctx.write(functools.partial(store.results.insert_model, scope=scope,
                                            window=(st.window_start, window_end), n_rows=st.n_rows,
                                            learned_at=self.clock(), graph=graph, edges=edges))
+
+    def _rule(self, ctx: JobContext, scope: str, st: _Scope) -> baseline.Decision:
+        """The baseline rule over the stored versions and the one about to be stored (model_id None)."""
+        with ctx.read() as cur:
+            stored, total = readers.models.recent_versions(cur, scope, 2 * baseline.WINDOW, self.baseline_rows)
+        versions = [baseline.Version(m, n, baseline.pairs(edges)) for m, n, edges in stored]
+        versions.append(baseline.Version(None, st.n_rows, baseline.pairs(st.learner.model_.edges())))
+        return baseline.choose(versions, self.baseline_rows, total + (st.n_rows >= self.baseline_rows))
 
     # ---- anomalies against the baseline ----
     def _track(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, newest: pd.DataFrame | None) -> None:
@@ -183,21 +211,22 @@ class CausalJob(Job):
         model, now = st.learner.model_, self.clock()
         with ctx.read() as cur:
             chosen = readers.models.baseline(cur, scope)
-            if st.open is None:   # after a restart the open anomalies go on where they were
-                st.open = {(a["kind"], a["src"], a["dst"]): a["anomaly_id"]
-                           for a in readers.models.anomalies(cur, scope, open_only=True, limit=10_000)}
+            if st.open is None:   # a scope that had none open at the restart
+                st.open = {}
             if chosen is not None and chosen["model_id"] != st.baseline_id:
                 st.baseline_id = chosen["model_id"]
                 st.baseline = CausalModel.from_json(readers.models.model_graph(cur, scope, st.baseline_id)[1])
                 st.before = _sample(self._window_rows(cur, scope, st))
-        pairs = {(e.src, e.dst) for e in model.edges()}
-        if st.baseline is None and pairs == st.previous_edges and st.n_rows >= self.baseline_rows:
-            # a copy: the learner goes on
-            st.baseline, st.baseline_id = CausalModel.from_json(model.to_dict()), model_id
-            st.before = _sample(model.data)
-            ctx.write(functools.partial(store.results.set_baseline, scope=scope, model_id=model_id,
-                                        how="first stable", now=now))
-        st.previous_edges = pairs
+        if st.baseline is None and st.decision is not None and st.decision.chosen:
+            chosen_id = model_id if st.decision.model_id is None else st.decision.model_id
+            with ctx.read() as cur:
+                graph = (model.to_dict() if chosen_id == model_id
+                         else readers.models.model_graph(cur, scope, chosen_id)[1])
+                st.baseline, st.baseline_id = CausalModel.from_json(graph), chosen_id   # a copy: the learner goes on
+                st.before = _sample(model.data) if chosen_id == model_id else _sample(self._window_rows(cur, scope, st))
+            ctx.write(functools.partial(store.results.set_baseline, scope=scope, model_id=chosen_id,
+                                        how=st.decision.how, now=now))
+            log.info("causal model %s: baseline model %d (%s)", scope, chosen_id, st.decision.how)
         if st.baseline is None:
             return
         found = anomalies.edge_changes(st.baseline, model)
@@ -245,8 +274,10 @@ class CausalJob(Job):
         for key, anomaly_id in zip(new, ids):
             st.open[key] = anomaly_id
             f = found[key]
+            st.evidence[key] = anomalies.one_line(f.kind, f.src, f.dst, f.score, f.threshold, evidence[key])
             log.warning("anomaly %s %s: %s -> %s (%.3f bits, threshold %.3f)", scope, f.kind, f.src, f.dst,
                         f.score, f.threshold)
         for key in gone:
             del st.open[key]
+            st.evidence.pop(key, None)
             log.info("anomaly %s %s: %s -> %s resolved", scope, *key)

@@ -56,9 +56,8 @@ class CompactionJob(Job):
         with ctx.read() as cur:
             slices = store.lake.slices(cur, int(cutoff * 1000))
         for lo, hi in slices:
-            # the sort and write on a read cursor, the writer held only to check, list and delete
-            with ctx.read() as cur:
-                out = store.lake.export(cur, self.lake, lo, hi)
+            # the sort and write off the writer, which is held only to check, list and delete
+            out = ctx.reading(functools.partial(store.lake.export, lake=self.lake, lo=lo, hi=hi))
             if out:
                 self.moved_[store.lake.day_of(lo / 1000)] = ctx.write(functools.partial(
                     store.lake.adopt, lake=self.lake, staged=out[0], lo=lo, hi=hi, rows=out[1]))

@@ -27,12 +27,21 @@ class JobContext:
     write(fn)   runs fn(con) on the daemon's writer thread in one transaction and returns its result
                 (fn crosses to the daemon pickled: a module-level function, its arguments bound by partial);
     send(node, type, body)  a command to a node's agent; False when the node is not connected;
-    exporter    where the job publishes its gauges.
+    exporter    where the job publishes its gauges;
+    reading(fn) runs fn(cursor) where the store is, on a new read cursor off the writer (fn crosses as
+                write's does): for work on the rows themselves, as the lake's export streaming them out.
     """
     read: Callable[[], Cursor]
     write: Callable[[Callable[[Any], Any]], Any]
     send: Callable[[str, str, dict], bool]
     exporter: Publisher
+    run_read: Callable[[Callable[[Any], Any]], Any] | None = None   # the daemon's; None: fn(read()) here
+
+    def reading(self, fn: Callable[[Any], Any]) -> Any:
+        if self.run_read is not None:
+            return self.run_read(fn)
+        with self.read() as cur:
+            return fn(cur)
 
 
 class Job:

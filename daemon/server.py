@@ -49,7 +49,8 @@ class Daemon:
         # ingest even at SCHED_IDLE), for at most analysis_pause_max s at a stretch: it still finishes.
         backlog = (lambda: self.ingest.backlog_bytes() > 0) if cfg.analysis_pause_max else None
         self.jobs_worker = Worker(cfg.analysis_nice, busy=backlog, max_pause=cfg.analysis_pause_max, host=host,
-                                  setup=(Entry.INSTALL_JOBS, (cfg, jobs)), name="causewatch-jobs")
+                                  setup=(Entry.INSTALL_JOBS, (cfg, jobs)), name="causewatch-jobs",
+                                  starved_after=cfg.analysis_starved_seconds, starved_nice=cfg.analysis_starved_nice)
         self.api_worker = Worker(API_NICE, host=host, name="causewatch-api")
         self.scheduler = Scheduler(WorkerJobs(self.jobs_worker), self.exporter.job_errors) if jobs != [] else None
         root = lake_folder(cfg.db, cfg.store_lake)   # the shared lake's root: a down shard's history

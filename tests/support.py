@@ -6,6 +6,7 @@ Import as `from support import ...` (tests/ is on pytest's pythonpath).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import duckdb
@@ -133,3 +135,26 @@ def bbv_frames(rows) -> list[wire.Frame]:
         body["vector"]["keys"].append(key)
         body["vector"]["counts"].append(int(count))
     return [wire.decode(wire.encode("bbv", node, boot, seq, body)) for (node, boot, seq), body in vectors.items()]
+
+
+def lu_task_stream(sender, rng, count: int, changed: bool) -> None:
+    """`count` tasks of app lu sent: duration from instructions (~ n^2) and misses (~ the dtype's size),
+    and with `changed` also from n directly (a changed dependency the causal job raises)."""
+    for _ in range(count):
+        n = int(rng.integers(50, 300))
+        dtype = str(rng.choice(["int", "double"]))
+        instructions = n ** 2 * rng.uniform(0.5, 1.5)
+        misses = (4 if dtype == "int" else 8) * rng.uniform(50, 150)
+        duration = instructions * 1e-5 + misses * 1e-3 + (0.03 * n if changed else 0.0) + rng.normal(0, 0.1)
+        sender.send("task", {"app": "lu", "task_id": "t", "start": 1.0, "duration": float(duration),
+                             "params": {"n": n, "dtype": dtype},
+                             "counters": {"instructions": float(instructions), "l2_misses": float(misses)}})
+
+
+def lu_cycle(daemon, sender, rng, count: int, changed: bool) -> list[dict]:
+    """`count` lu tasks sent and stored, one analysis cycle of the daemon over them; its open anomalies."""
+    lu_task_stream(sender, rng, count, changed)
+    assert sender.flush(60)
+    daemon.scheduler.run_due(float("inf"), {})
+    with urllib.request.urlopen(f"http://{daemon.http.address}/api/anomalies?open=1", timeout=10) as reply:
+        return json.load(reply)

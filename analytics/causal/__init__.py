@@ -40,6 +40,7 @@ Minimum description length
 
 Submodules
     entropy — entropy, mutual information and conditional MI of mixed columns (KDE, Lemeire's estimator)
+    baseline — which model version becomes a scope's baseline (choose: the majority rule, robust to one flickering edge)
     anomalies — where newer rows or a newer model depart from a baseline model (KINDS, edge_changes, …)
     features — stored rows to a model's variables (name_task_columns, with_code_phase, model_variables)
     papers — the papers' example models as data generators with their true graphs (fig1, lu)
@@ -60,5 +61,5 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "Dataset": "ci", "DEFAULT_ALPHA": "ci", "CIError": "ci",
     "fit_curve": "mdl", "fit_submodel": "mdl", "relation_bits": "mdl", "Fit": "mdl", "Submodel": "mdl",
     "MDLError": "mdl",
-    "entropy": "entropy", "anomalies": "anomalies", "features": "features", "papers": "papers",
+    "entropy": "entropy", "anomalies": "anomalies", "baseline": "baseline", "features": "features", "papers": "papers",
 })

@@ -143,6 +143,23 @@ def edge_changes(baseline: CausalModel, newer: CausalModel, min_bits: float = MI
     return sorted(found, key=lambda f: f.key)
 
 
+def one_line(kind: str, src: str, dst: str, score: float, threshold: float, evidence: dict) -> str:
+    """A finding's evidence in one line, as an alert carries it (the full evidence: /api/anomalies)."""
+    rows = f" on {evidence['rows']} rows" if "rows" in evidence else ""
+    test = f"{score:.3f} bits > {threshold:.3f}{rows}"
+    if kind == "markov_violation":
+        return f"{dst} depends on {src} given its parents: {test}"
+    if kind == "mechanism_changed":
+        moved = (f" median {evidence['before']} -> {evidence['newest']}"
+                 if "before" in evidence and "newest" in evidence else "")
+        return f"{dst}{moved} given its causes: {test}"
+    if kind == "strength_changed":
+        return (f"{src} --- {dst} {evidence.get('baseline_strength_bits', 0):.3f} -> "
+                f"{evidence.get('strength_bits', 0):.3f} bits (baseline -> newest)")
+    verb = "appeared" if kind == "edge_appeared" else "disappeared"
+    return f"edge {src} --- {dst} {verb}: {score:.3f} bits (at least {threshold:.3f})"
+
+
 def _ends(e) -> tuple[str, str]:
     """An edge's (src, dst): its direction, or name order when it has none."""
     return (e.src, e.dst) if e.directed else tuple(sorted((e.src, e.dst)))

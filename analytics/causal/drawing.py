@@ -1,7 +1,8 @@
-"""A picture of a causal model: SVG of its graph, edge width by strength, anomalous edges in red.
+"""A picture of a causal model: SVG of its graph, edge width by strength, anomalous edges in red,
+with a legend; edges under MIN_BITS are left out (the legend counts them).
 
 Graphviz's `dot` draws it when installed; otherwise a built-in layered (Sugiyama) layout does, so a
-picture is always there.
+picture is always there; its edge labels are placed where they cover no node and no other label.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ MAX_WIDTH = 6.0          # pen width of the strongest edge; the weakest get 1
 # built-in layout, in SVG pixels
 FONT, CHAR_W, NODE_H, PAD_X, GAP_X, GAP_Y, MARGIN = 12, 7.2, 30.0, 14.0, 28.0, 70.0, 20.0
 DUMMY_W = 16.0          # room a long edge takes in each layer it crosses, so it keeps clear of nodes
+LABEL_FONT, LABEL_CHAR_W, LABEL_H = 10, 6.2, 13.0   # edge labels: a generous width per character
+MIN_BITS = 0.005         # an edge this weak reads "0.00" and says nothing: not drawn, counted in the legend
+TIME = "(time)"          # a mechanism change's source (anomalies.TIME): the window a row comes from
 SWEEPS = 12              # barycentre passes (down and up) before keeping the order with fewest crossings
 
 
@@ -53,14 +57,15 @@ def model_svg(model: CausalModel, anomalous: Iterable[tuple[str, str]] = (), eng
         raise ValueError(f"drawing engine {engine!r}: expected one of {', '.join(ENGINES)}")
     dag = model.dag_extension()
     nodes, edges = drawn_edges(model, anomalous, dag)
+    legend = legend_lines(model, edges) if nodes else []
     if engine == "dot" or (engine == "auto" and shutil.which("dot")):
         try:
-            return dot_svg(nodes, edges, title)
+            return dot_svg(nodes, edges, title, legend)
         except (OSError, subprocess.SubprocessError) as e:
             if engine == "dot":
                 raise
             log.warning("Graphviz dot failed (%s); drawing with the built-in layout", e)
-    return builtin_svg(dag, nodes, edges, title)
+    return builtin_svg(dag, nodes, edges, title, legend)
 
 
 def drawn_edges(model: CausalModel, anomalous: Iterable[tuple[str, str]],
@@ -69,11 +74,14 @@ def drawn_edges(model: CausalModel, anomalous: Iterable[tuple[str, str]],
     undirected edge runs as `dag` (one DAG of the model's class) has it, so both engines layer alike."""
     marked = {(str(a), str(b)) for a, b in anomalous}
     edges, seen = [], set()
+    weak = _weak(model)
     for e in model.edges():
         src, dst = (e.dst, e.src) if not e.directed and dag.has_edge(e.dst, e.src) else (e.src, e.dst)
         pairs = {(src, dst)} if e.directed else {(src, dst), (dst, src)}
-        edges.append(DrawnEdge(src, dst, e.directed, e.strength, bool(pairs & marked)))
         seen |= pairs
+        if e.strength < weak and not pairs & marked:
+            continue
+        edges.append(DrawnEdge(src, dst, e.directed, e.strength, bool(pairs & marked)))
     extra = sorted(marked - seen)
     edges += [DrawnEdge(a, b, True, 0.0, True, in_model=False) for a, b in extra]
     nodes = list(model.nodes)
@@ -81,12 +89,34 @@ def drawn_edges(model: CausalModel, anomalous: Iterable[tuple[str, str]],
     return nodes, edges
 
 
+def _weak(model: CausalModel) -> float:
+    """Edges weaker than this are not drawn: MIN_BITS, or 0 for a model without strengths (all 0)."""
+    return MIN_BITS if any(e.strength >= MIN_BITS for e in model.edges()) else 0.0
+
+
 def _width(strength: float, strongest: float) -> float:
     return 1.0 + (MAX_WIDTH - 1.0) * (strength / strongest if strongest > 0 else 0.0)
 
 
 def _label(e: DrawnEdge) -> str:
-    return f"{e.strength:.2f}" if e.in_model else "not in model"
+    if e.in_model:
+        return f"{e.strength:.2f}"
+    return "mechanism changed" if e.src == TIME else "not in model"
+
+
+def legend_lines(model: CausalModel, edges: list[DrawnEdge]) -> list[tuple[str, str]]:
+    """(kind, text) of each legend line: the strokes the drawing uses, and what it left out."""
+    lines = [("edge", "edge: width and label by strength, bits"), ("anomalous", "red: an open anomaly")]
+    if any(not e.in_model and e.src != TIME for e in edges):
+        lines.append(("dashed", "dashed: a dependency the model does not hold"))
+    if any(e.src == TIME for e in edges):
+        lines.append(("dashed", f"{TIME}: the window of the newest rows (its mechanism changed)"))
+    weak = _weak(model)
+    hidden = (sum(1 for e in model.edges() if e.strength < weak)
+              - sum(1 for e in edges if e.in_model and e.strength < weak))
+    if hidden:
+        lines.append(("text", f"{hidden} edge{'s' if hidden > 1 else ''} under {MIN_BITS} bits not drawn"))
+    return lines
 
 
 # ---- Graphviz ------------------------------------------------------------------------------------
@@ -94,7 +124,7 @@ def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def to_dot(nodes: list[str], edges: list[DrawnEdge], title: str | None = None) -> str:
+def to_dot(nodes: list[str], edges: list[DrawnEdge], title: str | None = None, legend=()) -> str:
     """DOT with the drawing's attributes: pen width by strength, anomalies red, extra pairs dashed."""
     strongest = max((e.strength for e in edges), default=0.0)
     lines = ["digraph causal {", '  graph [fontname="Helvetica", fontsize=12];',
@@ -112,13 +142,22 @@ def to_dot(nodes: list[str], edges: list[DrawnEdge], title: str | None = None) -
         if not e.in_model:
             attrs["style"] = "dashed"
             attrs["constraint"] = "false"   # a pair the model lacks does not shape its layers
+            # placed after the layout, clear of nodes and labels (a label of a non-constraint edge covered them)
+            attrs["xlabel"] = attrs.pop("label")
         body = ", ".join(f"{k}={v}" for k, v in attrs.items())
         lines.append(f"  {_dot_quote(e.src)} -> {_dot_quote(e.dst)} [{body}];")
+    if legend:
+        rows = "".join(f'<tr><td align="left"><font color="{ANOMALY_COLOUR if kind == "anomalous" else "black"}">'
+                       f"{escape(text)}</font></td></tr>" for kind, text in legend)
+        lines += ["  forcelabels=true;",
+                  f'  "causewatch legend" [shape=plaintext, class="legend", fontsize=9, label=<<table border="0" '
+                  f'cellspacing="0">{rows}</table>>];',
+                  '  { rank=sink; "causewatch legend"; }']
     return "\n".join(lines + ["}"]) + "\n"
 
 
-def dot_svg(nodes: list[str], edges: list[DrawnEdge], title: str | None = None) -> str:
-    done = subprocess.run(["dot", "-Tsvg"], input=to_dot(nodes, edges, title), capture_output=True, text=True,
+def dot_svg(nodes: list[str], edges: list[DrawnEdge], title: str | None = None, legend=()) -> str:
+    done = subprocess.run(["dot", "-Tsvg"], input=to_dot(nodes, edges, title, legend), capture_output=True, text=True,
                           timeout=30)
     if done.returncode:
         raise subprocess.SubprocessError(f"dot exited with {done.returncode}: {done.stderr.strip()[-300:]}")
@@ -225,21 +264,31 @@ def _path(points: list[tuple[float, float]]) -> tuple[str, tuple[float, float]]:
     return d + f" L{points[-1][0]:.1f},{points[-1][1]:.1f}", ((x0 + 2 * cx + x1) / 4, (y0 + 2 * cy + y1) / 4)
 
 
-def builtin_svg(dag: nx.DiGraph, nodes: list[str], edges: list[DrawnEdge], title: str | None = None) -> str:
-    """Lay out `dag` (the model's DAG extension, which fixes the layers) and draw `edges` on it."""
+def builtin_svg(dag: nx.DiGraph, nodes: list[str], edges: list[DrawnEdge], title: str | None = None,
+                legend=()) -> str:
+    """Lay out `dag` (the model's DAG extension, which fixes the layers) and draw `edges` on it, each
+    label where it covers no node and no other label (place_labels), the legend below."""
     dag = dag.copy()
     dag.add_nodes_from(nodes)
     rows, chains, down = _with_dummies(dag, layers(dag))
     pos, width, height = coordinates(order(rows, down))
     top = FONT + 10 if title else 0
-    width = max(width, len(title or "") * CHAR_W + 2 * MARGIN)
     strongest = max((e.strength for e in edges), default=0.0)
+    paths = [_edge_points(e, chains, pos) for e in edges]
+    boxes = [(pos[v][0] - _node_width(v) / 2, pos[v][1] - NODE_H / 2, pos[v][0] + _node_width(v) / 2,
+              pos[v][1] + NODE_H / 2) for v in nodes]
+    placed = place_labels([_label(e) for e in edges], paths, boxes)
+    width = max([width, len(title or "") * CHAR_W + 2 * MARGIN]
+                + [x + len(_label(e)) * LABEL_CHAR_W + MARGIN for e, (x, _) in zip(edges, placed)]
+                + [len(text) * LABEL_CHAR_W + 40 + 2 * MARGIN for _, text in legend])
+    legend_top = height
+    height += len(legend) * LABEL_H + (6 if legend else 0)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height + top:.0f}" '
            f'viewBox="0 {-top} {width:.0f} {height + top:.0f}" font-family="Helvetica, Arial, sans-serif" '
            f'font-size="{FONT}">']
     if title:
         out.append(f'<text x="{width / 2:.1f}" y="{-4}" text-anchor="middle" font-weight="bold">{escape(title)}</text>')
-    drawn = [_edge_svg(e, i, _edge_points(e, chains, pos), strongest) for i, e in enumerate(edges)]
+    drawn = [_edge_svg(e, i, points, strongest, at) for i, (e, points, at) in enumerate(zip(edges, paths, placed))]
     out += [group for group, _ in drawn]
     for v in nodes:
         x, y = pos[v]
@@ -249,9 +298,69 @@ def builtin_svg(dag: nx.DiGraph, nodes: list[str], edges: list[DrawnEdge], title
                    f'rx="8" fill="white" stroke="black"/>'
                    f'<text x="{x:.1f}" y="{y + FONT / 3:.1f}" text-anchor="middle">{escape(v)}</text></g>')
     # labels last, with a white halo: over the nodes and lines they would hide under
-    out.append('<g class="labels" font-size="10" paint-order="stroke" stroke="white" stroke-width="3">'
+    out.append(f'<g class="labels" font-size="{LABEL_FONT}" paint-order="stroke" stroke="white" stroke-width="3">'
                + "".join(label for _, label in drawn) + "</g>")
+    out.append(_legend_svg(legend, legend_top))
     return "\n".join(out + ["</svg>"]) + "\n"
+
+
+def _legend_svg(legend, top: float) -> str:
+    """The legend's lines below the drawing, each after a sample of its stroke."""
+    items = []
+    for k, (kind, text) in enumerate(legend):
+        y = top + k * LABEL_H + LABEL_H / 2
+        colour = EDGE_COLOUR if kind == "edge" else ANOMALY_COLOUR
+        dash = ' stroke-dasharray="6,4"' if kind == "dashed" else ""
+        if kind != "text":
+            items.append(f'<path d="M{MARGIN:.1f},{y:.1f} L{MARGIN + 30:.1f},{y:.1f}" stroke="{colour}" '
+                         f'stroke-width="2"{dash}/>')
+        items.append(f'<text x="{MARGIN + 38:.1f}" y="{y + 3:.1f}">{escape(text)}</text>')
+    return f'<g class="legend" font-size="{LABEL_FONT}">' + "".join(items) + "</g>" if items else ""
+
+
+def _along(points: list[tuple[float, float]], f: float) -> tuple[float, float]:
+    """The point a fraction `f` of the way along the polyline through `points`."""
+    lengths = [((b[0] - a[0]) ** 2 + (b[1] - a[1]) ** 2) ** 0.5 for a, b in zip(points, points[1:])]
+    left = f * sum(lengths)
+    for (a, b), n in zip(zip(points, points[1:]), lengths):
+        if left <= n and n > 0:
+            return a[0] + (b[0] - a[0]) * left / n, a[1] + (b[1] - a[1]) * left / n
+        left -= n
+    return points[-1]
+
+
+def _overlap(a, b) -> float:
+    """Area two boxes (x0, y0, x1, y1) share."""
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def label_box(text: str, x: float, y: float) -> tuple[float, float, float, float]:
+    """The box of a label whose text starts at x on baseline y."""
+    return x - 1, y - LABEL_H + 3, x + len(text) * LABEL_CHAR_W + 1, y + 3
+
+
+def place_labels(texts: list[str], paths: list[list], boxes: list[tuple]) -> list[tuple[float, float]]:
+    """The start and baseline of each label: beside its edge, at the first of several points along it
+    (the middle first) where its box covers no node box and no label placed before; failing that,
+    where it covers least. Labels are placed in the order given."""
+    placed, taken = [], list(boxes)
+    for text, points in zip(texts, paths):
+        w = len(text) * LABEL_CHAR_W
+        best, best_cost = None, float("inf")
+        for f in (0.5, 0.38, 0.62, 0.26, 0.74, 0.15, 0.85):
+            x, y = _along(points, f)
+            for at in ((x + 6, y + 3), (x - 6 - w, y + 3), (x + 6, y - 9), (x - 6 - w, y + 15),
+                       (x - w / 2, y - 9), (x - w / 2, y + 15)):
+                cost = sum(_overlap(label_box(text, *at), t) for t in taken)
+                if cost < best_cost:
+                    best, best_cost = at, cost
+                if cost == 0:
+                    break
+            if best_cost == 0:
+                break
+        placed.append(best)
+        taken.append(label_box(text, *best))
+    return placed
 
 
 def _edge_points(e: DrawnEdge, chains: dict, pos: dict) -> list[tuple[float, float]]:
@@ -277,7 +386,7 @@ def _border(centre, toward, v) -> tuple[float, float]:
     return x + dx * t, y + dy * t
 
 
-def _edge_svg(e: DrawnEdge, i: int, points: list, strongest: float) -> tuple[str, str]:
+def _edge_svg(e: DrawnEdge, i: int, points: list, strongest: float, at: tuple[float, float]) -> tuple[str, str]:
     """One edge's group (its path and an arrowhead as wide as the pen) and its label, beside it."""
     colour = ANOMALY_COLOUR if e.anomalous else EDGE_COLOUR
     width = _width(e.strength, strongest)
@@ -288,7 +397,7 @@ def _edge_svg(e: DrawnEdge, i: int, points: list, strongest: float) -> tuple[str
     attrs = (f'fill="none" stroke="{colour}" stroke-width="{width:.2f}"'
              + ("" if e.in_model else ' stroke-dasharray="6,4"')
              + (f' marker-end="url(#arrow{i})"' if e.directed else ""))
-    d, mid = _path(points)
+    d, _ = _path(points)
     cls = "edge anomalous" if e.anomalous else "edge"
     return (f'<g class={quoteattr(cls)}><title>{escape(e.title)}</title>{marker}<path d="{d}" {attrs}/></g>',
-            f'<text x="{mid[0] + width / 2 + 3:.1f}" y="{mid[1] + 3:.1f}" fill="{colour}">{escape(_label(e))}</text>')
+            f'<text x="{at[0]:.1f}" y="{at[1]:.1f}" fill="{colour}">{escape(_label(e))}</text>')

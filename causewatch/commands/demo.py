@@ -237,8 +237,8 @@ class Story:
     """The demo's three stretches, each ended by what it needs rather than by the clock:
 
     1. `calm`: until the calm share of the tasks is stored and app:demo has a baseline (the causal
-       job's first stable model, or else the newest learnt from BASELINE_ROWS tasks at least, pinned
-       through the API as an operator would);
+       job's, by analytics.causal.baseline's rule, or else the newest learnt from BASELINE_ROWS tasks at
+       least, pinned through the API as an operator would);
     2. `hog`: until an anomaly on the CPU wait is raised, or HOG_CYCLES model versions were learnt
        under it;
     3. `end`: until an anomaly on the wait raised under the hog is resolved (none was raised:
@@ -398,7 +398,8 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
     hog's stretch and each anomaly timed against it and given its cause, each scope's newest model
     drawn as SVG in the demo folder (open anomalies in red), and the story's verdict."""
     from causewatch.analytics.causal import CausalModel, model_svg
-    from causewatch.analytics.causal.anomalies import MIN_BITS
+    from causewatch.analytics.causal.anomalies import MIN_BITS, one_line
+    from causewatch.commands.page import would_page
     from causewatch.daemon import readers
     from causewatch.probe.rank import rank_nodes
     rep = readers.report.overview(con)
@@ -419,7 +420,7 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
     rep["contention_hog"] = [{"cpus": hog.cpus, "per_cpu": hog.per_cpu, "sized": hog.sized,
                               "load_at_start": _round(hog.load), "calm_wait_per_cpu_s": _round(hog.calm_wait),
                               "baseline": f"model {story.pinned}, pinned by the demo" if story.pinned
-                              else "the first stable model" if base else "none",
+                              else f"model {base['model_id']}, {base['how']}" if base else "none",
                               "baseline_after_s": _round(story.baseline_s), "started_s": _round(hog.started),
                               "stopped_s": _round(hog.stopped), "model_versions": story.hog_versions, **waits,
                               "variable": story.contended, **({"why": story.why} if story.why else {}),
@@ -444,7 +445,8 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
                     "ran_s": _round(story.loads[-1][0]) if story.loads else None,
                     "load": [round(min(loads), 1), round(max(loads), 1)] if loads else None,
                     "short": story.short, "line": line}
-    return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures)
+    page = would_page(readers.models.anomalies(con), story.url.removeprefix("http://"), one_line)
+    return dict(rep, ingest_values_per_s=rep["sample_values"] / seconds, model_pictures=pictures, page=page)
 
 
 def brokers(app: str, ranking: list[dict]) -> dict:
@@ -698,6 +700,10 @@ MEANING = {
                  "they stay open until it moves); times are seconds from the hog's start and stop; cause: the hog "
                  "when the tasks it was judged on ran while the hog did, other work when they waited for a CPU "
                  f"{MOVED}x more or less than the baseline's, else unexplained",
+    "page": "the alert each anomaly would page an on-call engineer with: deploy/prometheus's rule for its "
+            "kind (severity; for_s, the hold before it is sent; sent: whether the anomaly stayed open that "
+            "long), the receiver deploy/alertmanager routes it to (amtool, when installed), the labels the "
+            "page carries (picture: the model drawn with it in red, from this daemon while it runs)",
     "model_pictures": "the newest model of each scope drawn as SVG (edge width = strength, anomalies in red)",
     "bottlenecks": "code regions with fuzzy bottleneck severity (Truong & Fahringer): degree per severity term",
     "probe_ranking": "each node's predicted seconds per task of the app from its software probe (run before "

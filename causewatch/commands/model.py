@@ -80,6 +80,8 @@ def _show(found: dict, args) -> int:
     edges = sorted(found["edges"], key=lambda e: (e["src"], e["dst"]))   # as CausalModel.edges() lists them
     print(f"{found['scope']} model {found['model_id']}: {len(found['nodes'])} variables, {len(edges)} edges; "
           + (f"baseline model {base['model_id']} ({base['how']})" if base else "no baseline yet"))
+    if not base:
+        print(f"  the baseline waits for: {found.get('baseline_waits_for') or 'the next model version'}")
     for e in edges:
         print(f"  {e['src']} {'-->' if e['directed'] else '---'} {e['dst']}   ({e.get('strength', 0.0):.3f} bits)")
     for v, sub in found.get("submodels", {}).items():

@@ -51,7 +51,11 @@ def model_record(con: Cursor, scope: str | None = None, model_id: int | None = N
     if found is None:
         raise NotFoundError(f"scope {scope!r} has no model" + (f" {model_id}" if model_id is not None else "")
                             + f" (scopes with models: {', '.join(scopes)})")
-    return {"scope": scope, "model_id": found[0], "baseline": baseline(con, scope), **found[1]}
+    chosen = baseline(con, scope)
+    # what the baseline rule waits for, as the job judged the newest version (None once there is one)
+    waits = None if chosen else (found[1].get("baseline_rule") or {}).get(
+        "waiting_for", "the causal job's next model version (it judges each against the baseline rule)")
+    return {"scope": scope, "model_id": found[0], "baseline": chosen, "baseline_waits_for": waits, **found[1]}
 
 
 def baseline(con: Cursor, scope: str) -> dict | None:
@@ -70,3 +74,15 @@ def anomalies(con: Cursor, scope: str | None = None, open_only: bool = False, li
     for row in rows:
         row["evidence"] = json.loads(row["evidence"]) if row["evidence"] else {}
     return rows
+
+
+def recent_versions(con: Cursor, scope: str, n: int, min_rows: int) -> tuple[list[tuple[int, int, list]], int]:
+    """`scope`'s newest `n` versions, oldest first, as (model_id, n_rows, [(src, dst), …]), and how many
+    versions learnt from `min_rows` rows at least it has in all (the baseline rule's input)."""
+    rows = con.execute("""
+        SELECT m.model_id, m.n_rows, list(e.src ORDER BY e.src, e.dst), list(e.dst ORDER BY e.src, e.dst)
+        FROM (SELECT model_id, n_rows FROM models WHERE scope = ? ORDER BY model_id DESC LIMIT ?) m
+        LEFT JOIN edges e ON e.model_id = m.model_id
+        GROUP BY m.model_id, m.n_rows ORDER BY m.model_id""", [scope, n]).fetchall()
+    total = con.execute("SELECT count(*) FROM models WHERE scope = ? AND n_rows >= ?", [scope, min_rows]).fetchone()[0]
+    return [(m, r, [(s, d) for s, d in zip(srcs, dsts) if s is not None]) for m, r, srcs, dsts in rows], total

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import duckdb
 
-from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.store.views import create_views, listed
 
 DAY_MS = 86_400_000
@@ -40,6 +39,9 @@ ORDER = "node, scope, metric, ts"
 # Measured by bench/storage.py over ten layouts: Parquet v2 encodes the ms times as deltas and the values
 # BYTE_STREAM_SPLIT, which DuckDB's dictionary pages would otherwise pre-empt (DICTIONARY_SIZE_LIMIT 1:
 # the sorted names compress to nearly nothing under zstd without one); large row groups, zstd level 9.
+# The export's own DuckDB (export): what it may hold before it spills, and the rows a streamed batch holds.
+EXPORT_MEMORY_BYTES = 256 * 2**20
+EXPORT_BATCH_ROWS = 1 << 17
 COPY_OPTIONS = ("FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 9, PARQUET_VERSION v2, "
                 "DICTIONARY_SIZE_LIMIT 1, ROW_GROUP_SIZE 1048576")
 
@@ -150,28 +152,37 @@ def compact(con: duckdb.DuckDBPyConnection, lake: str, cutoff_ms: int) -> dict:
     return {"moved": moved, **swept}
 
 
-def slices(con: Cursor, cutoff_ms: int) -> list[tuple[int, int]]:
+def slices(con, cutoff_ms: int) -> list[tuple[int, int]]:
     """The [lo, hi) ms ranges a move of the hot samples with ts < cutoff_ms writes, a file each: one
     per day they fall on."""
     return [(d, min(d + DAY_MS, cutoff_ms)) for (d,) in con.execute(
         f"SELECT DISTINCT ts // {DAY_MS} * {DAY_MS} FROM {HOT} WHERE ts < ? ORDER BY 1", [cutoff_ms]).fetchall()]
 
 
-def export(cur: Cursor, lake: str, lo: int, hi: int) -> tuple[str, int] | None:
-    """Write the hot samples with lo <= ts < hi, sorted, into a new file in the staging folder, on a
-    read cursor (the move's cost, seconds for 10^7 rows, is paid off the writer); (staged path relative
-    to the lake, rows), or None when there are none."""
+def export(cur: duckdb.DuckDBPyConnection, lake: str, lo: int, hi: int) -> tuple[str, int] | None:
+    """Write the hot samples with lo <= ts < hi, sorted, into a new file in the staging folder; (staged
+    path relative to the lake, rows), or None when there are none. The rows stream out of the store on
+    `cur` (a read cursor: the daemon runs this off the writer) into a DuckDB of the export's own, which
+    sorts and writes them within its own memory limit, spilling to the staging folder: the store's limit
+    is left to the writer, whose commits failed for memory while a 10-minute slice of 1,000 agents was
+    sorted beside them."""
     folder = Path(lake)
     staged = f"{STAGING}/{uuid.uuid4().hex}.parquet"
     (folder / STAGING).mkdir(parents=True, exist_ok=True)
-    # COPY takes no bound parameters: the bounds are integers formatted here, the path ours
-    rows = cur.execute(f"""COPY (SELECT s.node, s.scope, s.metric, h.ts, h.value FROM {HOT} h
-        JOIN {SERIES} s USING (series_id) WHERE h.ts >= {int(lo)} AND h.ts < {int(hi)} ORDER BY {ORDER})
-        TO '{str(folder / staged).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
-    if not rows:
+    query = f"""SELECT s.node, s.scope, s.metric, h.ts, h.value FROM {HOT} h JOIN {SERIES} s USING (series_id)
+        WHERE h.ts >= ? AND h.ts < ?"""
+    # a cursor of its own, so the caller's connection (the writer's, in adopt) has no result left open
+    with cur.cursor() as reading, duckdb.connect(config={
+            "memory_limit": f"{EXPORT_MEMORY_BYTES}B", "threads": 1,
+            "temp_directory": str(folder / STAGING / "spill")}) as sorter:
+        hot_rows = reading.sql(query, params=[lo, hi]).to_arrow_reader(EXPORT_BATCH_ROWS)  # noqa: F841 (by name)
+        # COPY takes no bound parameters: the path is ours
+        n = sorter.execute(f"""COPY (SELECT * FROM hot_rows ORDER BY {ORDER})
+            TO '{str(folder / staged).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
+    if not n:
         (folder / staged).unlink(missing_ok=True)
         return None
-    return staged, rows
+    return staged, n
 
 
 def adopt(con: duckdb.DuckDBPyConnection, lake: str, staged: str, lo: int, hi: int, rows: int) -> int:

@@ -49,7 +49,7 @@ def insert_model(con: duckdb.DuckDBPyConnection, scope: str, window: tuple[float
 
 
 def set_baseline(con: duckdb.DuckDBPyConnection, scope: str, model_id: int, how: str, now: float) -> None:
-    """Make model `model_id` the baseline of `scope` (`how`: 'first stable' or 'pinned')."""
+    """Make model `model_id` the baseline of `scope` (`how`: 'pinned' or the rule's, analytics.causal.baseline)."""
     con.execute("INSERT INTO baselines VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET "
                 "model_id = excluded.model_id, chosen = excluded.chosen, how = excluded.how",
                 [scope, model_id, now, how])

@@ -5,6 +5,7 @@ store holds, with real hog processes. No clocks: the stretches' bounds are set t
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,6 +105,19 @@ def test_the_report_gives_each_anomaly_its_cause_and_says_the_story_was_shown(st
     assert rep["story"]["line"] == (
         "story shown: mechanism_changed on cpu_wait_seconds raised 10.0 s into the hog, resolved 6.0 s after it "
         "stopped; 2 anomalies not from the hog (other work 1, unexplained 1: causes in the report)")
+    # the alerts they would page with (issue 29): deploy/'s rules, newest of each; the edge is a ticket
+    page = {p["alert"]: p for p in rep["page"]}
+    assert set(page) == {"CausewatchMechanismChanged", "CausewatchAnomalousDependency"}
+    mechanism = page["CausewatchMechanismChanged"]
+    assert (mechanism["severity"], mechanism["for_s"], mechanism["src"], mechanism["dst"]) == \
+        ("page", 120, "(time)", demo.WAIT)
+    assert mechanism["evidence"] == \
+        "cpu_wait_seconds given its causes: 1.430 bits > 1.060 on 40 rows"
+    assert mechanism["picture"] == "http://127.0.0.1:9/api/model?scope=app%3Ademo&format=svg"
+    markov = page["CausewatchAnomalousDependency"]
+    assert markov["open_s"] == 23 and markov["sent"] is False   # resolved before its 2 minutes' hold
+    assert markov["summary"] == "duration in app:demo depends on cpu_seconds, which the causal model says it should not"
+    assert mechanism["receiver"] == "pager" if shutil.which("amtool") else mechanism["receiver"].startswith("unknown")
 
 
 def test_anomalies_without_the_hog_are_explained_and_the_last_line_says_why_not(store, tmp_path):

@@ -2,6 +2,7 @@
 counters end in _total), when each node was last seen, and job snapshots swapped whole; the output
 parses with client_python's parser and, where promtool is installed, passes `promtool check metrics`."""
 
+import os
 import shutil
 import subprocess
 
@@ -10,6 +11,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from causewatch import wire
+from causewatch.agent.perf import DERIVED, EVENTS
+from causewatch.agent.system import NodeCollector, ProcessCollector
+from causewatch.daemon import node_metrics
 from causewatch.daemon.exporter import Exporter, gauge_family, node_series
 
 
@@ -24,6 +28,45 @@ def test_node_series_names_after_node_exporter():
     assert node_series("cpu_utilization_ratio.cpu0") == ("causewatch_cpu_utilization_ratio", {"cpu": "0"})
     assert node_series("memory_used_bytes") == ("causewatch_memory_used_bytes", {})
     assert node_series("cache-misses") == ("causewatch_cache_misses", {})
+    assert node_series("cache_misses") == ("causewatch_cache_misses_total", {})   # perf's: cumulative
+    assert node_series("context_switches.cpu1") == ("causewatch_context_switches_total", {"cpu": "1"})
+
+
+def test_metrics_read_as_prometheus_users_read_them():
+    """Issue 29: no all-CPU series beside the per-CPU ones (a sum by node counted each CPU twice), perf's
+    cumulative counts are counters with _total, and each agent metric has HELP that says what it is."""
+    exporter = Exporter()
+    names = ["cpu_user_seconds_total", "cpu_user_seconds_total.cpu0", "cpu_user_seconds_total.cpu1",
+             "cpu_idle_seconds_total", "cpu_idle_seconds_total.cpu0", "cpu_idle_seconds_total.cpu1",
+             "task_clock_seconds", "context_switches", "page_faults", "cpu_migrations", "memory_available_bytes",
+             "my_own_gauge"]
+    exporter.nodes.observe([_samples("n1", "node", names, [[5, 2, 3, 15, 7, 8, 1.5, 100, 20, 3, 1e9, 1]])])
+    text = exporter.exposition().decode()
+    assert 'cpu=""' not in text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    busy = sum(s.value for s in families["causewatch_cpu_seconds"].samples if s.labels["mode"] != "idle")
+    assert busy == 5.0   # 2 + 3, not 10
+    for name in ("task_clock_seconds", "context_switches", "page_faults", "cpu_migrations"):
+        family = families[f"causewatch_{name}"]
+        assert family.type == "counter" and [s.name for s in family.samples] == [f"causewatch_{name}_total"]
+    helps = {name: f.documentation for name, f in families.items() if name.startswith("causewatch_")}
+    assert helps["causewatch_memory_available_bytes"].startswith("Memory available to new programs")
+    assert helps["causewatch_cpu_seconds"].startswith("Seconds the CPUs spent in each mode")
+    assert helps["causewatch_my_own_gauge"] == "my_own_gauge as an agent sent it (not one of causewatch's own metrics)"
+    assert not [n for n, h in helps.items() if "as an agent sent it" in h and n != "causewatch_my_own_gauge"]
+
+
+def test_every_metric_a_real_agent_sends_has_help():
+    """The names a SystemCollector and a ProcessCollector of this machine send, and every perf event."""
+    system = NodeCollector(per_cpu=True)
+    system.collect()
+    process = ProcessCollector(os.getpid())
+    process.collect()
+    names = {*system.collect(), *process.collect(), *EVENTS, *DERIVED}
+    exported = {node_series(n)[0].removeprefix("causewatch_") for n in names}
+    assert len(exported) >= 40
+    unknown = sorted(n for n in exported if n not in node_metrics.HELP)
+    assert not unknown, f"no HELP for {unknown}"
 
 
 def test_newest_values_per_node_and_scope_with_last_seen(monkeypatch):

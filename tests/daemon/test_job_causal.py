@@ -1,8 +1,10 @@
 """Tests of the daemon's causal job over a real DuckDB store: models and edges stored, partial_fit
 on new tasks, Markov violations stored as anomalies, gauges exported, tasks unpacked by learn."""
 
+import argparse
 import json
 import os
+import re
 import time
 
 import numpy as np
@@ -11,15 +13,17 @@ import pytest
 
 from causewatch.analytics.causal.features import name_task_columns
 from causewatch.cli import main
+from causewatch.commands.model import _show as show
 from causewatch.config import DaemonConfig
 from causewatch.daemon.calls import Entry
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_causal import CausalJob
 from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.readers.models import model_record
 from causewatch.daemon.readers.tasks import task_df
 from causewatch.daemon.scheduler import LocalJobs, WorkerJobs
 from causewatch.daemon.store import Store
-from causewatch.daemon.store.results import set_baseline
+from causewatch.daemon.store.results import record_anomalies, set_baseline
 from causewatch.daemon.worker import Host, Worker
 
 
@@ -227,8 +231,10 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     assert resolved is None and updated >= opened
     evidence = json.loads(evidence)
     assert evidence["rows"] == 80 and evidence["score"] > evidence["threshold"] > 0 and len(evidence["window"]) == 2
-    assert b'causewatch_dependency_anomaly{dst="duration",kind="markov_violation",scope="app:lu",src="n"} 1.0' \
-        in ctx.exporter.exposition()
+    assert re.search(rb'causewatch_dependency_anomaly\{dst="duration",evidence="duration depends on n given its '
+                     rb'parents: [0-9.]+ bits > [0-9.]+ on 80 rows",kind="markov_violation",scope="app:lu",'
+                     rb'src="n"\} 1.0',
+                     ctx.exporter.exposition())
     open_now = cur.execute("SELECT src, dst FROM anomalies WHERE resolved IS NULL").fetchall()
     assert all({s, d} <= {"n", "duration", "instructions", "l2_misses", "cpu_seconds", "(time)"} for s, d in open_now)
     for i, seq in enumerate(range(580, 1220, 80)):      # back to the baseline's mechanism
@@ -240,7 +246,7 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     assert b"causewatch_dependency_anomaly{" not in ctx.exporter.exposition()
 
 
-def test_a_baseline_is_learnt_from_at_least_baseline_rows(store):
+def test_a_baseline_is_learnt_from_at_least_baseline_rows(store, capsys):
     ctx = _ctx(store)
     job = CausalJob(min_rows=50, min_new=20, max_rows=1000, baseline_rows=400)
     cur = store.cursor()
@@ -249,12 +255,20 @@ def test_a_baseline_is_learnt_from_at_least_baseline_rows(store):
         _ingest(store, _tasks(seq, seq, count))
         seq += count
         job.run(ctx)
+        record = model_record(cur, "app:lu")   # what /api/model and `causewatch model` say it waits for
+        assert record["baseline"] is None and record["baseline_rule"]["chosen"] is False
+        assert record["baseline_waits_for"] == \
+            f"a version learnt from 400 task rows at least (the newest has {seq})"
+    show(record, argparse.Namespace(json=False))
+    assert "the baseline waits for: a version learnt from 400 task rows at least (the newest has 380)" in \
+        capsys.readouterr().out
     assert cur.execute("SELECT count(*) FROM models").fetchone() == (3,)
     assert cur.execute("SELECT count(*) FROM baselines").fetchone() == (0,)
     _ingest(store, _tasks(seq, seq, 40))
     job.run(ctx)
     assert cur.execute("SELECT b.how, m.n_rows FROM baselines b JOIN models m USING (model_id)").fetchone() == \
         ("first stable", 420)
+    assert model_record(cur, "app:lu")["baseline_waits_for"] is None
 
 
 def _waiting_tasks(seed, start, count, wait_per_cpu=0.4):
@@ -289,8 +303,9 @@ def test_a_pinned_baseline_s_own_tasks_show_a_mechanism_change_and_its_end(store
         seq += 46
         job.run(ctx)
         if i == 5:   # the third contended batch
-            assert b'causewatch_dependency_anomaly{dst="cpu_wait_seconds",kind="mechanism_changed",scope="app:mw",' \
-                   b'src="(time)"} 1.0' in ctx.exporter.exposition()
+            assert re.search(rb'causewatch_dependency_anomaly\{dst="cpu_wait_seconds",evidence="cpu_wait_seconds '
+                             rb'median [0-9.]+ -> [0-9.]+ given its causes: [^"]+",kind="mechanism_changed",'
+                             rb'scope="app:mw",src="\(time\)"\} 1.0', ctx.exporter.exposition())
     rows = cur.execute("SELECT src, dst, resolved, evidence FROM anomalies WHERE kind = 'mechanism_changed'").fetchall()
     assert [(s, d) for s, d, *_ in rows] == [("(time)", "cpu_wait_seconds")], rows   # raised once, nothing else
     evidence = json.loads(rows[0][3])
@@ -329,3 +344,16 @@ def test_submodels_of_a_long_window_come_from_a_sample_and_agree_with_all_rows()
     every_row = {v: s.kind for v, s in model.fit_submodels(df).items() if s.parents}
     assert set(sampled) == {"y"} and {v: s["kind"] for v, s in sampled.items()} == every_row
     assert sampled == submodels(model)   # seeded: the same sample every cycle
+
+
+def test_a_restarted_job_exports_the_stored_open_anomalies_at_its_first_run(store):
+    """Without new tasks: a gap in the gauge after a restart would resolve the alerts and page again."""
+    raised = {"scope": "app:lu", "kind": "mechanism_changed", "src": "(time)", "dst": "duration", "opened": 5.0,
+              "baseline_id": 1, "model_id": 2, "score": 0.5, "threshold": 0.1,
+              "evidence": {"rows": 40, "before": 1.0, "newest": 2.5}}
+    store.run(lambda con: record_anomalies(con, raised=[raised], updated=[], resolved=[], now=5.0))
+    ctx = _ctx(store)
+    CausalJob().run(ctx)
+    assert b'causewatch_dependency_anomaly{dst="duration",evidence="duration median 1.0 -> 2.5 given its causes: ' \
+           b'0.500 bits > 0.100 on 40 rows",kind="mechanism_changed",scope="app:lu",src="(time)"} 1.0' \
+           in ctx.exporter.exposition()

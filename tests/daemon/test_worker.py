@@ -4,6 +4,7 @@ pauses while the daemon's writer has a backlog (a real daemon, a real agent's fr
 
 import math
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ from support import agent_config, free_port, samples, wait_for
 
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
+from causewatch.daemon import worker as worker_module
 from causewatch.daemon.server import Daemon
 from causewatch.daemon.worker import LOWEST_PRIORITY, Worker, WorkerError, ask
 
@@ -38,6 +40,66 @@ def test_a_chosen_niceness_keeps_the_normal_scheduler():
     w = Worker(niceness=5)
     try:
         assert w(os.getpriority, os.PRIO_PROCESS, 0) == 5 and w(os.sched_getscheduler, 0) == os.SCHED_OTHER
+    finally:
+        w.stop()
+
+
+def _policy_after(seconds: float) -> tuple[int, int]:
+    """In the child: its scheduling policy and niceness after `seconds` asleep."""
+    time.sleep(seconds)
+    return os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def _spin(cpu_seconds: float) -> tuple[int, int]:
+    """In the child: busy until it has used `cpu_seconds` of CPU; then its policy and niceness."""
+    start = time.process_time()
+    while time.process_time() - start < cpu_seconds:
+        pass
+    return os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def _refused(*args, **kwargs):
+    raise PermissionError(1, "Operation not permitted")
+
+
+CAN_RAISE = os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 10
+
+
+@pytest.mark.skipif(not CAN_RAISE, reason="raising a priority needs root, CAP_SYS_NICE or RLIMIT_NICE >= 20")
+def test_a_starved_request_is_raised_to_a_fair_share_until_it_ends_under_a_hog_on_every_core():
+    """Issue 29: at SCHED_IDLE the worker gets no CPU while every core is busy. With a busy process on
+    each core, a request that needs 0.3 CPU-s finishes because the worker is raised to nice 10
+    (SCHED_OTHER; 10 the default) after starved_after s; afterwards it is back at SCHED_IDLE."""
+    w = Worker()
+    assert w(os.getpid) and w.raised_seconds == 0.0   # the child started, before the hogs
+    w.starved_after = 0.3
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        assert w(_spin, 0.3) == (os.SCHED_OTHER, 10)
+        assert w.raised_seconds > 0
+        # read from here: a request would itself starve behind the hogs, and be raised
+        assert os.sched_getscheduler(w.pid) == os.SCHED_IDLE
+        assert os.getpriority(os.PRIO_PROCESS, w.pid) == LOWEST_PRIORITY
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+        w.stop()
+
+
+def test_a_worker_that_may_not_raise_says_so_once_and_goes_on(caplog, monkeypatch):
+    """Without the right to raise (RLIMIT_NICE 0, as a plain user without LimitNICE), the request still
+    runs, at SCHED_IDLE, and the log says what the daemon needs, once."""
+    w = Worker()
+    try:
+        w(os.getpid)   # the child started (not raised: a loaded machine may keep even this waiting)
+        resource.prlimit(w.pid, resource.RLIMIT_NICE, (0, 0))
+        if os.geteuid() == 0:   # root may raise whatever the limit: the kernel's refusal, as a user gets it
+            monkeypatch.setattr(worker_module, "_set_priority", _refused)
+        w.starved_after = 0.1
+        assert w(_policy_after, 0.5) == (os.SCHED_IDLE, LOWEST_PRIORITY)
+        assert w(_policy_after, 0.3) == (os.SCHED_IDLE, LOWEST_PRIORITY)
+        assert caplog.text.count("LimitNICE=+10") == 1 and w.raised_seconds == 0.0
     finally:
         w.stop()
 

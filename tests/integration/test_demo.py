@@ -36,6 +36,8 @@ def test_demo_reports_every_part(tmp_path):
     pictures = rep["model_pictures"]
     assert [p["scope"] for p in pictures] == ["app:demo"]
     assert open(pictures[0]["svg"]).read().lstrip().startswith(("<?xml", "<svg"))
+    assert all(p["severity"] == "page" and p["picture"].endswith("/api/model?scope=app%3Ademo&format=svg")
+               for p in rep["page"])   # the alerts its anomalies would page with (none in a run this short)
     (hog,) = rep["contention_hog"]
     assert hog["cpus"] and hog["started_s"] is None and hog["shown"].startswith("no: the hog never ran")
     assert all(a["when"] == "the hog never ran" and not a["cause"].startswith("the hog")

@@ -33,7 +33,7 @@ def _groups(svg: str) -> dict[str, dict[str, ET.Element]]:
     out = {"node": {}, "edge": {}}
     for g in root.iter(f"{SVG}g"):
         kind = (g.get("class") or "").split()
-        if kind and kind[0] in out:
+        if kind and kind[0] in out and "legend" not in kind:
             out[kind[0]][g.find(f"{SVG}title").text] = g
     return out
 
@@ -147,3 +147,60 @@ def test_dot_text_quotes_names():
     dot = drawing.to_dot(nodes + ['say "hi"\\'], edges)
     assert re.search(r'"A" -> "B" \[label="0.50", penwidth=3.50, color="#d62728"', dot)
     assert '"say \\"hi\\"\\\\";' in dot
+
+
+def _issue_29_model():
+    """The demo's task variables with a 0.001-bit edge, and the anomalies of a CPU hog: two mechanism
+    changes (drawn from `(time)`) and two dependencies the model does not hold."""
+    strengths = {frozenset(("size", "cpu_seconds")): 1.2, frozenset(("cpu_seconds", "duration")): 0.8,
+                 frozenset(("cpu_wait_seconds", "duration")): 0.6, frozenset(("size", "code_phase")): 0.9,
+                 frozenset(("code_phase", "duration")): 0.001}
+    model = CausalModel.from_search(
+        nodes=["size", "code_phase", "cpu_seconds", "cpu_wait_seconds", "duration"],
+        arcs=[("size", "cpu_seconds"), ("cpu_seconds", "duration"), ("cpu_wait_seconds", "duration"),
+              ("code_phase", "duration")], undirected=[frozenset(("size", "code_phase"))],
+        strengths=strengths, sepsets={}, equivalences=[])
+    return model, {("(time)", "cpu_wait_seconds"), ("(time)", "duration"), ("code_phase", "cpu_wait_seconds"),
+                   ("size", "cpu_wait_seconds")}
+
+
+def _text_boxes(svg: str) -> tuple[list, list]:
+    """(label boxes, node-name boxes) from each <text>'s position, anchor and font size (inherited from
+    its group), at 0.6 em per character: what a renderer would cover, give or take the font."""
+    root = ET.fromstring(svg)
+    labels, names = [], []
+
+    def walk(el, size, where):
+        size = float(el.get("font-size", size))
+        cls = (el.get("class") or "").split()
+        where = "label" if "labels" in cls or "edge" in cls else "node" if "node" in cls else \
+            "legend" if "legend" in cls else where
+        if el.tag == f"{SVG}text" and el.text:
+            w, x, y = 0.6 * size * len(el.text), float(el.get("x")), float(el.get("y"))
+            x0 = {"middle": x - w / 2, "end": x - w}.get(el.get("text-anchor"), x)
+            box = (el.text, (x0, y - 0.8 * size, x0 + w, y + 0.2 * size))
+            (labels if where == "label" else names if where == "node" else []).append(box)
+        for child in el:
+            walk(child, size, where)
+    walk(root, 14.0, "")
+    return labels, names
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_issue_29_picture_has_a_legend_no_zero_bit_edge_and_no_overlapping_labels(engine):
+    model, anomalous = _issue_29_model()
+    svg = drawing.model_svg(model, anomalous=anomalous, engine=engine, title="app:demo")
+    groups = _groups(svg)
+    assert "code_phase->duration" not in groups["edge"] and "0.00" not in re.findall(r">([0-9.]+)<", svg)
+    assert {"(time)->cpu_wait_seconds", "(time)->duration", "code_phase->cpu_wait_seconds",
+            "size->cpu_wait_seconds"} <= set(groups["edge"])
+    for line in ("red: an open anomaly", "dashed: a dependency the model does not hold",
+                 "(time): the window of the newest rows", "1 edge under 0.005 bits not drawn"):
+        assert line in svg
+    labels, names = _text_boxes(svg)
+    assert sorted(t for t, _ in labels) == sorted(["0.60", "0.80", "0.90", "1.20", "mechanism changed",
+                                                   "mechanism changed", "not in model", "not in model"])
+    assert {t for t, _ in names} >= {"(time)", "duration", "size"}
+    overlaps = [(a[0], b[0]) for i, a in enumerate(labels) for b in labels[i + 1:] + names
+                if drawing._overlap(a[1], b[1]) > 0]
+    assert not overlaps, f"labels overlap: {overlaps}"
