@@ -15,6 +15,7 @@ import tomllib
 import urllib.parse
 from pathlib import Path
 
+from causewatch import shards
 from causewatch.errors import ConfigError
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
@@ -86,6 +87,12 @@ class DaemonConfig:
     retain_samples_minute_days: float = _limit(400.0, 0.0, 36500.0)  # per-minute aggregates of samples
     retention_export: str = _fmt("", "folder")   # Parquet copies of deleted rows go here first ("" = none)
     retention_interval: float = _limit(300.0, 1.0, 86400.0)          # seconds between retention runs
+    # Shards (docs/shards.md): this daemon's name ("" = a lone daemon, today's layout); its lake files then
+    # go under STORE_LAKE/shard=NAME/. `peers`: the other shards' HTTP APIs, "NAME=http://HOST:PORT", which
+    # it fans every /api/ read out to (with api_token), each given peer_timeout seconds to answer.
+    shard: str = _fmt("", "shard")
+    peers: tuple = _fmt((), "peers")
+    peer_timeout: float = _limit(10.0, 0.1, 600.0)
 
     def __post_init__(self):
         # The aggregates stand in for the raw rows once those are gone: they must outlive them.
@@ -93,6 +100,16 @@ class DaemonConfig:
         if minute and (raw == 0 or minute < raw):
             raise ConfigError("retain_samples_minute_days", f"{minute!r} is shorter than retain_samples_days "
                               f"({raw!r}, 0 = forever): keep the per-minute aggregates at least as long")
+        if self.peers and (not self.shard or self.shard in self.peer_urls()):
+            raise ConfigError("peers", "give this daemon its own shard name (shard = NAME), one not among its peers")
+
+    def peer_urls(self) -> dict[str, str]:
+        """{shard name: HTTP API URL} of the peers (checked at load)."""
+        return shards.parse_members(self.peers)
+
+    def members(self) -> list[str]:
+        """Every shard of the site as this daemon knows it: itself and its peers ([] for a lone daemon)."""
+        return sorted({self.shard, *self.peer_urls()} - {""})
 
 
 @dataclasses.dataclass
@@ -111,6 +128,9 @@ class AgentConfig:
     # seconds without a handshake (from the start, or since a disconnect) before the sender warns, once,
     # that the daemon does not answer: longer than a daemon's restart takes, short enough to be seen
     answer_timeout: float = _limit(5.0, 0.1, 3600.0)
+    # A sharded site's daemons, "NAME=tcp://HOST:PORT": the agent sends to the one its node hashes to
+    # (causewatch/shards.py), in place of `daemon`; never to another while that one is down.
+    daemons: tuple = _fmt((), "daemons")
 
 
 @dataclasses.dataclass
@@ -140,6 +160,8 @@ def _check(cls, raw: dict, where: dict[str, str]):
         expected = type(default) if default not in (None, dataclasses.MISSING) else str
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
+        if expected is tuple and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = tuple(value)   # a TOML list of strings (the only lists settings take)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise ConfigError(key, f"expected {expected.__name__}, got {type(value).__name__} {value!r}", at)
         lo, hi = fields[key].metadata.get("range", (None, None))
@@ -224,8 +246,32 @@ def lake_problem(path: str) -> str | None:
     return f"{path}: cannot be made (the nearest existing folder above it is not a writable folder)"
 
 
+def shard_problem(name: str) -> str | None:
+    return shards.name_problem(name) if name else None
+
+
+def _members_problem(entries: tuple, address_problem) -> str | None:
+    try:
+        shards.parse_members(entries, address_problem)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def peers_problem(entries: tuple) -> str | None:
+    def url(address: str) -> str | None:
+        parts = urllib.parse.urlsplit(address)
+        return None if parts.scheme in ("http", "https") and parts.hostname else "expected http://HOST:PORT"
+    return _members_problem(entries, url)
+
+
+def daemons_problem(entries: tuple) -> str | None:
+    return _members_problem(entries, endpoint_problem)
+
+
 CHECKS = {"endpoint": endpoint_problem, "http": http_problem, "file": file_problem, "folder": folder_problem,
-          "lake": lake_problem, "scheduler": scheduler_problem}
+          "lake": lake_problem, "shard": shard_problem, "peers": peers_problem, "daemons": daemons_problem,
+          "scheduler": scheduler_problem}
 
 
 def _lines(text: str, section: str | None) -> dict[str, int]:

@@ -14,6 +14,7 @@ from causewatch.daemon import remote
 from causewatch.daemon.calls import Entry
 from causewatch.daemon.compute import compute_for
 from causewatch.daemon.job_causal import CausalJob
+from causewatch.daemon.job_causal_shards import ShardCausalJob
 from causewatch.daemon.job_compaction import CompactionJob
 from causewatch.daemon.job_fuzzy import FuzzyJob
 from causewatch.daemon.job_probe import ProbeJob
@@ -32,8 +33,10 @@ def default_jobs(cfg: DaemonConfig) -> list[Job]:
         termsets = load_terms(cfg.fuzzy_terms)
     except (OSError, TermsError) as e:
         raise ConfigError("fuzzy_terms", f"cannot load the term sets {cfg.fuzzy_terms!r} ({e})") from None
-    causal = CausalJob(min_new=cfg.causal_min_new, confirm=cfg.causal_confirm, interval=cfg.causal_interval,
-                       baseline_rows=cfg.causal_baseline_rows, compute=compute_for(cfg.analysis_scheduler))
+    causal = (ShardCausalJob.from_config(cfg) if cfg.peers else   # a sharded site: the scopes this shard owns
+              CausalJob(min_new=cfg.causal_min_new, confirm=cfg.causal_confirm, interval=cfg.causal_interval,
+                        baseline_rows=cfg.causal_baseline_rows))
+    causal.compute = compute_for(cfg.analysis_scheduler)   # where its learns run (docs/cluster.md)
     compaction = CompactionJob.from_config(cfg)
     return [causal, FuzzyJob(termsets), ProbeJob(cfg.reprobe_after), RetentionJob.from_config(cfg),
             *([compaction] if compaction else [])]

@@ -105,8 +105,10 @@ class NodeState:
     labels), when each node's newest frame was stored, and frames stored per node. Updated by the
     writer thread after each commit; a scrape copies it under a lock."""
 
-    def __init__(self, clock=time.time):
-        self.clock = clock
+    def __init__(self, clock=time.time, shard: str = ""):
+        """`shard`: this daemon's shard name, a `shard` label on every node series (several shards'
+        nodes meet in one Prometheus; "" = none, a lone daemon's series as before)."""
+        self.clock, self.shard = clock, shard
         self._lock = threading.Lock()
         self._values: dict[tuple[str, tuple], float] = {}   # (name, sorted label items) -> value
         self._last_seen: dict[str, float] = {}
@@ -129,11 +131,14 @@ class NodeState:
     def collect(self) -> Iterable[Metric]:
         with self._lock:
             values, seen, frames = dict(self._values), dict(self._last_seen), dict(self._frames)
+        shard = {"shard": self.shard} if self.shard else {}
         yield gauge_family("causewatch_agent_last_seen_timestamp_seconds", "When the daemon stored the node's "
-                           "newest frame, unix seconds", ["node"], (({"node": n}, t) for n, t in seen.items()))
-        stored = CounterMetricFamily("causewatch_node_frames_stored", "Frames stored per node", labels=["node"])
+                           "newest frame, unix seconds", ["node", *shard],
+                           (({"node": n, **shard}, t) for n, t in seen.items()))
+        stored = CounterMetricFamily("causewatch_node_frames_stored", "Frames stored per node",
+                                     labels=["node", *shard])
         for n, count in frames.items():
-            stored.add_metric([n], count)
+            stored.add_metric([n, *shard.values()], count)
         yield stored
         by_name: dict[str, list] = {}
         # an all-CPU value beside the per-CPU ones of the same series would be counted twice by a sum
@@ -142,7 +147,7 @@ class NodeState:
                    if any(k == "cpu" for k, _ in labels)}
         for (name, labels), value in values.items():
             if value == value and (name, labels) not in per_cpu:   # nor a null sample (NaN)
-                by_name.setdefault(name, []).append((dict(labels), value))
+                by_name.setdefault(name, []).append(({**dict(labels), **shard}, value))
         for name, series in sorted(by_name.items()):
             keys = sorted({k for labels, _ in series for k in labels})
             kind, help = node_metrics.describe(name.removeprefix("causewatch_"))
@@ -174,7 +179,7 @@ class Exporter:
     """Every series /metrics serves: ingest's counters and the agents' newest values (NodeState) in
     `registry`, and the jobs' snapshots."""
 
-    def __init__(self):
+    def __init__(self, shard: str = ""):
         self.registry = CollectorRegistry()
         r = self.registry
         self.frames_received = Counter("causewatch_frames_received", "Frames decoded, by type", ["type"], registry=r)
@@ -195,7 +200,7 @@ class Exporter:
         self.credit_share_bytes = Gauge("causewatch_credit_share_bytes", "Bytes each agent may have unacked now: "
                                         "max_in_flight_bytes shared among the connections", registry=r)
         self.snapshots = Snapshots()
-        self.nodes = NodeState()
+        self.nodes = NodeState(shard=shard)
         r.register(self.nodes)
 
     def publish(self, publisher: str, families: Iterable[Metric]) -> None:

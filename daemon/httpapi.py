@@ -25,6 +25,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client.exposition import gzip_accepted
 
 from causewatch.daemon import verbs
+from causewatch.daemon.cluster import PEER
 from causewatch.daemon.worker import WorkerError
 
 log = logging.getLogger("causewatch.daemon.http")
@@ -49,19 +50,21 @@ class Api:
     /metrics is not client_python's make_wsgi_app, whose negotiation and gzip rule it shares: that app
     renders every series on each scrape, and the jobs' snapshots are rendered once per publish."""
 
-    def __init__(self, exporter, answer: Callable, token: str = ""):
-        self.exporter, self.answer, self.token = exporter, answer, token
+    def __init__(self, exporter, answer: Callable, token: str = "", cluster=None):
+        """`cluster` (daemon/cluster.py, with peers configured): /api/ answers for every shard."""
+        self.exporter, self.answer, self.token, self.cluster = exporter, answer, token, cluster
 
     def __call__(self, environ: dict, start_response: Callable) -> list[bytes]:
         if environ.get("PATH_INFO") == "/metrics":
             return self._metrics(environ, start_response)
         try:
-            code, data, ctype = self._api(environ)
+            code, data, ctype, *extra = self._api(environ)
         except WorkerError as e:   # the API worker died or the daemon is stopping
             log.warning("%s %s: %s", environ["REQUEST_METHOD"], environ.get("PATH_INFO"), e)
-            code, data, ctype = _json(503, {"error": str(e)})
+            code, data, ctype, *extra = _json(503, {"error": str(e)})
         start_response(f"{code} {HTTPStatus(code).phrase}", [("Content-Type", ctype),
-                                                              ("Content-Length", str(len(data)))])
+                                                              ("Content-Length", str(len(data))),
+                                                              *(extra[0] if extra else [])])
         return [data]
 
     def _metrics(self, environ: dict, start_response: Callable) -> list[bytes]:
@@ -81,8 +84,15 @@ class Api:
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/")
         params = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
         accept = environ.get("HTTP_ACCEPT", "")
+        peer = environ.get("HTTP_" + PEER.upper().replace("-", "_"))
+        if peer is not None:
+            refused = self._peer_refused(peer, environ)
+            if refused:
+                return _json(403, {"error": refused})
+        # a peer's request is answered from this shard alone; any other, with peers, for the cluster
+        answer = self.cluster.answer if self.cluster is not None and peer is None else self.answer
         if method == "GET":
-            return self.answer(method, path, params, b"", accept)
+            return answer(method, path, params, b"", accept)
         if method != "POST":
             return _json(405, {"error": f"{method}: the API takes GET and POST"})
         given = environ.get("HTTP_AUTHORIZATION", "")
@@ -97,7 +107,21 @@ class Api:
             return _json(400, {"error": f"Content-Length: not a number ({environ['CONTENT_LENGTH']!r})"})
         if length > MAX_BODY:
             return _json(413, {"error": f"body over {MAX_BODY} bytes"})
-        return self.answer(method, path, params, environ["wsgi.input"].read(length), accept)
+        return answer(method, path, params, environ["wsgi.input"].read(length), accept)
+
+    def _peer_refused(self, peer: str, environ: dict) -> str | None:
+        """Why a request marked as a peer's is refused: the peer must be one this daemon was told about,
+        with the api_token when one is set (else from loopback)."""
+        known = sorted(self.cluster.peers) if self.cluster is not None else []
+        if peer not in known:
+            return f"{PEER} {peer!r}: not a peer of this daemon (its peers: {', '.join(known) or 'none'})"
+        given = environ.get("HTTP_AUTHORIZATION", "")
+        if self.token:
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+                return f"peer {peer!r}: give this daemon's api_token (Authorization: Bearer TOKEN)"
+        elif not _loopback(environ.get("REMOTE_ADDR", "")):
+            return f"peer {peer!r}: from another host a peer needs the api_token (none is set here)"
+        return None
 
 
 class _Server(ThreadingMixIn, WSGIServer):

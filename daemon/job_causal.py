@@ -166,6 +166,12 @@ class CausalJob(Job):
                 gauge_family(ANOMALY_GAUGE, ANOMALY_HELP, ["scope", "src", "dst", "kind", "evidence"], open_),
                 *self.compute.families()]
 
+    def _update(self, ctx, scope: str, df: pd.DataFrame, inputs: list[str]) -> None:
+        """One scope on its own: planned, learnt through the compute, taken in (a sharded job's way)."""
+        plan = self._plan(scope, df, inputs)
+        if plan is not None:
+            self._apply(ctx, scope, *plan, self.compute(learn, *plan[1]))
+
     def _plan(self, scope: str, df: pd.DataFrame, inputs: list[str]) -> tuple[pd.DataFrame, tuple] | None:
         """The scope's new rows and the arguments of its `learn`, or None when it has nothing to learn yet."""
         st = self.scopes.setdefault(scope, _Scope())

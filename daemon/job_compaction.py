@@ -36,7 +36,7 @@ class CompactionJob(Job):
     @classmethod
     def from_config(cls, cfg: DaemonConfig) -> CompactionJob | None:
         """The job for a configured store, or None where nothing moves (hot window 0, in-memory store)."""
-        lake = store.lake.folder_for(cfg.db, cfg.store_lake)
+        lake = store.lake.folder_for(cfg.db, cfg.store_lake, cfg.shard)
         if lake is None or not cfg.store_hot_seconds:
             return None
         return cls(str(lake), cfg.store_hot_seconds, cfg.compaction_interval)
@@ -64,6 +64,8 @@ class CompactionJob(Job):
         with ctx.read() as cur:
             days = readers.samples.lake_days_to_merge(cur, time.strftime("%Y-%m-%d", time.gmtime(cutoff)))
         self.merged_ = self.merge(ctx, *days[0]) if days else None
+        # after the commits: a shard's manifest names only complete files whose rows are no longer hot
+        ctx.write(functools.partial(store.lake.publish, lake=Path(self.lake)))
         with ctx.read() as cur:
             tiers = readers.samples.tiers(cur)
         ctx.exporter.publish(self.name, [

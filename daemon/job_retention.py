@@ -48,7 +48,7 @@ class RetentionJob(Job):
 
     @classmethod
     def from_config(cls, cfg: DaemonConfig) -> "RetentionJob":
-        lake = store.lake.folder_for(cfg.db, cfg.store_lake) if cfg.store_hot_seconds else None
+        lake = store.lake.folder_for(cfg.db, cfg.store_lake, cfg.shard) if cfg.store_hot_seconds else None
         return cls(cfg.retain_samples_days, cfg.retain_bbv_days, cfg.retain_samples_minute_days,
                    cfg.retention_export, cfg.retention_interval, str(lake or ""))
 

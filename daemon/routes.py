@@ -112,6 +112,12 @@ def tasks(con: Cursor, app, limit) -> pd.DataFrame:
     return df
 
 
+@verbs.TASK_APPS.handles
+def task_apps(con: Cursor) -> list[dict]:
+    """The apps with stored tasks: /api/task-apps."""
+    return [{"app": app} for app in readers.tasks.task_apps(con)]
+
+
 @verbs.SAMPLES.handles
 def samples(con: Cursor, metric, scope, limit) -> pd.DataFrame:
     """Stored samples, long, oldest first: /api/samples?metric=cpu_seconds&scope=node&limit=1000."""

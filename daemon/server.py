@@ -13,12 +13,14 @@ import threading
 from causewatch.config import DaemonConfig
 from causewatch.daemon import memory
 from causewatch.daemon.calls import Entry
+from causewatch.daemon.cluster import Cluster
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.httpapi import Api, HttpApi
 from causewatch.daemon.ingest import Ingest
 from causewatch.daemon.jobs import Job
 from causewatch.daemon.scheduler import Scheduler, WorkerJobs
 from causewatch.daemon.store import Store
+from causewatch.daemon.store.lake import folder_for as lake_folder
 from causewatch.daemon.worker import Host, Worker
 from causewatch.systemd import sd_notify
 
@@ -39,8 +41,8 @@ class Daemon:
         memory.arrow_from_malloc()
         memory.few_arenas()
         self.cfg = cfg
-        self.exporter = Exporter()
-        self.store = Store(cfg.db, cfg.store_memory_bytes, cfg.store_lake)
+        self.exporter = Exporter(cfg.shard)
+        self.store = Store(cfg.db, cfg.store_memory_bytes, cfg.store_lake, cfg.shard)
         self.ingest = Ingest(cfg, self.store, self.exporter)
         host = Host(self.store.cursor, self.ingest.call, self.ingest.send, self.exporter)
         # While frames wait for the writer the jobs worker is paused (a re-learn's cache and memory traffic slows
@@ -51,7 +53,10 @@ class Daemon:
                                   starved_after=cfg.analysis_starved_seconds, starved_nice=cfg.analysis_starved_nice)
         self.api_worker = Worker(API_NICE, host=host, name="causewatch-api")
         self.scheduler = Scheduler(WorkerJobs(self.jobs_worker), self.exporter.job_errors) if jobs != [] else None
-        self.http = HttpApi(cfg.http, Api(self.exporter, self._answer, cfg.api_token)) if cfg.http else None
+        root = lake_folder(cfg.db, cfg.store_lake)   # the shared lake's root: a down shard's history
+        cluster = (Cluster(cfg.shard, cfg.peer_urls(), self._answer, cfg.api_token, cfg.peer_timeout,
+                           str(root or "")) if cfg.peers else None)
+        self.http = HttpApi(cfg.http, Api(self.exporter, self._answer, cfg.api_token, cluster)) if cfg.http else None
         self.endpoint: str | None = None
 
     def _answer(self, *request) -> tuple[int, bytes, str]:

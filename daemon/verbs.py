@@ -111,6 +111,7 @@ BOTTLENECKS = Verb("bottlenecks", LAST, NODE, Param("top", int), Param("metric",
 RANK = Verb("rank", Param("app"))
 REGIONS = Verb("regions", LAST, NODE, Param("metric", many=True), LIMIT)
 TASKS = Verb("tasks", Param("app"), LIMIT)
+TASK_APPS = Verb("task-apps")        # the apps with stored tasks: a scope's owner finds them on every shard
 SAMPLES = Verb("samples", Param("metric", many=True), Param("scope"), LIMIT)
 BBV_TARGETS = Verb("bbv-targets", LIMIT)
 BBV = Verb("bbv", Param("target"), Param("kind"))
@@ -135,6 +136,6 @@ BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST
 # `app` when the pod names none (label causewatch/app), `max_age` the seconds after which a result is stale.
 PRIORITIZE = Verb("k8s/prioritize", Param("app"), Param("max_age", float), method="POST", writes=False)
 
-VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, REGIONS, TASKS, SAMPLES,
+VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, REGIONS, TASKS, TASK_APPS, SAMPLES,
                                          BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS, BASELINE,
                                          PRIORITIZE)}

@@ -32,6 +32,8 @@ flags or the config, or when the daemon refused every frame.
 def add_arguments(p):
     p.add_argument("--config", help="TOML file (table [agent] or top level)")
     p.add_argument("--daemon", help="daemon endpoint (default tcp://127.0.0.1:5555)")
+    p.add_argument("--daemons", metavar="NAME=ENDPOINT,...",
+                   help="a sharded site's daemons: send to the one this node hashes to (docs/shards.md)")
     p.add_argument("--node", help="node name (default: the host name)")
     p.add_argument("--ipc", help="ipc:// endpoint where instrumented programs send task/region records")
     p.add_argument("--server-key", help="the daemon's public key file (server.key): turns CURVE on")
@@ -54,7 +56,8 @@ def add_arguments(p):
 
 def load_config(args) -> AgentConfig:
     return config.load(AgentConfig, args.config, "agent", daemon=args.daemon, node=args.node, ipc=args.ipc,
-                       server_key=args.server_key, client_key=args.client_key, spool=args.spool)
+                       server_key=args.server_key, client_key=args.client_key, spool=args.spool,
+                       daemons=args.daemons and [d.strip() for d in args.daemons.split(",") if d.strip()])
 
 
 def run_probe(body: dict) -> dict:
@@ -65,7 +68,7 @@ def run_probe(body: dict) -> dict:
 
 
 def run(args) -> int:
-    from causewatch.agent import runner
+    from causewatch.agent import route, runner
     from causewatch.agent.sender import Sender
     cfg = load_config(args)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -77,6 +80,10 @@ def run(args) -> int:
         raise InputError(f"--stop-grace must be 0 or more seconds, got {args.stop_grace}")
     if args.check:
         return _check(cfg, runner.find_target(args.pid, args.match, args.cgroup), args.json)
+    cfg, shard = route.choose(cfg)
+    if shard:
+        log.info("node %s sends to shard %s (%s)", cfg.node, shard, cfg.daemon)
+    drains = [route.Drain(c).start() for c in route.hand_over(cfg, shard)]
     target = (runner.launch(cmd, args.leave_running, cfg=cfg, config_file=args.config) if cmd
               else runner.find_target(args.pid, args.match, args.cgroup))
     stop = runner.StopSignal()
@@ -100,6 +107,8 @@ def run(args) -> int:
     finally:
         if target is not None and not args.leave_running:
             target.stop(args.stop_grace)     # stopped with the agent: nothing left re-parented to PID 1
+        for drain in drains:
+            drain.close()
     return exit_status(code, agent.shutdown(args.flush_timeout))
 
 

@@ -746,7 +746,9 @@ def _next_steps(db: Path) -> str:
     causewatch nodes;  causewatch model --svg model.svg;  causewatch anomalies --all
     causewatch bottlenecks --top 10;  causewatch query "(time_share is high)";  causewatch rank demo
     causewatch phases --target app:demo --kind python     # every phase, each with its top functions
-    curl -s localhost:9464/metrics | grep causewatch_"""
+    curl -s localhost:9464/metrics | grep causewatch_
+  past one machine, daemons as shards over one lake, any of them answering for all (docs/shards.md):
+    causewatch daemon --shard a --peers b=http://HOST_B:9464 …;  causewatch agent --daemons a=tcp://…,b=tcp://…"""
 
 
 def _print(rep: dict, db: Path) -> None:

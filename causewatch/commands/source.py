@@ -9,6 +9,7 @@ baseline) go through its API too.
 from __future__ import annotations
 
 import json
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -90,6 +91,7 @@ class DaemonSource(_Source):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InputError(f"--daemon {url!r}: expected http://HOST:PORT")
         self.url = self.where = url.rstrip("/")
+        self.cluster: dict | None = None   # a cluster answer's {shards, missing, partial}
 
     def unreachable(self) -> str | None:
         try:
@@ -130,14 +132,38 @@ class DaemonSource(_Source):
         except (urllib.error.URLError, OSError) as e:
             raise InputError(f"{self.url}: cannot reach the daemon ({getattr(e, 'reason', e)})") from None
         if ctype == verbs.ARROW:
-            return _df(data)
-        return json.loads(data) if ctype == "application/json" else verbs.Text(data.decode(), ctype)
+            df = _df(data)
+            self.cluster = df.attrs.pop("cluster", None)
+            _say_partial(self.cluster)
+            return df
+        if ctype != "application/json":
+            return verbs.Text(data.decode(), ctype)
+        answer = json.loads(data)
+        if isinstance(answer, dict) and isinstance(answer.get("cluster"), dict):
+            # a daemon with peers answered for the cluster: the answer without the envelope, partial said
+            self.cluster = answer.pop("cluster")
+            _say_partial(self.cluster)
+            if set(answer) == {"records"}:
+                answer = answer["records"]
+        return answer
+
+
+def _say_partial(about: dict | None) -> None:
+    """The CLI's line for an answer some shards are missing from (on stderr: stdout stays the answer)."""
+    if about and about.get("partial"):
+        missing = "; ".join(f"{k}: {v}" for k, v in about.get("missing", {}).items())
+        print(f"causewatch: PARTIAL answer, shards missing: {missing} (answered: "
+              f"{', '.join(about.get('shards', [])) or 'none'})", file=sys.stderr)
 
 
 def _df(data: bytes):
-    """An Arrow IPC stream as the DataFrame it was, `attrs` from the schema metadata."""
+    """An Arrow IPC stream as the DataFrame it was, `attrs` from the schema metadata (a cluster answer's
+    {shards, missing, partial} as attrs["cluster"])."""
     import pyarrow as pa
     table = pa.ipc.open_stream(data).read_all()
+    meta = table.schema.metadata or {}
     df = table.to_pandas()
-    df.attrs.update(json.loads((table.schema.metadata or {}).get(b"causewatch", b"{}")))
+    df.attrs.update(json.loads(meta.get(b"causewatch", b"{}")))
+    if b"causewatch_cluster" in meta:
+        df.attrs["cluster"] = json.loads(meta[b"causewatch_cluster"])
     return df

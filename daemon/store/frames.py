@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from causewatch import wire
 from causewatch.daemon.store import columns
-from causewatch.daemon.store.lake import folder_for, sweep
+from causewatch.daemon.store.lake import folder_for, publish, sweep
 from causewatch.daemon.store.results import record_probe_facts
 from causewatch.daemon.store.schema import migrate
 from causewatch.daemon.store.views import create_views
@@ -104,8 +104,8 @@ class Verdicts:
 class Store:
     """Owns one DuckDB file: migrations at open, exactly-once batch commits, reader cursors."""
 
-    def __init__(self, path: str, memory_bytes: int | None = None, lake: str = ""):
-        self.path, self.lake = path, folder_for(path, lake)
+    def __init__(self, path: str, memory_bytes: int | None = None, lake: str = "", shard: str = ""):
+        self.path, self.lake = path, folder_for(path, lake, shard)
         self.con = duckdb.connect(path, config={"memory_limit": f"{memory_bytes}B"} if memory_bytes else {})
         try:
             self.version = migrate(self.con)
@@ -134,6 +134,7 @@ class Store:
         if missing:
             log.error("%s: lake files listed but missing, their rows are lost: %s", self.path, ", ".join(missing))
         create_views(self.con, self.lake)
+        publish(self.con, self.lake)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()

@@ -15,6 +15,7 @@ same in reverse: unlist in a transaction, then sweep.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import time
@@ -27,6 +28,8 @@ from causewatch.daemon.store.views import create_views, listed
 
 DAY_MS = 86_400_000
 TABLE = "samples"        # the lake's one table so far: its folder under the lake
+SHARD = "shard"          # a shard's level in a shared lake: shard=NAME/samples/day=.../
+MANIFEST = "manifest.json"   # a shard's listed files, for other shards' readers (publish)
 STAGING = ".staging"     # where a merge writes before its swap: never read, emptied by every sweep
 # The hot table a move deletes from and the dictionary that names its series (daemon/store/schema.py).
 HOT, SERIES = "samples_hot", "series"
@@ -43,14 +46,50 @@ COPY_OPTIONS = ("FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 9, PARQUET_
                 "DICTIONARY_SIZE_LIMIT 1, ROW_GROUP_SIZE 1048576")
 
 
-def folder_for(db: str, configured: str = "") -> Path | None:
+def folder_for(db: str, configured: str = "", shard: str = "") -> Path | None:
     """The lake folder: the configured one, else beside the DuckDB file (`x.duckdb` -> `x.lake/`), so
-    a store is one folder to back up or move; None for an in-memory store (nothing to move to)."""
+    a store is one folder to back up or move; None for an in-memory store (nothing to move to). A shard
+    writes a level below, `shard=NAME/`: several daemons share one lake, each listing its own files."""
     if configured:
-        return Path(configured).expanduser()
-    if db in ("", ":memory:") or db.startswith(":memory:"):
+        folder = Path(configured).expanduser()
+    elif db in ("", ":memory:") or db.startswith(":memory:"):
         return None
-    return Path(db).with_suffix(".lake")
+    else:
+        folder = Path(db).with_suffix(".lake")
+    return folder / f"{SHARD}={shard}" if shard else folder
+
+
+def publish(con: duckdb.DuckDBPyConnection, lake: Path | None) -> int:
+    """Write the lake's catalog as MANIFEST (a temporary file renamed into place: a reader sees the old
+    list or the new, whole): how other shards' readers find this shard's committed files without opening
+    its DuckDB file. Run after the transaction that changed the list commits (a listed file is complete
+    and its rows no longer hot). Returns the files listed."""
+    if lake is None or not lake.name.startswith(f"{SHARD}="):
+        return 0     # a lone daemon's lake: no other reader
+    rows = con.execute("SELECT path, day::VARCHAR, rows, ts_min, ts_max FROM lake_files ORDER BY day, path").fetchall()
+    files = [dict(zip(("path", "day", "rows", "ts_min", "ts_max"), r)) for r in rows]
+    lake.mkdir(parents=True, exist_ok=True)
+    tmp = lake / f".{MANIFEST}.{uuid.uuid4().hex}"
+    tmp.write_text(json.dumps({"written": time.time(), "files": files}))
+    os.replace(tmp, lake / MANIFEST)
+    return len(files)
+
+
+def shard_files(root: str | Path, skip: str = "") -> dict[str, list[str]]:
+    """{shard: [absolute paths]} of the files each shard's MANIFEST under the shared lake `root` lists and
+    that exist (a file merged away since the manifest was written is left out), but shard `skip`'s.
+    A manifest that cannot be read is left out, its shard absent from the answer."""
+    out: dict[str, list[str]] = {}
+    for manifest in sorted(Path(root).glob(f"{SHARD}=*/{MANIFEST}")):
+        shard = manifest.parent.name.partition("=")[2]
+        if shard == skip:
+            continue
+        try:
+            files = [manifest.parent / f["path"] for f in json.loads(manifest.read_text())["files"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        out[shard] = [str(f) for f in files if f.is_file()]
+    return out
 
 
 def sweep(con: duckdb.DuckDBPyConnection, lake: Path | None) -> dict[str, list[str]]:
@@ -68,6 +107,26 @@ def sweep(con: duckdb.DuckDBPyConnection, lake: Path | None) -> dict[str, list[s
         if d.is_dir() and not any(d.iterdir()):
             d.rmdir()
     return {"removed": removed, "missing": sorted(keep - on_disk)}
+
+
+def shard_samples(root: str | Path, shard: str, metrics: list[str] | None = None, scope: str | None = None):
+    """Shard `shard`'s committed lake samples (the files its manifest names, under the shared lake `root`)
+    with the `samples` view's columns, as an Arrow table; None when it has none. What a global query
+    reads of a shard that does not answer: its history, not its hot window."""
+    files = shard_files(root).get(shard)
+    if not files:
+        return None
+    quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    where, params = ["TRUE"], []
+    if metrics:
+        where.append(f"metric IN ({', '.join('?' * len(metrics))})")
+        params += list(metrics)
+    if scope is not None:
+        where.append("scope = ?")
+        params.append(scope)
+    with duckdb.connect() as con:
+        return con.sql(f"SELECT node, ts / 1000 AS ts, scope, metric, value FROM read_parquet([{quoted}]) "
+                       f"WHERE {' AND '.join(where)} ORDER BY ts, node, scope, metric", params=params).to_arrow_table()
 
 
 def day_of(seconds: float) -> str:

@@ -128,3 +128,11 @@ def test_alertmanager_config_passes_amtool_and_routes_pages_to_the_pager(labels,
 def test_alertmanager_groups_anomalies_by_scope():
     route = ALERTMANAGER.read_text().split("CausewatchModelChanged\"']\n")[1]
     assert route.splitlines()[0].strip() == "group_by: [scope]"
+
+
+@needs_promtool
+def test_the_sharded_scrape_recipe_passes_promtool():
+    recipe = ROOT / "deploy/prometheus/scrape-shards.yml"
+    r = subprocess.run(["promtool", "check", "config", str(recipe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.findall(r"labels: \{shard: (\w+)\}", recipe.read_text()) == ["a", "b", "c"]
