@@ -31,7 +31,7 @@ class CIResult:
     stat: float            # the statistic in the test's own units
     threshold: float       # independent when stat <= threshold
     independent: bool
-    bits: float            # the estimated conditional mutual information, in bits (edge strength)
+    bits: float            # the test's own dependence in bits (edge strength is strength.py's, not this)
     margin: float          # (stat - threshold) in null standard deviations: how safe the decision is
 
 
