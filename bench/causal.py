@@ -4,6 +4,9 @@ Families, each over seeds (the issue's list): the papers' Fig. 1 with nonlinear 
 performance model at three noise levels (papers.lu, with its tiers, given to causal-learn as forbidden
 edges too); multiple-index SEMs with 10 and 20 variables; a mixed 12-variable SEM whose every third
 variable is discrete (softmax of nonlinear indices; discrete parents enter by a value per level);
+the held-out families' harder kind (`mi3-*`, `mixed3-*`: tanh, sine and square of three projections,
+noise sd 0.6, expected degree 3, 500-2,000 rows; 4 of 12 variables discrete with 3-5 levels, a
+softmax child of continuous parents, non-monotone level embeddings);
 linear-Gaussian with 15 variables; pgmpy's example networks (forward-sampled, all discrete); cdt's
 Sachs flow-cytometry data against its consensus graph (read from the package folder, cdt itself is
 never imported). Prints every fit (CPU seconds, CI tests, SHD, adjacency P/R/F1, arrowhead F1), then
@@ -253,6 +256,60 @@ def multi_index_sem(dag: nx.DiGraph, n: int, seed: int, discrete_every: int = 0)
     return pd.DataFrame(cols)[sorted(cols, key=lambda c: int(c[1:]))], discrete
 
 
+INDEX_MECHANISMS = [np.tanh, np.sin, lambda v: v ** 2]   # the held-out families' three projections
+
+
+def _embedding(col: np.ndarray, rng) -> np.ndarray:
+    """A discrete parent's effect on one child: an arbitrary, non-monotone value per level."""
+    levels = int(col.max()) + 1
+    values = rng.normal(size=levels)
+    while levels > 2 and (np.all(np.diff(values) > 0) or np.all(np.diff(values) < 0)):
+        values = rng.normal(size=levels)   # monotone in the codes: draw again
+    return values[col.astype(int)]
+
+
+def multi_index3_sem(dag: nx.DiGraph, n: int, seed: int, n_discrete: int = 0,
+                     noise: float = 0.6) -> tuple[pd.DataFrame, list[str]]:
+    """The held-out families' harder SEM: each continuous variable is tanh(u1) + sin(u2) + u3² over three
+    random projections u of its standardised parents, standardised, plus N(0, noise²); a discrete
+    parent acts on each child through its own non-monotone embedding of its levels. `n_discrete`
+    variables (spread over the order) are discrete with 3-5 levels, drawn from a softmax over a
+    nonlinear score per level (tanh, sin or square of a projection of the parents)."""
+    rng = np.random.default_rng(seed)
+    order = list(nx.topological_sort(dag))
+    spread = np.linspace(len(order) - 1, 0, n_discrete, endpoint=False) if n_discrete else []
+    picked = set(np.round(spread).astype(int))
+    cols: dict[str, np.ndarray] = {}
+    discrete = []
+    for i, v in enumerate(order):
+        inputs = []
+        for p in sorted(dag.predecessors(v)):
+            col = _embedding(cols[p], rng) if p in discrete else cols[p]
+            inputs.append((col - col.mean()) / (col.std() or 1))
+        parents = np.column_stack(inputs) if inputs else np.zeros((n, 0))
+        if i in picked:
+            levels = int(rng.integers(3, 6))
+            if inputs:
+                u = parents @ (rng.normal(size=(parents.shape[1], levels)) / math.sqrt(parents.shape[1]))
+                scores = np.column_stack([INDEX_MECHANISMS[k % 3](u[:, k]) for k in range(levels)])
+                logits = scores * rng.uniform(1.5, 3.0, levels)
+            else:
+                logits = np.tile(rng.normal(size=levels) * 0.5, (n, 1))
+            prob = np.exp(logits - logits.max(axis=1, keepdims=True))
+            cum = np.cumsum(prob / prob.sum(axis=1, keepdims=True), axis=1)
+            cols[v] = (rng.random((n, 1)) > cum).sum(axis=1).clip(0, levels - 1).astype(float)
+            discrete.append(v)
+            continue
+        if inputs:
+            u = parents @ (rng.normal(size=(parents.shape[1], 3)) / math.sqrt(parents.shape[1]))
+            signal = sum(g(u[:, k]) for k, g in enumerate(INDEX_MECHANISMS))
+            signal = (signal - signal.mean()) / (signal.std() or 1)
+        else:
+            signal = np.zeros(n)
+        cols[v] = signal + rng.normal(size=n) * (noise if inputs else 1.0)
+    return pd.DataFrame(cols)[sorted(cols, key=lambda c: int(c[1:]))], discrete
+
+
 @dataclasses.dataclass
 class Case:
     family: str
@@ -279,6 +336,14 @@ def families(quick: bool):
             return dag, df, disc, None
         return make
 
+    def hard(nv, n, n_discrete):
+        """The held-out families' kind: three projections, noise 0.6, expected degree 3."""
+        def make(seed):
+            dag = random_dag(nv, seed=7000 + 1000 * seed + nv, degree=3.0)
+            df, disc = multi_index3_sem(dag, n, seed=7000 + 1000 * seed + nv + 1, n_discrete=n_discrete)
+            return dag, df, disc, None
+        return make
+
     def paper(fn, **kw):
         def make(seed):
             ex = fn(n=rows or 1000, seed=seed, **kw)
@@ -290,7 +355,9 @@ def families(quick: bool):
            *[(f"lu-noise{noise}-{r1}r", "nonlinear", paper(papers.lu, noise=noise)) for noise in (0.02, 0.05, 0.1)],
            (f"multi-index-10v-{r1}r", "nonlinear", synth(10, 1000, "nonlinear")),
            (f"mixed-12v-{r2}r", "mixed", synth(12, 2000, "mixed")),
-           (f"linear-15v-{r2}r", "linear", synth(15, 2000, "linear"))]
+           (f"linear-15v-{r2}r", "linear", synth(15, 2000, "linear")),
+           *[(f"mi3-10v-{n}r", "nonlinear", hard(10, n, 0)) for n in ((500,) if quick else (500, 1000))],
+           *[(f"mixed3-12v-{n}r", "mixed", hard(12, n, 4)) for n in ((500,) if quick else (500, 2000))]]
     if not quick:
         out.insert(5, ("multi-index-20v-2000r", "nonlinear", synth(20, 2000, "nonlinear")))
     for name in ["asia", "sachs", "child"] + ([] if quick else ["insurance", "alarm"]):

@@ -34,8 +34,8 @@ log = logging.getLogger("causewatch.daemon.job_causal")
 SUBMODEL_ROWS = 4096
 BEFORE_ROWS = 200   # of the baseline's window, against each check's newest tasks (a seeded sample)
 EDGE_GAUGE = "causewatch_edge_strength"
-EDGE_HELP = ("Strength of a learned causal edge: the weakest conditional mutual information seen, in bits "
-             "of information (not of data, so no _bytes unit)")
+EDGE_HELP = ("Strength of a learned causal edge: the mutual information between its two ends, in bits of "
+             "information (not of data, so no _bytes unit), at most the entropy of either end")
 MARKOV_GAUGE = "causewatch_markov_violation"
 MARKOV_HELP = ("Information between a variable and its non-descendants given its parents on the newest "
                "tasks, bits (above the test threshold = the model's independence no longer holds)")

@@ -151,8 +151,7 @@ def _subspace_sums(ev_t, data_t, ev_codes, codes, widths, chunks):
     return out
 
 
-@numba.njit(parallel=True, fastmath=True, cache=True)
-def _subspace_sums_symmetric(data_t, codes, widths, chunks):
+def _symmetric_sums(data_t, codes, widths, chunks):
     """_subspace_sums at the data points themselves (resubstitution): the kernel is symmetric, so
     each pair i < j is computed once and counted for both points -- half the work."""
     n = data_t.shape[1]
@@ -163,6 +162,12 @@ def _subspace_sums_symmetric(data_t, codes, widths, chunks):
         for i in range(c, n, chunks):
             _point_sums(data_t, i, data_t, codes, codes, widths, i + 1, q, acc[c], out)
     return out + acc.sum(axis=0).T
+
+
+_subspace_sums_symmetric = numba.njit(parallel=True, fastmath=True, cache=True)(_symmetric_sums)
+# The same loop without a thread pool (prange runs as range): for callers in a process that may fork
+# later (the daemon's fork server warms the learner, whose edge strengths use this).
+_subspace_sums_symmetric_serial = numba.njit(fastmath=True, cache=True)(_symmetric_sums)
 
 
 def _chunks(m: int) -> int:
@@ -286,7 +291,7 @@ def _nested_map(base, order, nz, nx, prepared, discrete, estimator):
     return m, np.array([ld1[:nz].sum(), ld1[:nz + nx].sum(), ld2.sum(), ld1.sum()])
 
 
-def kernel_terms(prepared, discrete, x, y, z, estimator="kde", seed=0, rows=None, permutation=None):
+def kernel_terms(prepared, discrete, x, y, z, estimator="kde", seed=0, rows=None, permutation=None, serial=False):
     """Kernel sums (m, 4) for the subspaces z, xz, yz, xyz and the log|det| of their transforms.
 
     "kde" whitens each subspace's continuous columns with a bandwidth matrix h²·cov (the marginal
@@ -326,6 +331,8 @@ def kernel_terms(prepared, discrete, x, y, z, estimator="kde", seed=0, rows=None
         logdet = np.zeros(4)
         data_t, ev_t = np.zeros((0, len(base))), np.zeros((0, len(ev_data)))
     if ev_data is cont_data:  # resubstitution at every row
+        if serial:
+            return _subspace_sums_symmetric_serial(data_t, codes, widths, 1), logdet
         return _subspace_sums_symmetric(data_t, codes, widths, _chunks(len(base))), logdet
     return _subspace_sums(ev_t, data_t, np.ascontiguousarray(ev_codes), codes, widths, _chunks(len(ev_t.T))), logdet
 
@@ -402,7 +409,8 @@ def _drop_copies(prepared, cols, z) -> list:
     return [c for c in cols if not any(np.array_equal(prepared[:, c], prepared[:, w]) for w in z)]
 
 
-def cmi_bits(prepared, discrete, x, y, z=(), estimator="kde", seed=0, rows=None, permutation=None) -> float:
+def cmi_bits(prepared, discrete, x, y, z=(), estimator="kde", seed=0, rows=None, permutation=None,
+             serial=False) -> float:
     """I(x; y | z) in bits for lists of column indices of a prepared matrix (I(x;y) if z is empty).
 
     The bandwidth and bin-width constants cancel between the four entropy terms, so they drop out.
@@ -413,7 +421,7 @@ def cmi_bits(prepared, discrete, x, y, z=(), estimator="kde", seed=0, rows=None,
     if np.asarray(discrete, dtype=bool)[list(x) + list(y) + list(z)].all():
         codes = prepared if permutation is None else permuted(prepared, x, permutation)
         return discrete_cmi_bits(codes, x, y, z)
-    return _log_ratio_mean(*kernel_terms(prepared, discrete, x, y, z, estimator, seed, rows, permutation))
+    return _log_ratio_mean(*kernel_terms(prepared, discrete, x, y, z, estimator, seed, rows, permutation, serial))
 
 
 def gaussian_cmi_bits(prepared, x, y, z=()) -> float:

@@ -26,7 +26,7 @@ class Edge:
     src: str
     dst: str
     directed: bool
-    strength: float  # bits: the weakest conditional dependence seen while testing the edge
+    strength: float  # bits: I(src; dst), at most either end's entropy (strength.py), whatever the CI test
 
 
 class CausalModel:

@@ -20,6 +20,7 @@ from causewatch.analytics.causal.background import Background
 from causewatch.analytics.causal.ci import AutoTest, CIResult, CITest, Dataset
 from causewatch.analytics.causal.gsquare import combination_codes
 from causewatch.analytics.causal.model import CausalModel
+from causewatch.analytics.causal.strength import edge_strengths
 
 ORIENTATIONS = ("majority", "conservative", "standard")
 # An information equivalence needs I(x;y | s') > 0 by at least this many null sd: a deterministic
@@ -141,11 +142,14 @@ class PCLearner:
         self.decisions_: dict = {}
         self.n_tests_ = 0
         self.n_reused_ = 0
-        self.strengths_: dict = {}
         self.equivalences_: list[dict] = []
         self._functions: dict = {}
         adj = self._adjacency_search()
         arcs, undirected = self._orient(adj)
+        # Strength is one quantity whatever the test: I(a; b) in bits, bounded by either end's entropy
+        # (strength.py); the tests' own `bits` differ in kind (RCoT's canonical correlation is unbounded).
+        self.strengths_ = edge_strengths(self.data_.values, self.data_.names, self.data_.discrete,
+                                         [frozenset(a) for a in arcs] + [frozenset(p) for p in undirected])
         self.model_ = CausalModel.from_search(
             nodes=self.data_.names, arcs=arcs, undirected=undirected, strengths=self.strengths_,
             sepsets=self.sepsets_, equivalences=self.equivalences_,
@@ -165,8 +169,6 @@ class PCLearner:
                 res, rows = self.ci_test.test(self.tested_, a, b, tuple(sorted(z))), self.tested_.n
                 self.n_tests_ += self.ci_test.n_tests - before
             self.decisions_[key] = (res, rows)   # with the rows it was tested on
-        p = _pair(a, b)
-        self.strengths_[p] = min(self.strengths_.get(p, float("inf")), res.bits)
         return res
 
     def _adjacency_search(self) -> dict[str, set[str]]:

@@ -67,8 +67,8 @@ def add_learning_arguments(parser) -> None:
                         help="CI test: auto (default: Fisher-z on jointly Gaussian data, counting G² when all "
                              "discrete, else RCoT), kde (calibrated KDE MI), rcot, the papers' KDE MI, Fisher-z, G²")
     parser.add_argument("--alpha", type=float, default=None,
-                        help="significance level (not for lemeire; default 0.01, and 0.05 when auto picks G² "
-                             "for all-discrete data)")
+                        help="significance level (not for lemeire; default 0.01, 0.02 when auto picks RCoT, "
+                             "0.05 when it picks G² for all-discrete data)")
     parser.add_argument("--no-equivalences", action="store_true", help="plain PC: no information-equivalence rule")
     parser.add_argument("--submodels", action="store_true", help="also fit each node on its parents (MDL)")
     parser.add_argument("--dot", metavar="FILE", help="write the graph as Graphviz DOT")

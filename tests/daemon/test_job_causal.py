@@ -178,6 +178,41 @@ def test_learn_command_prepares_the_same_variables_as_the_daemons_job(store, tmp
     assert "t_start: bookkeeping" in said
 
 
+def _solver_tasks(count, seed=0):
+    """`mb` takes three values and page faults follow it: at most log2 3 bits between them."""
+    rng = np.random.default_rng(seed)
+    df = _tasks(seed, 0, count).assign(app="solver")
+    mb = rng.choice([64, 256, 1024], count)
+    faults = mb * 250 * rng.uniform(0.8, 1.2, count)
+    df["params"] = [json.dumps({"mb": int(m)}) for m in mb]
+    df["counters"] = [json.dumps({"page_faults": f}) for f in faults]
+    df["duration"] = np.sqrt(faults) * 1e-2 + rng.normal(0, 0.5, count)
+    df["cpu_seconds"] = df["duration"] * rng.uniform(0.85, 0.95, count)
+    return df
+
+
+def test_learn_and_the_daemon_show_the_same_bounded_strength_on_the_same_rows(store, tmp_path, capsys):
+    _ingest(store, _solver_tasks(300))
+    job = CausalJob(min_rows=50)
+    ctx = _ctx(store)
+    job.run(ctx)
+    rows = store.cursor().execute("SELECT src, dst, strength FROM edges").fetchall()
+    stored = {frozenset((s, d)): v for s, d, v in rows}
+    assert frozenset(("mb", "page_faults")) in stored
+    gauge = ctx.exporter.exposition().decode()
+    store.close()
+    assert main(["learn", f"duckdb:{tmp_path / 'cw.duckdb'}:tasks", "--app", "solver", "--json"]) == 0
+    learnt = {frozenset((e["src"], e["dst"])): e["strength"] for e in json.loads(capsys.readouterr().out)["edges"]}
+    assert 0.5 < learnt[frozenset(("mb", "page_faults"))] <= np.log2(3)   # it printed 19.932 bits
+    for pair in stored.keys() & learnt.keys():
+        assert learnt[pair] == pytest.approx(stored[pair], abs=1e-3), pair
+    for pair, bits in stored.items():
+        assert bits <= np.log2(3) + 1e-9 or "mb" not in pair
+        a, b = sorted(pair)
+        assert any(f'src="{s}"' in line and f'dst="{d}"' in line and abs(float(line.split()[-1]) - bits) < 1e-6
+                   for line in gauge.splitlines() for s, d in ((a, b), (b, a))), (pair, gauge)
+
+
 def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     """The DAG changes (duration starts to depend on n), then changes back: one markov_violation of
     duration on n is raised, updated while it lasts and resolved after; the gauge follows it."""
