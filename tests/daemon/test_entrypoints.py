@@ -44,7 +44,7 @@ def test_the_preload_starts_no_thread_pool():
 def test_every_ask_has_a_handler_and_an_unknown_one_is_named():
     host = Host(cursor=None, write=print, send=print, exporter=Exporter())
     assert set(host.handlers) == set(Ask)
-    with pytest.raises(worker.WorkerError, match="'sql'.*rows, arrow, write, send, publish"):
+    with pytest.raises(worker.WorkerError, match="'sql'.*rows, arrow, write, read, send, publish"):
         host("sql")
 
 
