@@ -7,6 +7,7 @@ import pandas as pd
 
 from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
+from causewatch.daemon.store.views import samples_filter
 
 
 def samples_per_metric(con: Cursor) -> dict[str, int]:
@@ -18,14 +19,8 @@ def samples_df(con: Cursor, metrics: list[str] | None = None, scope: str | None 
     """Stored samples in their long form (node, ts, scope, metric, value), oldest first (rows of one
     time by node, scope and metric: the order they were stored in is not kept), the first `limit`
     (all: None)."""
-    where, params = ["TRUE"], []
-    if metrics:
-        where.append(f"metric IN ({', '.join('?' * len(metrics))})")
-        params += list(metrics)
-    if scope is not None:
-        where.append("scope = ?")
-        params.append(scope)
-    return con.execute(f"SELECT node, ts, scope, metric, value FROM samples WHERE {' AND '.join(where)} "
+    where, params = samples_filter(metrics, scope)
+    return con.execute(f"SELECT node, ts, scope, metric, value FROM samples WHERE {where} "
                        "ORDER BY ts, node, scope, metric LIMIT ?", [*params, limit]).df()
 
 

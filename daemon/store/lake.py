@@ -24,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 
-from causewatch.daemon.store.views import create_views, listed
+from causewatch.daemon.store.views import create_views, listed, samples_filter
 
 DAY_MS = 86_400_000
 TABLE = "samples"        # the lake's one table so far: its folder under the lake
@@ -117,16 +117,10 @@ def shard_samples(root: str | Path, shard: str, metrics: list[str] | None = None
     if not files:
         return None
     quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-    where, params = ["TRUE"], []
-    if metrics:
-        where.append(f"metric IN ({', '.join('?' * len(metrics))})")
-        params += list(metrics)
-    if scope is not None:
-        where.append("scope = ?")
-        params.append(scope)
+    where, params = samples_filter(metrics, scope)
     with duckdb.connect() as con:
         return con.sql(f"SELECT node, ts / 1000 AS ts, scope, metric, value FROM read_parquet([{quoted}]) "
-                       f"WHERE {' AND '.join(where)} ORDER BY ts, node, scope, metric", params=params).to_arrow_table()
+                       f"WHERE {where} ORDER BY ts, node, scope, metric", params=params).to_arrow_table()
 
 
 def day_of(seconds: float) -> str:

@@ -57,3 +57,16 @@ def create_views(con: duckdb.DuckDBPyConnection, lake: Path | None = None) -> No
     con.execute(f"CREATE OR REPLACE VIEW samples_raw AS {raw}")
     con.execute(_SAMPLES_MINUTE)
     con.execute(_BBV)
+
+
+def samples_filter(metrics: list[str] | None = None, scope: str | None = None) -> tuple[str, list]:
+    """The WHERE clause (and its parameters) of a read of the samples' columns: these metrics (all: None)
+    of this scope (any: None)."""
+    where, params = ["TRUE"], []
+    if metrics:
+        where.append(f"metric IN ({', '.join('?' * len(metrics))})")
+        params += list(metrics)
+    if scope is not None:
+        where.append("scope = ?")
+        params.append(scope)
+    return " AND ".join(where), params
