@@ -15,7 +15,7 @@ nothing new). Then, for each load: the daemon is restarted on the same store, gi
 --settle seconds, the busy loops (`while True: pass`, nice 0) start, and each verb runs once as a new
 `causewatch` process (a verb's first call on that daemon: its API worker's first answers included).
 The machine's load average is printed: other work on it slows the loaded figures further.
-Usage: python bench/daemon.py [--minutes 15] [--idle 60] [--load 8] [--settle 20] [--verbs-only DB]
+Usage: python bench/daemon.py [--minutes 15] [--idle 60] [--load 8] [--settle 20] [--verbs-only DB --app APP]
 """
 
 from __future__ import annotations
@@ -247,7 +247,9 @@ def main() -> None:
     ap.add_argument("--load", type=int, action="append", help="busy loops beside the verbs (default: 0 and 8)")
     ap.add_argument("--settle", type=float, default=20.0, help="seconds between a daemon's start and its verbs")
     ap.add_argument("--verbs-only", metavar="DB", help="skip the run: time the verbs on this store (a copy)")
+    ap.add_argument("--app", default="bench-1", help="the app `learn tasks` learns (default bench-1, the run's)")
     args = ap.parse_args()
+    VERBS["learn tasks"] = (["learn", "tasks", "--app", args.app], VERBS["learn tasks"][1])
     loads = args.load or [0, 8]
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="cw-daemon-") as folder:
