@@ -88,19 +88,33 @@ def test_coverage_keeps_the_largest_phases_in_phase_order():
     assert covering(weights * 7, 0.5) == [1, 4]          # weights need not sum to 1
 
 
-FULL_RUNS = 5
+KIT_RUNS = 3
 
 
 @pytest.fixture(scope="module")
 def same_node(kit):
-    """The kit run on the node it was built on, and FULL_RUNS more full runs of the workload there, as the
-    application runs it: workers spawned from pytest import pytest first and run tasks 20 % slower."""
+    """The kit run KIT_RUNS times on the node it was built on, each between two full runs of the workload
+    there, as the application runs it (workers spawned from pytest would import pytest first and run tasks
+    20 % slower): the run whose prediction is the median, and the 2 * KIT_RUNS full runs.
+
+    Interleaved, because a shared VM's speed drifts by 20-30 % over seconds (a fixed loop's CPU time
+    each second of 20 quiet ones here: 21.7-30.0 ms): five full runs taken before one probe compared
+    the probe with another moment, and failed CI twice."""
     _, manifest = kit
     command = [sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--tasks", str(TASKS), "--scale",
                str(SCALE), "--workers", str(manifest["workers"]), "--json"]
-    full = [json.loads(subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout)
-            for _ in range(FULL_RUNS)]
-    return run_kit(manifest), full
+
+    def full_run() -> dict:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+        return json.loads(done.stdout)
+
+    kits, full = [], []
+    for _ in range(KIT_RUNS):
+        full.append(full_run())
+        kits.append(run_kit(manifest))
+        full.append(full_run())
+    kits.sort(key=lambda r: r["predicted_cpu_seconds"])
+    return kits[KIT_RUNS // 2], full
 
 
 def test_kit_predicts_its_own_node(same_node):
@@ -110,15 +124,15 @@ def test_kit_predicts_its_own_node(same_node):
     assert 0.5 < result["cpu_ratio"] < 2.0
 
 
-def test_later_full_runs_fall_inside_the_reported_interval(same_node):
-    """The interval is a 95 % one for one more run, so one run in 20 falls outside by design (this test
-    failed that way on one run now and then). Most of FULL_RUNS must fall inside: at 95 % coverage, 3 of 5
-    miss with probability ~0.1 %, at 85 % ~3 %; an interval shifted by its own width misses them all."""
+def test_full_runs_fall_inside_the_reported_interval(same_node):
+    """The interval is a 95 % one for one more run, so the median of six runs falls inside it all but
+    always when it is centred right; an interval shifted by its own width leaves it outside. Five full runs
+    before one probe, most inside, failed 2 of 6 trials on a quiet machine here; this, 1 of 28."""
     result, full = same_node
     # CPU task-seconds: the wall time of a run on 2 cores shared with other test processes depends on them
     cpu = [run["task_cpu_seconds"] for run in full]
-    inside = [result["cpu_lo"] <= c <= result["cpu_hi"] for c in cpu]
-    assert sum(inside) > FULL_RUNS // 2, f"{cpu} against [{result['cpu_lo']:.3f}, {result['cpu_hi']:.3f}]"
+    assert result["cpu_lo"] <= float(np.median(cpu)) <= result["cpu_hi"], \
+        f"{cpu} against [{result['cpu_lo']:.3f}, {result['cpu_hi']:.3f}]"
 
 
 def test_cpu_bound_phases_scale_their_cpu_time_by_the_stretch(same_node):
