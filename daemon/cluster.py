@@ -56,18 +56,41 @@ class Reply:
     data: bytes = b""
     ctype: str = ""
     error: str = ""
+    shards: str = ""     # the ANSWERED header: set when the shard answered for a cluster of its own
+
+
+def ask_all(targets: dict[str, str], method: str, path: str, params: dict, raw: bytes, accept: str, token: str,
+            asker: str | None, timeout: float, meanwhile: Callable[[], Reply] | None = None) -> list[Reply]:
+    """`fetch` from every {name: url} at once (and `meanwhile()` in this thread, first in the list); a
+    target still silent at the deadline is 'no answer'."""
+    replies = {name: Reply(name, error=f"no answer within {timeout:g} s") for name in targets}
+
+    def ask(name, url):
+        replies[name] = fetch(name, url, method, path, params, raw, accept, token, asker, timeout)
+
+    threads = [threading.Thread(target=ask, args=item, name=f"peer-{item[0]}", daemon=True)
+               for item in targets.items()]
+    for t in threads:
+        t.start()
+    mine = [meanwhile()] if meanwhile is not None else []
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    # a thread still running past the deadline leaves its 'no answer' in place (dict writes are atomic)
+    return [*mine, *(dict(replies)[name] for name in targets)]
 
 
 def fetch(shard: str, url: str, method: str, path: str, params: dict, raw: bytes, accept: str, token: str,
-          asker: str, timeout: float) -> Reply:
-    """Ask one peer, as a peer (PEER header, the token); never raises."""
+          asker: str | None, timeout: float) -> Reply:
+    """Ask one shard: as a peer (PEER header: `asker`, the token), or as a client (`asker` None); never
+    raises."""
     # imported here: urllib.request (http.client, email, ssl) costs the ingesting daemon ~10 MB, and a
     # lone daemon never asks a peer
     import urllib.error
     import urllib.parse
     import urllib.request
     query = urllib.parse.urlencode(params, doseq=True)
-    headers = {"Accept": accept, PEER: asker}
+    headers = {"Accept": accept} if asker is None else {"Accept": accept, PEER: asker}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     if method == "POST":
@@ -79,7 +102,8 @@ def fetch(shard: str, url: str, method: str, path: str, params: dict, raw: bytes
             data = reply.read(MAX_ANSWER + 1)
             if len(data) > MAX_ANSWER:
                 return Reply(shard, error=f"answer over {MAX_ANSWER} bytes")
-            return Reply(shard, reply.status, data, reply.headers.get("Content-Type", ""))
+            return Reply(shard, reply.status, data, reply.headers.get("Content-Type", ""),
+                         shards=reply.headers.get(ANSWERED, ""))
     except urllib.error.HTTPError as e:
         return Reply(shard, e.code, e.read()[:MAX_ANSWER], e.headers.get("Content-Type", ""))
     except Exception as e:   # refused, reset, timed out, a malformed status line: the shard did not answer
@@ -102,24 +126,12 @@ class Cluster:
 
     def gather(self, method: str, path: str, params: dict, raw: bytes, accept: str) -> list[Reply]:
         """Every shard's reply, this one's first; a peer still silent at the deadline is 'no answer'."""
-        replies = {name: Reply(name, error=f"no answer within {self.timeout:g} s") for name in self.peers}
-
-        def ask(name, url):
-            replies[name] = fetch(name, url, method, path, params, raw, accept, self.token, self.shard, self.timeout)
-
-        threads = [threading.Thread(target=ask, args=item, name=f"peer-{item[0]}", daemon=True)
-                   for item in self.peers.items()]
-        for t in threads:
-            t.start()
-        try:
-            mine = Reply(self.shard, *self.local(method, path, params, raw, accept))
-        except Exception as e:   # the API worker died: this shard is missing like any other
-            mine = Reply(self.shard, error=f"{type(e).__name__}: {e}")
-        deadline = time.monotonic() + self.timeout
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        # a thread still running past the deadline leaves its 'no answer' in place (dict writes are atomic)
-        return [mine, *(dict(replies)[name] for name in self.peers)]
+        def mine() -> Reply:
+            try:
+                return Reply(self.shard, *self.local(method, path, params, raw, accept))
+            except Exception as e:   # the API worker died: this shard is missing like any other
+                return Reply(self.shard, error=f"{type(e).__name__}: {e}")
+        return ask_all(self.peers, method, path, params, raw, accept, self.token, self.shard, self.timeout, mine)
 
     def answer(self, method: str, path: str, params: dict, raw: bytes, accept: str) -> tuple[int, bytes, str, list]:
         """(code, body, content type, extra headers) for the whole cluster."""

@@ -748,7 +748,8 @@ def _next_steps(db: Path) -> str:
     causewatch phases --target app:demo --kind python     # every phase, each with its top functions
     curl -s localhost:9464/metrics | grep causewatch_
   past one machine, daemons as shards over one lake, any of them answering for all (docs/shards.md):
-    causewatch daemon --shard a --peers b=http://HOST_B:9464 …;  causewatch agent --daemons a=tcp://…,b=tcp://…"""
+    causewatch daemon --shard a --peers b=http://HOST_B:9464 …;  causewatch agent --daemons a=tcp://…,b=tcp://…
+    causewatch nodes --daemons http://HOST_A:9464,http://HOST_B:9464    # shards without peers, read as one"""
 
 
 def _print(rep: dict, db: Path) -> None:

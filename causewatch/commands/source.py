@@ -21,16 +21,22 @@ DEFAULT_DAEMON = f"http://{DaemonConfig.http}"
 
 
 def add_source_arguments(parser) -> None:
-    parser.add_argument("--daemon", metavar="URL", default=DEFAULT_DAEMON,
-                        help=f"a running daemon's HTTP API (default {DEFAULT_DAEMON})")
-    parser.add_argument("--db", metavar="FILE", help="a stopped daemon's DuckDB store instead of the daemon")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--daemon", metavar="URL", default=DEFAULT_DAEMON,
+                       help=f"a running daemon's HTTP API (default {DEFAULT_DAEMON})")
+    where.add_argument("--daemons", metavar="URL,URL,...",
+                       help="several daemons (shards without peers of their own) answering as one: each asked at "
+                            "once, the answers merged, a daemon that did not answer named on a PARTIAL line")
+    where.add_argument("--db", metavar="FILE", help="a stopped daemon's DuckDB store instead of the daemon")
 
 
 def open_source(args):
-    """The store file of --db, else the daemon at --daemon (the default store file when that daemon
-    does not answer and the file exists next to us); neither is a clear error."""
+    """The store file of --db, else the daemons of --daemons, else the daemon at --daemon (the default
+    store file when that daemon does not answer and the file exists next to us); none is a clear error."""
     if getattr(args, "db", None):
         return StoreSource(args.db)
+    if getattr(args, "daemons", None):
+        return ClusterSource(args.daemons.split(","))
     daemon = DaemonSource(args.daemon)
     problem = daemon.unreachable()
     if problem is None:
@@ -81,16 +87,21 @@ class StoreSource(_Source):
             store.close()
 
 
+def _daemon_url(url: str, option: str = "--daemon") -> str:
+    url = url.strip()
+    url = url if "://" in url else f"http://{url}"
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"{option} {url!r}: expected http://HOST:PORT")
+    return url.rstrip("/")
+
+
 class DaemonSource(_Source):
     """A running daemon, through its HTTP API: JSON for records, Arrow IPC streams for DataFrames (asked
     for with `Accept: verbs.ARROW`; without it the daemon answers a DataFrame in JSON)."""
 
     def __init__(self, url: str):
-        url = url if "://" in url else f"http://{url}"
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InputError(f"--daemon {url!r}: expected http://HOST:PORT")
-        self.url = self.where = url.rstrip("/")
+        self.url = self.where = _daemon_url(url)
         self.cluster: dict | None = None   # a cluster answer's {shards, missing, partial}
 
     def unreachable(self) -> str | None:
@@ -131,21 +142,80 @@ class DaemonSource(_Source):
                              f"{request.full_url}: HTTP {e.code} {str(detail)[:200]}") from None
         except (urllib.error.URLError, OSError) as e:
             raise InputError(f"{self.url}: cannot reach the daemon ({getattr(e, 'reason', e)})") from None
-        if ctype == verbs.ARROW:
-            df = _df(data)
-            self.cluster = df.attrs.pop("cluster", None)
-            _say_partial(self.cluster)
-            return df
-        if ctype != "application/json":
-            return verbs.Text(data.decode(), ctype)
+        answer, self.cluster = _answer(data, ctype)
+        return answer
+
+
+class ClusterSource(_Source):
+    """Several daemons asked as one, the way a daemon with peers asks its shards (daemon/cluster.py):
+    all at once, the answers merged in each verb's order, a daemon that did not answer (down, past the
+    timeout, not the verb's kind of answer) named on a PARTIAL line and in `cluster`. A daemon with peers
+    of its own already answers for its cluster: beside others its shards would count twice, so its
+    answer is refused with the advice to ask it alone."""
+
+    def __init__(self, urls: list[str], timeout: float = 60.0):
+        named = {}
+        for url in (_daemon_url(u, "--daemons") for u in urls if u.strip()):
+            named.setdefault(urllib.parse.urlsplit(url).netloc, url)
+        if len(named) < 2:
+            raise InputError(f"--daemons {','.join(urls)!r}: give two daemons or more (one: --daemon URL)")
+        self.daemons, self.timeout = named, timeout
+        self.where = ",".join(named)
+        self.cluster: dict | None = None
+
+    def unreachable(self) -> str | None:
+        return None   # each read names the daemons that did not answer
+
+    def read(self, verb, **params):
+        return self._ask("GET", verb, verb.query(**params), b"")
+
+    def write(self, verb, body=None, **params):
+        from causewatch.daemon import cluster
+        if verb not in cluster.FANNED_WRITES:
+            raise InputError(f"{verb.path}: a write to one daemon; give it alone with --daemon URL")
+        return self._ask("POST", verb, verb.query(**params), json.dumps(body).encode() if body is not None else b"")
+
+    def _ask(self, method: str, verb, params: dict, raw: bytes):
+        from causewatch.daemon import cluster
+        if verb in cluster.LOCAL_ONLY:
+            raise InputError(f"{verb.path}: {cluster.LOCAL_ONLY[verb]}; give one daemon with --daemon URL")
+        replies = cluster.ask_all(self.daemons, method, verb.path, params, raw, f"{verbs.ARROW}, application/json",
+                                  "", None, self.timeout)
+        for r in replies:
+            if r.shards:
+                raise InputError(f"{self.daemons[r.shard]} answers for a cluster of its own (shards {r.shards}); "
+                                 "ask it alone with --daemon URL")
+        code, data, ctype, _ = cluster.merge(verb, params, replies, verbs.ARROW)
+        if code == 200:
+            answer, self.cluster = _answer(data, ctype)
+            return answer
+        try:
+            body = json.loads(data)
+            missing = body.get("cluster", {}).get("missing", {})
+            detail = body["error"] + "".join(f"; {k}: {v}" for k, v in missing.items())
+        except (ValueError, KeyError, TypeError, AttributeError):
+            detail = f"HTTP {code} {data[:200].decode(errors='replace')}"
+        raise (NotFoundError if code == 404 else InputError)(f"{self.where}: {detail}")
+
+
+def _answer(data: bytes, ctype: str) -> tuple[object, dict | None]:
+    """A daemon's answer as the verb's value (DataFrame, records, Text), and a cluster answer's
+    {shards, missing, partial} (None from a lone daemon); a partial answer is said on stderr."""
+    about = None
+    if ctype == verbs.ARROW:
+        answer = _df(data)
+        about = answer.attrs.pop("cluster", None)
+    elif ctype != "application/json":
+        return verbs.Text(data.decode(), ctype), None
+    else:
         answer = json.loads(data)
         if isinstance(answer, dict) and isinstance(answer.get("cluster"), dict):
-            # a daemon with peers answered for the cluster: the answer without the envelope, partial said
-            self.cluster = answer.pop("cluster")
-            _say_partial(self.cluster)
+            # an answer for a cluster: the answer without the envelope
+            about = answer.pop("cluster")
             if set(answer) == {"records"}:
                 answer = answer["records"]
-        return answer
+    _say_partial(about)
+    return answer, about
 
 
 def _say_partial(about: dict | None) -> None:
