@@ -49,18 +49,11 @@ class CompactionJob(Job):
 
     def run(self, ctx: JobContext) -> None:
         cutoff = self.cutoff(self.clock())
-        swept = ctx.write(functools.partial(store.lake.sweep, lake=Path(self.lake)))
-        if swept["missing"]:
-            log.error("lake files listed but missing (their rows are lost): %s", ", ".join(swept["missing"]))
-        self.moved_ = {}
-        with ctx.read() as cur:
-            slices = store.lake.slices(cur, int(cutoff * 1000))
-        for lo, hi in slices:
-            # the sort and write off the writer, which is held only to check, list and delete
-            out = ctx.reading(functools.partial(store.lake.export, lake=self.lake, lo=lo, hi=hi))
-            if out:
-                self.moved_[store.lake.day_of(lo / 1000)] = ctx.write(functools.partial(
-                    store.lake.adopt, lake=self.lake, staged=out[0], lo=lo, hi=hi, rows=out[1]))
+        # the sort and write of each slice off the writer, which is held only to check, list and delete
+        done = store.lake.move(self.lake, int(cutoff * 1000), ctx.read, ctx.reading, ctx.write)
+        if done["missing"]:
+            log.error("lake files listed but missing (their rows are lost): %s", ", ".join(done["missing"]))
+        self.moved_ = done["moved"]
         with ctx.read() as cur:
             days = readers.samples.lake_days_to_merge(cur, time.strftime("%Y-%m-%d", time.gmtime(cutoff)))
         self.merged_ = self.merge(ctx, *days[0]) if days else None

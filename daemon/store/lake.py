@@ -15,6 +15,7 @@ same in reverse: unlist in a transaction, then sweep.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import shutil
@@ -133,16 +134,24 @@ def _day(ms: int) -> str:
 
 
 def compact(con: duckdb.DuckDBPyConnection, lake: str, cutoff_ms: int) -> dict:
-    """Sweep, then move the hot samples with ts < cutoff_ms into the lake, all on `con` (a store's
-    writer, in one transaction: tests and benches). The daemon's job runs the same steps apart, so the
-    writer is not held while a slice is sorted and written (daemon/job_compaction.py)."""
-    folder = Path(lake)
-    swept = sweep(con, folder)
+    """`move` with every step on `con` (a store's writer, in one transaction: tests and benches); the
+    rows stream out on a cursor of its own, as the daemon's export does."""
+    return move(lake, cutoff_ms, read=con.cursor, reading=lambda fn: fn(con), write=lambda fn: fn(con))
+
+
+def move(lake: str, cutoff_ms: int, read, reading, write) -> dict:
+    """Sweep, then move the hot samples with ts < cutoff_ms into the lake, a file per day: each slice
+    sorted and written by `reading(fn)` (fn(cursor), off the writer in the daemon), adopted by `write(fn)`
+    (fn(writer) in one transaction; fn crosses pickled: partials of this module's functions). `read()`
+    is a cursor to close. {"moved": {day: rows}, "removed": [...], "missing": [...]} (sweep's)."""
+    swept = write(functools.partial(sweep, lake=Path(lake)))
+    with read() as cur:
+        ranges = slices(cur, cutoff_ms)
     moved = {}
-    for lo, hi in slices(con, cutoff_ms):
-        out = export(con, lake, lo, hi)
+    for lo, hi in ranges:
+        out = reading(functools.partial(export, lake=lake, lo=lo, hi=hi))
         if out:
-            moved[_day(lo)] = adopt(con, lake, out[0], lo, hi, out[1])
+            moved[_day(lo)] = write(functools.partial(adopt, lake=lake, staged=out[0], lo=lo, hi=hi, rows=out[1]))
     return {"moved": moved, **swept}
 
 
