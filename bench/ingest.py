@@ -131,6 +131,7 @@ def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
     """This process's share of the agents, driven from one thread (see the module docstring)."""
     raise_nofile_limit()
     ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, len(agents) + 64)   # a context holds 1,023 sockets by default
     rng = np.random.default_rng(agents.start)
     n_t, n_m = (args.timestamps, args.metrics)
     # timestamps of today: the daemon's retention job deletes samples older than 14 days
