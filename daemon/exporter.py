@@ -88,7 +88,10 @@ def node_series(metric: str) -> tuple[str, dict[str, str]]:
     return "causewatch_" + node_metrics.exported(metric), labels
 
 
-@functools.lru_cache(maxsize=4096)
+# One entry per (node, scope) a site has: at 10,000 agents a cache of 4,096 was swept round-robin and
+# missed every frame (50 names worked out again per frame: a fifth of the daemon's GIL). The keys it
+# holds are the very objects NodeState's values are keyed by, so an entry costs its outer tuple.
+@functools.lru_cache(maxsize=1 << 17)
 def _series_keys(node: str, scope: str, names: tuple[str, ...]) -> tuple[tuple[str, tuple], ...]:
     """The (exported name, sorted labels) of each metric a node's frames carry: an agent sends the same
     names frame after frame, so they are worked out once, not per value."""
