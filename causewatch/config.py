@@ -62,7 +62,6 @@ class DaemonConfig:
     # from how many rows a model must be learnt to become the first-stable baseline.
     causal_interval: float = _limit(60.0, 1.0, 86400.0)
     causal_min_new: int = _limit(20, 1, 100_000)
-    causal_max_wait: float = _limit(0.0, 0.0, 86400.0)
     causal_confirm: int = _limit(2, 1, 100)
     causal_baseline_rows: int = _limit(200, 1, 1_000_000)
     # The jobs worker's niceness (daemon/worker.py); 19, the default, also means SCHED_IDLE: analyses

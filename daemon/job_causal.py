@@ -100,7 +100,6 @@ class _Scope:
         self.open: dict[tuple[str, str, str], int] | None = None   # (kind, src, dst) -> anomaly_id
         self.evidence: dict[tuple[str, str, str], str] = {}   # (kind, src, dst) -> one line, at the opening
         self.seen: dict[tuple[str, str, str], int] = {}   # not yet raised: evaluations in a row it was found
-        self.learnt_at = 0.0   # the job's clock at the scope's last learn (max_wait counts from it)
 
 
 class CausalJob(Job):
@@ -108,12 +107,8 @@ class CausalJob(Job):
 
     def __init__(self, min_rows: int = 50, max_rows: int = 2000, min_new: int = 20, max_depth: int = 2,
                  confirm: int = 2, interval: float = 60.0, baseline_rows: int = 200, clock=time.time,
-                 compute: LocalCompute | None = None, max_wait: float = 0.0):
+                 compute: LocalCompute | None = None):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
-        # Seconds after a scope's last learn past which half of min_new new rows are enough (0: never).
-        # Contention slows the very tasks that show it: under the demo's hog at load 4, 40 tasks took
-        # 56 s to come, and the second look a finding needs came 80 s into the hog.
-        self.max_wait = max_wait
         self.interval = interval   # seconds between runs (the scheduler reads it)
         self.confirm = confirm   # evaluations in a row a finding must be seen in before it is raised
         # A baseline is learnt from this many rows at least: from 100-160 demo tasks the
@@ -189,7 +184,7 @@ class CausalJob(Job):
         else:
             data = features.model_variables(df, drop=tuple(features.BOOKKEEPING)).data
         grown = st.learner is not None and list(data.columns) == st.columns
-        if grown and len(data) < self._enough(st):
+        if grown and len(data) < self.min_new:
             return None  # too few new rows to be worth a refit; they are read again next time
         if not grown and st.learner is None and len(data) < self.min_rows:
             return None
@@ -202,11 +197,6 @@ class CausalJob(Job):
         st.inputs = tiers["inputs"]
         return df, (st.learner, data, check, grown, tiers, self.max_depth, self.max_rows)
 
-    def _enough(self, st: _Scope) -> int:
-        """New rows a scope's next check needs: min_new, or half of it once max_wait has passed."""
-        overdue = self.max_wait and self.clock() - st.learnt_at >= self.max_wait
-        return max(1, self.min_new // 2) if overdue else self.min_new
-
     def _apply(self, ctx, scope: str, df: pd.DataFrame, args: tuple, learnt: tuple) -> None:
         """A scope's `learn` result taken in: the state moved on, the model stored, its anomalies judged."""
         st, (_, data, _, grown, *_) = self.scopes[scope], args
@@ -217,7 +207,7 @@ class CausalJob(Job):
         else:
             st.columns, st.n_rows = list(data.columns), min(len(data), self.max_rows)
             st.window_start = float(df["t_start"].min())
-        st.received, st.learnt_at = float(df["received"].max()), self.clock()
+        st.received = float(df["received"].max())
         if violations is not None:
             st.violations = violations
         st.decision = self._rule(ctx, scope, st) if st.baseline is None else None

@@ -40,8 +40,7 @@ class ShardCausalJob(CausalJob):
     @classmethod
     def from_config(cls, cfg: DaemonConfig) -> ShardCausalJob:
         return cls(cfg.shard, cfg.peer_urls(), cfg.api_token, cfg.peer_timeout, min_new=cfg.causal_min_new,
-                   confirm=cfg.causal_confirm, max_wait=cfg.causal_max_wait, interval=cfg.causal_interval,
-                   baseline_rows=cfg.causal_baseline_rows)
+                   confirm=cfg.causal_confirm, interval=cfg.causal_interval, baseline_rows=cfg.causal_baseline_rows)
 
     def owns(self, scope: str) -> bool:
         return shards.owner(scope, self.members) == self.shard

@@ -37,11 +37,9 @@ HOG = "import os, sys\nwhile os.getppid() == int(sys.argv[1]):\n    for _ in ran
 # Its jobs worker runs at normal priority and is never paused for ingest: the workload keeps both
 # cores of a small demo machine busy, and at the daemon's defaults (SCHED_IDLE, paused while frames wait
 # for the writer) the models would only be learnt after it ends.
-# Each check of new dependencies judges at least 40 new tasks: fewer are a run or two of one task type;
-# but 20 once 15 s have passed since the last, as under the hog, whose tasks come slowly (at load 4
-# 40 of them took 56 s, and the finding's second look came 80 s into the hog).
-CAUSAL = {"causal_interval": 3.0, "causal_min_new": 40, "causal_max_wait": 15.0, "causal_confirm": 2,
-          "analysis_nice": 0, "analysis_pause_max": 0.0}
+# Each check of new dependencies judges at least 40 new tasks: fewer are a run or two of one task type.
+CAUSAL = {"causal_interval": 3.0, "causal_min_new": 40, "causal_confirm": 2, "analysis_nice": 0,
+          "analysis_pause_max": 0.0}
 BASELINE_ROWS = DaemonConfig().causal_baseline_rows   # the fewest rows a baseline is learnt from
 # The story's three stretches, each ended by what it needs, within its share of --seconds plus --wait:
 SHARES = {"calm": 0.35, "hog": 0.40, "end": 0.25}

@@ -104,35 +104,6 @@ def test_job_learns_stores_updates_and_flags_violations(store):
     assert b'causewatch_markov_violation{scope="app:lu",variable="duration"}' in ctx.exporter.exposition()
 
 
-def test_rows_that_come_slowly_are_judged_at_half_min_new_once_max_wait_passed(store):
-    """Contention slows the tasks that show it: past max_wait since a scope's last learn, half of
-    min_new new rows make a check; before it, and without max_wait, they wait for the rest."""
-    ctx, now = _ctx(store), [1000.0]
-    job = CausalJob(min_rows=50, min_new=40, confirm=1, max_wait=15.0, clock=lambda: now[0])
-    patient = CausalJob(min_rows=50, min_new=40, confirm=1, clock=lambda: now[0])
-    _ingest(store, _tasks(0, 0, 300))
-    job.run(ctx)
-    patient.run(ctx)
-
-    def rows(j):
-        return j.scopes["app:lu"].n_rows
-
-    _ingest(store, _tasks(1, 300, 25))
-    now[0] += 14.0
-    job.run(ctx)
-    patient.run(ctx)
-    assert rows(job) == rows(patient) == 300      # 25 < 40, and not yet overdue
-    now[0] += 2.0
-    job.run(ctx)
-    patient.run(ctx)
-    assert (rows(job), rows(patient)) == (325, 300)   # overdue: 25 >= 20 are enough; the patient job waits
-    _ingest(store, _tasks(2, 325, 15))
-    now[0] += 30.0
-    job.run(ctx)
-    assert rows(job) == 325                       # 15 < 20, however long it waited
-    assert job._enough(job.scopes["app:lu"]) == 20 and patient._enough(patient.scopes["app:lu"]) == 40
-
-
 def test_a_job_in_the_jobs_worker_learns_what_it_learns_in_process(tmp_path):
     """The daemon's way (scheduler.WorkerJobs: the job in a worker process, its reads, writes and gauges
     asked of a worker.Host over the store) stores the same models and anomalies as a run in this process."""

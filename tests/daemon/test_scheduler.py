@@ -69,9 +69,9 @@ def test_the_daemons_jobs_keep_the_protocol_under_distinct_names():
 
 def test_the_causal_jobs_pace_comes_from_the_config_file(tmp_path):
     f = tmp_path / "d.toml"
-    f.write_text('[daemon]\ncausal_interval = 3\ncausal_min_new = 40\ncausal_confirm = 3\ncausal_max_wait = 15\n')
+    f.write_text('[daemon]\ncausal_interval = 3\ncausal_min_new = 40\ncausal_confirm = 3\n')
     causal = default_jobs(config.load(DaemonConfig, f, "daemon"))[0]
-    assert (causal.interval, causal.min_new, causal.confirm, causal.max_wait) == (3.0, 40, 3, 15.0)
+    assert (causal.interval, causal.min_new, causal.confirm) == (3.0, 40, 3)
     f.write_text('[daemon]\ncausal_interval = 0.5\n')
     with pytest.raises(ConfigError, match=f"{f}:2: causal_interval: 0.5 is out of range.*between 1.0 and 86400.0"):
         config.load(DaemonConfig, f, "daemon")
