@@ -9,6 +9,7 @@ baseline) go through its API too.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import urllib.parse
 from pathlib import Path
@@ -105,10 +106,15 @@ class DaemonSource(_Source):
         self.cluster: dict | None = None   # a cluster answer's {shards, missing, partial}
 
     def unreachable(self) -> str | None:
+        """Why nothing listens at the daemon's host and port, or None. A TCP connect, not a verb: asking
+        `stats` here counted every table and the samples of every metric, lake included, before each
+        command's own request; what the daemon answers, the command's own request tells."""
+        parts = urllib.parse.urlsplit(self.url)
         try:
-            self.read(verbs.STATS)
-        except InputError as e:
-            return str(e)
+            socket.create_connection((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),
+                                     timeout=10).close()
+        except OSError as e:
+            return f"{self.url}: cannot reach the daemon ({e})"
         return None
 
     def read(self, verb, **params):
