@@ -169,9 +169,6 @@ class ClusterSource(_Source):
         self.where = ",".join(named)
         self.cluster: dict | None = None
 
-    def unreachable(self) -> str | None:
-        return None   # each read names the daemons that did not answer
-
     def read(self, verb, **params):
         return self._ask("GET", verb, verb.query(**params), b"")
 
