@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/causewatch demo
+	$(VENV)/bin/causewatch demo --shards 2
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q tests

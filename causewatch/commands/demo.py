@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from causewatch import config
+from causewatch.commands import demo_shards
 from causewatch.config import DaemonConfig
 from causewatch.errors import ConfigError, InputError
 
@@ -74,6 +75,7 @@ examples:
   causewatch demo --wait 300           # a busy machine: give each stretch up to 5 min more
   causewatch demo --json               # the final report as JSON (the last line on stderr)
   causewatch demo --analysis-scheduler tcp://127.0.0.1:8786   # the causal learns on a Dask cluster
+  causewatch demo --shards 2           # then two daemons as shards over one lake, asked as one
 """
 
 
@@ -88,6 +90,9 @@ def add_arguments(p):
                         "(a baseline model, the anomaly, its resolution) on a loaded machine "
                         f"(default {WAIT_MORE:.0f})")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
+    p.add_argument("--shards", type=int, default=1, metavar="N",
+                   help="after the story, N daemons as shards over one lake with agents spread by hashing, "
+                        "asked as one (default 1: no such section; 2-8)")
     p.add_argument("--analysis-scheduler", default="", metavar="tcp://HOST:PORT",
                    help="a running dask.distributed scheduler to run the causal learns on (default: the "
                         "daemon's jobs worker; docs/cluster.md)")
@@ -737,6 +742,11 @@ MEANING = {
 }
 
 
+SHARDS_MEANING = ("--shards: daemons as shards, each its own DuckDB file, all moving old samples into one Parquet "
+                  "lake; each agent sends to the shard its node name hashes to (rendezvous hashing); any shard "
+                  "told its peers answers for all of them, and says which answered (docs/shards.md)")
+
+
 def _next_steps(db: Path) -> str:
     return f"""
 == next ==
@@ -768,6 +778,9 @@ def _print(rep: dict, db: Path) -> None:
     for title, meaning in MEANING.items():
         print(f"\n== {title.replace('_', ' ')} ==\n  ({meaning})")
         print("\n".join("  " + "  ".join(f"{k}={v}" for k, v in r.items()) for r in rep[title]) or "  (none yet)")
+    if "shards" in rep:
+        print(f"\n== shards ==\n  ({SHARDS_MEANING})")
+        print("\n".join(f"  {line}" for line in demo_shards.lines(rep["shards"])))
     print(_next_steps(db))
     print(f"\n== story ==\n  {rep['story']['plan']}\n  ran {rep['story']['ran_s']} s of the workload at load "
           f"{rep['story']['load']} (1-minute load average, least and most)")
@@ -796,6 +809,8 @@ def run(args) -> int:
     signal.signal(signal.SIGTERM, _terminated)
     folder = Path(args.dir).resolve()
     db, quiet = folder / "causewatch.duckdb", args.json or args.quiet
+    if not 1 <= args.shards <= 8:
+        raise InputError(f"--shards {args.shards}: give 1 (no shards section) to 8")
     problem = config.scheduler_problem(args.analysis_scheduler)
     if problem:
         raise ConfigError("analysis_scheduler", problem, "--analysis-scheduler")
@@ -861,6 +876,8 @@ def _tell(args, folder: Path, daemon, quiet: bool) -> int:
     daemon.scheduler.run_due(float("inf"), {})  # one last analysis cycle over everything stored
     rep = report(con, elapsed, folder, story)
     rep["analysis"] = analysis(daemon)
+    if args.shards > 1:
+        rep["shards"] = demo_shards.run(folder / "shards", args.shards, quiet)
     print(json.dumps(rep, default=str)) if args.json else _print(rep, db)
     failed = [f"{node} exited {a.returncode}" for node, a in agents.items() if a.returncode not in (0, -15)]
     if failed:

@@ -47,6 +47,8 @@ CASES = [  # (argv with {tmp}, words the message must hold)
     (["model", "--svg", "{tmp}/m.svg", "--history"], ["--svg draws one model and --history shows none"]),
     (["model", "--dot", "{tmp}/m.dot", "--pin", "3", "--scope", "app:x"], ["--dot", "--pin", "--model-id N"]),
     (["demo", "--dir", "{tmp}"], ["--dir", "not made by causewatch demo", "nothing was deleted"]),
+    (["demo", "--shards", "9", "--dir", "{tmp}/new"], ["--shards 9", "1 (no shards section) to 8"]),
+    (["demo", "--shards", "0", "--dir", "{tmp}/new"], ["--shards 0", "1 (no shards section) to 8"]),
 ]
 
 

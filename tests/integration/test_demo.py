@@ -4,13 +4,14 @@ import json
 
 from support import run_cli
 
-from causewatch.commands import demo
+from causewatch.commands import demo, demo_shards
 
 
 def test_demo_reports_every_part(tmp_path):
     """A short run with no time to wait for a baseline (--wait 0): every part shows in the report, the
-    story is cut short before the hog, and the last line says so and why (exit 3)."""
-    r = run_cli("demo", "--seconds", "4", "--wait", "0", "--dir", str(tmp_path / "demo"), "--json", timeout=400)
+    story is cut short before the hog, and the last line says so and why (exit 3); then two shards."""
+    r = run_cli("demo", "--seconds", "4", "--wait", "0", "--dir", str(tmp_path / "demo"), "--json", "--shards", "2",
+                timeout=400)
     assert r.returncode == 3, r.stderr[-3000:]
     rep = json.loads(r.stdout.splitlines()[-1])
     assert rep["story"]["shown"] == "no" and rep["story"]["bound_s"] > 0
@@ -55,6 +56,21 @@ def test_demo_reports_every_part(tmp_path):
         set(a) == {f"causewatch_demo_{k}" for k in ("seconds", "seconds_hi", "tasks_per_hour", "probe_time")}
         for a in told["htcondor"].values())
     assert {h["Host"]: h["Score"] for h in told["kubernetes"]}[best] == 10
+    check_shards(rep["shards"])
+
+
+def check_shards(rep: dict) -> None:
+    """Every node held by the shard its name hashes to, asked through shard a for both; each shard wrote
+    its own lake folder; with b stopped, the answer is partial and names it."""
+    assert rep["shards"] == ["a", "b"] and rep["answered"] == {"shards": ["a", "b"], "missing": {}, "partial": False}
+    assert rep["header"] == "a,b" and rep["frames"] > 0 and rep["samples"] > 0
+    where = rep["nodes"]
+    assert len(where) == demo_shards.NODES and all(w["shard"] == w["hashed_to"] for w in where.values())
+    assert {w["shard"] for w in where.values()} == {"a", "b"}   # the six names hash to both (fixed names)
+    assert set(rep["lake_files"]) == {"a", "b"} and all(n > 0 for n in rep["lake_files"].values())
+    then = rep["then"]
+    assert then["cluster"]["partial"] is True and list(then["cluster"]["missing"]) == ["b"]
+    assert then["header"].startswith("b: ") and then["nodes"] == sum(w["shard"] == "a" for w in where.values())
 
 
 def test_the_report_names_each_phase_s_top_functions(tmp_path):
