@@ -33,7 +33,7 @@ class _Shard:
     """`causewatch daemon --config` as shard `name`, its peers the others, its lake the shared one."""
 
     def __init__(self, folder: Path, name: str, ports: dict, token: str):
-        self.name, self.url = name, f"http://127.0.0.1:{ports[name][1]}"
+        self.name, self.url, self.log = name, f"http://127.0.0.1:{ports[name][1]}", folder / f"{name}.log"
         self.endpoint = f"tcp://127.0.0.1:{ports[name][0]}"
         peers = [f"{p}=http://127.0.0.1:{http}" for p, (_, http) in ports.items() if p != name]
         config = folder / f"{name}.toml"
@@ -42,12 +42,12 @@ class _Shard:
                           f'store_lake = "{folder / "lake"}"\nstore_hot_seconds = {HOT_SECONDS}\n'
                           f'compaction_interval = 2.0\napi_token = "{token}"\npeer_timeout = 10.0\n')
         self.proc = subprocess.Popen([sys.executable, "-m", "causewatch.cli", "daemon", "-q", "--config", str(config)],
-                                     stdout=subprocess.PIPE, stderr=open(folder / f"{name}.log", "w"), text=True)
+                                     stdout=subprocess.PIPE, stderr=open(self.log, "w"), text=True)
 
     def ready(self) -> None:
         line = self.proc.stdout.readline()
         if not line.startswith("causewatch daemon:"):
-            raise RuntimeError(f"shard {self.name} did not start (exit {self.proc.poll()}): see its log")
+            raise RuntimeError(f"shard {self.name} did not start (exit {self.proc.poll()}): see {self.log}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
