@@ -110,7 +110,9 @@ class CausalJob(Job):
                  compute: LocalCompute | None = None):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
         self.interval = interval   # seconds between runs (the scheduler reads it)
-        self.confirm = confirm   # evaluations in a row a finding must be seen in before it is raised
+        # evaluations in a row a finding must be seen in before it is raised, or one at alpha**confirm
+        # (a mechanism change: anomalies.changed_mechanisms' `sure`)
+        self.confirm = confirm
         # A baseline is learnt from this many rows at least: from 100-160 demo tasks the
         # learner lost the task type's effect on CPU time (found from 200), and every later batch of
         # two task types then "violated" the baseline.
@@ -264,12 +266,13 @@ class CausalJob(Job):
             found += anomalies.new_dependencies(st.baseline, newest, st.learner.ci_test,
                                                 [v for v in st.baseline.nodes if v not in st.inputs])
         if judged and st.before is not None and len(st.before):
-            found += anomalies.changed_mechanisms(st.baseline, st.before, newest, st.learner.ci_test, st.inputs)
+            found += anomalies.changed_mechanisms(st.baseline, st.before, newest, st.learner.ci_test, st.inputs,
+                                                  looks=self.confirm)
         # without fresh rows to judge them, open findings on rows stay as they are
         keep = set() if judged else {k for k in st.open if k[0] in anomalies.ROW_KINDS}
         found = {f.key: f for f in found}
         st.seen = {k: st.seen.get(k, 0) + 1 for k in found if k not in st.open}
-        confirmed = {k: f for k, f in found.items() if k in st.open or st.seen[k] >= self.confirm}
+        confirmed = {k: f for k, f in found.items() if k in st.open or st.seen[k] >= self.confirm or f.sure}
         self._lifecycle(ctx, scope, st, model_id, confirmed, keep, now)
 
     def _window_rows(self, cur, scope: str, st: _Scope) -> pd.DataFrame | None:

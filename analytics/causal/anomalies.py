@@ -33,6 +33,7 @@ class Finding:
     score: float
     threshold: float
     evidence: dict = field(default_factory=dict, compare=False)
+    sure: bool = field(default=False, compare=False)   # found at alpha**k too (changed_mechanisms' `looks`)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -71,7 +72,7 @@ def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITes
 
 
 def changed_mechanisms(baseline: CausalModel, before: pd.DataFrame, newest: pd.DataFrame,
-                       ci_test: CITest | None = None, given: list[str] = ()) -> list[Finding]:
+                       ci_test: CITest | None = None, given: list[str] = (), looks: int = 1) -> list[Finding]:
     """Variables of `baseline` (all but those in `given`) whose mechanism changed between
     `before` (rows of the baseline's window) and `newest`: each dependent on the window a row comes
     from (a binary surrogate, as CD-NOD tests a time index: Huang et al. 2020, JMLR 21) given its
@@ -80,9 +81,12 @@ def changed_mechanisms(baseline: CausalModel, before: pd.DataFrame, newest: pd.D
     conditioning set, as one of them may be the variable's child, and a child hides the change: in
     the demo, task time given its CPU wait held under a CPU hog (hog tasks wait longer and last
     longer, so the two windows barely overlap given the wait), while the wait itself had quadrupled.
-    Bonferroni over the variables tested, as new_dependencies."""
+    Bonferroni over the variables tested, as new_dependencies. With `looks` k > 1, each finding is
+    tested again at alpha**k (per test): one such test is as rare on calm rows as k checks in a row
+    at alpha, so a finding that passes it (`sure`) needs no further look to be raised."""
     judged = [v for v in baseline.nodes if v not in given]
     test = _per_test(ci_test, len(judged))
+    strict = _stricter(test, looks)
     cols = list(baseline.nodes)
     both = pd.concat([before[cols].assign(**{TIME: 0}), newest[cols].assign(**{TIME: 1})], ignore_index=True)
     ds = Dataset(both, [v for v in cols if v in baseline.discrete] + [TIME])
@@ -91,11 +95,12 @@ def changed_mechanisms(baseline: CausalModel, before: pd.DataFrame, newest: pd.D
         causes = sorted({e.src for e in baseline.edges() if e.directed and e.dst == v} | set(given) & set(cols))
         result = test.test(ds, TIME, v, causes)
         if not result.independent:
+            sure = strict is not None and not strict.test(ds, TIME, v, causes).independent
             found.append(Finding("mechanism_changed", TIME, v, float(result.bits), float(result.threshold), {
                 "rows_before": len(before), "rows": len(newest), "given": causes, "tests": len(judged),
                 "alpha_per_test": getattr(test, "alpha", None),
                 "before": _typical(before[v], v in baseline.discrete),
-                "newest": _typical(newest[v], v in baseline.discrete)}))
+                "newest": _typical(newest[v], v in baseline.discrete), "sure": sure}, sure))
     return found
 
 
@@ -114,6 +119,14 @@ def _per_test(ci_test: CITest | None, tests: int) -> CITest:
         test = KDEMITest(estimator=test.estimator, alpha=test.alpha / tests, n_null=test.n_null,
                          seed=test.seed, local_null=test.local_null, points=test.points)
     return test
+
+
+def _stricter(test: CITest, looks: int) -> KDEMITest | None:
+    """The per-test KDE test at alpha**looks (None for one look, or a test of fixed thresholds)."""
+    if looks <= 1 or not isinstance(test, KDEMITest) or test.threshold is not None or test.estimator != "kde":
+        return None
+    return KDEMITest(estimator=test.estimator, alpha=test.alpha ** looks, n_null=test.n_null, seed=test.seed,
+                     local_null=test.local_null, points=test.points)
 
 
 def _markov_sets(dag: nx.DiGraph, v: str) -> tuple[list[str], list[str]]:

@@ -51,7 +51,7 @@ FINISH = 120.0              # the workload's own tasks may take this much longer
 # shows both tiers and what a value costs in each.
 STORE = {"store_hot_seconds": 20.0, "compaction_interval": 5.0}
 HOG_CYCLES = 6              # model versions learnt under the hog at most: its first batch is part calm, and a
-                            # finding is raised on the 2nd check in a row that sees it (4 stopped it first)
+                            # finding is raised on the 2nd check in a row that sees it, or the 1st when sure
 HOG_FACTOR = 4              # the wait the hog aims at, times the calm tasks' (see hog_size)
 HOG_JUDGE = 20              # tasks started under the hog that judge its size, once: short of HOG_FACTOR, it grows
 HOG_MAX = 3                 # ...to at most this many times its first size
@@ -628,15 +628,16 @@ def _anomaly(a: dict, story: Story, tasks, models: list[dict], base_window) -> d
 def _judged(a: dict, models: list[dict], origin: float) -> tuple[float, float] | None:
     """The tasks an anomaly was raised on, as (first, last) start in seconds after `origin`: for a
     finding on rows, the newest tasks of the causal_confirm checks in a row that found it (each check
-    judges the tasks since the version before); for an edge, the raising version's window. `models`
-    in the order learnt; None if no version was learnt by the time it was raised."""
+    judges the tasks since the version before), or of the last one for a change sure at its first look
+    (as its newest evidence says); for an edge, the raising version's window. `models` in the order
+    learnt; None if no version was learnt by the time it was raised."""
     from causewatch.analytics.causal.anomalies import ROW_KINDS
     learnt = [m for m in models if m["learned_at"] <= a["opened"]]
     if not learnt:
         return None
     if a["kind"] not in ROW_KINDS:
         return learnt[-1]["window_start"] - origin, learnt[-1]["window_end"] - origin
-    confirm = CAUSAL["causal_confirm"]
+    confirm = 1 if a["evidence"].get("sure") else CAUSAL["causal_confirm"]
     first = learnt[-confirm - 1]["window_end"] if len(learnt) > confirm else learnt[0]["window_start"]
     return first - origin, learnt[-1]["window_end"] - origin
 

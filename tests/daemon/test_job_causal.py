@@ -294,7 +294,8 @@ def _waiting_tasks(seed, start, count, wait_per_cpu=0.4):
 def test_a_pinned_baseline_s_own_tasks_show_a_mechanism_change_and_its_end(store):
     """An operator pins the first model; its window's tasks are read back from the store. CPU
     contention then quadruples the wait per CPU-second: one mechanism_changed on cpu_wait_seconds is
-    raised (with the two windows' medians), and resolved once the tasks are calm again."""
+    raised (with the two windows' medians) on the first contended batch, a change sure at alpha**2 that
+    needs no second look (confirm 2), and resolved once the tasks are calm again."""
     ctx = _ctx(store)
     job = CausalJob(min_rows=50, min_new=40, max_rows=1000)
     cur = store.cursor()
@@ -307,6 +308,8 @@ def test_a_pinned_baseline_s_own_tasks_show_a_mechanism_change_and_its_end(store
         _ingest(store, _waiting_tasks(10 + i, seq, 46, wait_per_cpu))
         seq += 46
         job.run(ctx)
+        raised = cur.execute("SELECT count(*) FROM anomalies WHERE kind = 'mechanism_changed'").fetchone()[0]
+        assert raised == (i >= 3), (i, raised)
         if i == 5:   # the third contended batch
             assert re.search(rb'causewatch_dependency_anomaly\{dst="cpu_wait_seconds",evidence="cpu_wait_seconds '
                              rb'median [0-9.]+ -> [0-9.]+ given its causes: [^"]+",kind="mechanism_changed",'
@@ -315,7 +318,7 @@ def test_a_pinned_baseline_s_own_tasks_show_a_mechanism_change_and_its_end(store
     assert [(s, d) for s, d, *_ in rows] == [("(time)", "cpu_wait_seconds")], rows   # raised once, nothing else
     evidence = json.loads(rows[0][3])
     assert rows[0][2] is not None and evidence["rows_before"] == 200 and evidence["given"] == ["size"]
-    assert evidence["newest"] > 2 * evidence["before"]
+    assert evidence["newest"] > 2 * evidence["before"] and evidence["sure"] is True
     assert "task_clock_seconds" not in json.loads(cur.execute("SELECT graph FROM models").fetchone()[0])["nodes"]
 
 

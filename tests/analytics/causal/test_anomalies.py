@@ -84,3 +84,23 @@ def test_a_changed_mechanism_is_found_on_the_variable_that_changed_and_calm_rows
     assert f.evidence["given"] == ["type"] and f.evidence["rows_before"] == 200 and f.evidence["rows"] == 46
     assert f.evidence["newest"] > 2 * f.evidence["before"] and f.score > f.threshold > 0
     assert f.evidence["tests"] == 3 and f.evidence["alpha_per_test"] == 0.01 / 3   # cpu, wait, duration
+
+
+def test_a_change_clear_enough_for_one_look_is_sure_and_calm_rows_never_are():
+    """looks=2: each finding tested again at (alpha/3)**2. Over 10 seeds the quadrupled wait passes it every
+    time; calm rows never do; a doubled wait is found at alpha but not always sure (it waits for its
+    second look); with one look nothing is sure."""
+    sure = found_only = 0
+    for seed in range(10):
+        before = waiting(seed, 200)
+        assert not any(f.sure for f in changed_mechanisms(WAITING, before, waiting(100 + seed, 46), given=["type"],
+                                                          looks=2))
+        strong = [f for f in changed_mechanisms(WAITING, before, waiting(300 + seed, 46, wait_per_cpu=1.6),
+                                                given=["type"], looks=2) if f.dst == "wait"]
+        sure += bool(strong) and strong[0].sure
+        doubled = [f for f in changed_mechanisms(WAITING, before, waiting(300 + seed, 46, wait_per_cpu=0.8),
+                                                 given=["type"], looks=2) if f.dst == "wait"]
+        found_only += bool(doubled) and not doubled[0].sure
+        assert not any(f.sure for f in changed_mechanisms(WAITING, before, waiting(300 + seed, 46, wait_per_cpu=1.6),
+                                                          given=["type"]))
+    assert sure == 10 and found_only >= 2, (sure, found_only)
