@@ -246,9 +246,10 @@ class Hog:
 class Story:
     """The demo's three stretches, each ended by what it needs rather than by the clock:
 
-    1. `calm`: until the calm share of the tasks is stored and app:demo has a baseline (the causal
-       job's, by analytics.causal.baseline's rule, or else the newest learnt from BASELINE_ROWS tasks at
-       least, pinned through the API as an operator would);
+    1. `calm`: until the calm share of the tasks is stored and app:demo has a baseline: the causal
+       job's, by analytics.causal.baseline's rule, or, only once the stretch's bound ran out without
+       one, the newest learnt from BASELINE_ROWS tasks at least, pinned through the API as an operator
+       would (the report says which);
     2. `hog`: until an anomaly on the CPU wait is raised, or HOG_CYCLES model versions were learnt
        under it;
     3. `end`: until an anomaly on the wait raised under the hog is resolved (none was raised:
@@ -314,8 +315,7 @@ class Story:
         from causewatch.daemon import readers
         baseline = readers.models.baseline(con, SCOPE)
         over = now - self.began["calm"] >= self.bounds["calm"]
-        if baseline is None and models and models[0]["n_rows"] >= BASELINE_ROWS and (stored >= self.calm_tasks
-                                                                                    or over):
+        if baseline is None and over and models and models[0]["n_rows"] >= BASELINE_ROWS:
             self._pin(models[0]["model_id"])
             baseline = None if self.pinned is None else {"model_id": self.pinned}
         if baseline is not None and (stored >= self.calm_tasks or over):
@@ -344,7 +344,9 @@ class Story:
         if over:
             self.short.append(f"the hog's {self.bounds['hog']:.0f} s ran out after {self.hog_versions} model "
                               f"versions under it")
-        if self._ours(con) or self.hog_versions >= HOG_CYCLES or over:
+        # a change judged on the newest tasks (it resolves once calm tasks come), not an edge: the model's
+        # window keeps the hog's tasks, and an edge waited 100 s for it to move past them
+        if self._ours(con, rows_only=True) or self.hog_versions >= HOG_CYCLES or over:
             self.hog.stop(now)
             self._next("end", now, models)
 
@@ -360,12 +362,15 @@ class Story:
                               f"the calm end's {self.bounds['end']:.0f} s ran out before {END_CYCLES} model versions")
             self.stretch = "done"
 
-    def _ours(self, con) -> list[dict]:
-        """The anomalies on the wait raised under the hog, on tasks that ran under it (the report's own)."""
+    def _ours(self, con, rows_only: bool = False) -> list[dict]:
+        """The anomalies on the wait raised under the hog, on tasks that ran under it (the report's own);
+        only those judged on rows, if `rows_only`."""
+        from causewatch.analytics.causal.anomalies import ROW_KINDS
         from causewatch.daemon import readers
         models = sorted(readers.models.models(con, SCOPE), key=lambda m: m["learned_at"])
         return [a for a in readers.models.anomalies(con, SCOPE, limit=10_000)
-                if _ours(dict(a, opened_s=a["opened"] - self.origin), self)
+                if (a["kind"] in ROW_KINDS or not rows_only)
+                and _ours(dict(a, opened_s=a["opened"] - self.origin), self)
                 and _by_hog(_judged(a, models, self.origin), self.hog)]
 
     def _pin(self, model_id: int) -> None:
@@ -522,10 +527,16 @@ def _task_waits(con, origin: float):
 def contended(con, tasks, origin: float) -> tuple[str, str | None]:
     """The variable of the scope's baseline model the hog's contention shows in, and why when it is
     not the wait: on a loaded machine a task's wait is most of its time, and the model leaves it out
-    as a linear copy of duration (features.COPY_R), which then carries it."""
+    as a linear copy of duration (features.COPY_R), which then carries it; or the model orients
+    duration -> wait, so the wait's mechanism is judged given the task time that holds it, which
+    hides the change (a quiet-machine test run lost the story so, in 1 of 6)."""
     from causewatch.daemon import readers
     base = readers.models.baseline(con, SCOPE)
-    nodes = readers.models.model_graph(con, SCOPE, base["model_id"])[1].get("nodes", []) if base else []
+    graph = readers.models.model_graph(con, SCOPE, base["model_id"])[1] if base else {}
+    nodes = graph.get("nodes", [])
+    if any(e["src"] == DURATION and e["dst"] == WAIT and e["directed"] for e in graph.get("edges", [])):
+        return DURATION, (f"the baseline model has {DURATION} -> {WAIT}: the wait's change is judged given the "
+                          f"task time, which holds it, so the hog shows in {DURATION}")
     if WAIT in nodes or DURATION not in nodes:
         return WAIT, None
     why = f"{WAIT} is not a variable of the baseline model, so the hog shows in {DURATION}"
@@ -581,7 +592,8 @@ def verdict(anomalies: list[dict], waits: dict, story: Story) -> tuple[str, str,
                   key=lambda a: a["kind"] != "mechanism_changed")
     shown = [a for a in ours if hog.stopped is not None and (a["resolved_s"] or -1) >= hog.stopped]
     cut = "; " + "; ".join(story.short) if story.short else ""
-    held = f" ({WAIT} is not in the model: {DURATION} holds it)" if var != WAIT else ""
+    held = "" if var == WAIT else f" ({WAIT} is not in the model: {DURATION} holds it)" if story.why.startswith(
+        WAIT) else f" (the model has {DURATION} -> {WAIT}: {DURATION} shows it)"
     if hog.started is None:
         word, said = "no", "no: the hog never ran" + (f" ({story.short[0]})" if story.short
                                                       else " (the workload ended first)")

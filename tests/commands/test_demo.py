@@ -175,6 +175,29 @@ def test_a_wait_the_model_left_out_shows_in_duration(store, tmp_path):
     assert rep["contention_hog"][0]["variable"] == "duration" and rep["contention_hog"][0]["why"] == story.why
 
 
+def test_a_model_that_orients_duration_to_the_wait_shows_the_hog_in_duration(store, tmp_path):
+    """A baseline with duration -> wait judges the wait's change given the task time that holds it, and
+    so misses it (a quiet-machine run lost the story so): the story's variable is then duration."""
+    _tasks(store, [t / 2 for t in range(200)])
+    graph = {"nodes": ["cpu_seconds", demo.WAIT, "duration"], "edges": [
+        {"src": "duration", "dst": demo.WAIT, "directed": True, "strength": 0.9},
+        {"src": "duration", "dst": "cpu_seconds", "directed": True, "strength": 1.1}]}
+    store.run(lambda con: results.insert_model(con, demo.SCOPE, (ORIGIN, ORIGIN + 20), 40, ORIGIN + 21, graph,
+                                               pa.Table.from_pylist([{**e} for e in graph["edges"]])))
+    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 1, "first stable", ORIGIN + 21))
+    for learned in (30, 40, 50, 60, 70, 78, 86, 94):
+        _model(store, learned)
+    story = _story(started=HOG[0], stopped=HOG[1])
+    story.contended, story.why = demo.contended(store.cursor(), demo._task_waits(store.cursor(), ORIGIN), ORIGIN)
+    assert story.contended == "duration" and story.why == (
+        "the baseline model has duration -> cpu_wait_seconds: the wait's change is judged given the task time, "
+        "which holds it, so the hog shows in duration")
+    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, resolved=78.0)
+    assert _report(store, story, tmp_path)["story"]["line"] == (
+        "story shown: mechanism_changed on duration raised 10.0 s into the hog, resolved 6.0 s after it stopped "
+        "(the model has duration -> cpu_wait_seconds: duration shows it)")
+
+
 def test_the_stretches_follow_the_store(store):
     """Calm until the scope has its baseline, then real hog processes, sized on the calm tasks' wait
     and grown when the first tasks under them wait too little more, until an anomaly on the wait is
