@@ -115,21 +115,33 @@ def store_files(db: Path) -> list:
 
 
 CRASHER = textwrap.dedent("""
-    import functools, sys
+    import functools, os, sys, time
     from causewatch.daemon import store
     s = store.Store(sys.argv[1])
-    cut, step = float(sys.argv[2]), float(sys.argv[3])
+    cut, step, end = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+    replace = os.replace
+
+    def renamed(src, dst):   # a lake file in its day's folder, its commit still to come: says so, waits
+        replace(src, dst)
+        if "day=" in str(dst):
+            print("renamed", flush=True)
+            time.sleep(1.0)
+
+    if sys.argv[5:] == ["pause"]:
+        os.replace = renamed
     print("ready", flush=True)
-    while True:
+    while cut < end:
         cut += step
         s.run(functools.partial(store.lake.compact, lake=str(s.lake), cutoff_ms=int(cut * 1000)))
         print("moved", flush=True)
+    print("done", flush=True)
 """)
 
 
 def test_a_daemon_killed_mid_move_keeps_each_value_once(tmp_path):
-    """SIGKILL at random points of many moves: afterwards every acknowledged value is hot or cold,
-    never both, never neither (audit per value), and no unlisted file survives the reopen."""
+    """SIGKILL at random points of many moves, and (every other attempt) just after a file was renamed
+    into its day's folder, before its commit: afterwards every acknowledged value is hot or cold, never
+    both, never neither (audit per value), and no unlisted file survives the reopen."""
     db = tmp_path / "c.duckdb"
     s = Store(str(db))
     s.commit_frames(frames(nodes=6, days=3, step=30, per_frame=60))
@@ -139,13 +151,18 @@ def test_a_daemon_killed_mid_move_keeps_each_value_once(tmp_path):
     script.write_text(CRASHER)
     rng = random.Random(7)
     cut, unlisted = T0, 0
+    end = T0 + 3 * DAY
     for attempt in range(8):
-        child = subprocess.Popen([sys.executable, str(script), str(db), str(cut), str(CHUNK * 3)],
-                                 stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen([sys.executable, str(script), str(db), str(cut), str(CHUNK * 3), str(end)]
+                                 + ["pause"] * (attempt % 2), stdout=subprocess.PIPE, text=True)
         assert child.stdout.readline().strip() == "ready"
-        for _ in range(rng.randint(0, 2)):     # some moves commit, however loaded the machine
-            child.stdout.readline()
-        time.sleep(rng.uniform(0.0, 0.3))
+        if attempt % 2:   # between a file's write and its commit, whatever the machine's speed
+            while child.stdout.readline().strip() not in ("renamed", "done", ""):
+                pass
+        else:
+            for _ in range(rng.randint(0, 2)):     # some moves commit, however loaded the machine
+                child.stdout.readline()
+            time.sleep(rng.uniform(0.0, 0.3))
         child.send_signal(signal.SIGKILL)
         child.wait()
         unlisted += len(set((tmp_path / "c.lake").rglob("*.parquet"))) > len(store_files(db))
