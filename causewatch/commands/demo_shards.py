@@ -11,8 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from causewatch import shards
@@ -65,6 +63,9 @@ def _agent(folder: Path, node: str, daemons: list[str]) -> subprocess.Popen:
 
 def ask(url: str, verb: str) -> tuple[dict, dict]:
     """(headers, JSON) of GET /api/VERB, as any reader asks a shard (an error's JSON body too)."""
+    # here, not at import: a third of a verb's start-up (f976bc0), `demo --help` included
+    import urllib.error
+    import urllib.request
     try:
         with urllib.request.urlopen(f"{url}/api/{verb}", timeout=ASK_TIMEOUT) as r:
             return dict(r.headers), json.loads(r.read())
