@@ -4,10 +4,11 @@ the shards by rendezvous hashing of their node names, as agents with `daemons` c
 
 Prints per run: frames acked, each (node, boot, seq) stored once across the shards (audited in the
 DuckDB files), each daemon's CPU-seconds (utime + stime from /proc, its own process) per million values
-stored, RSS and descriptors; the sharded site's CPU per value over the lone daemon's (goal: within
-10 %); and a global query (/api/stats and /api/samples?limit=) through one shard (the fan-out to all)
-against the same query on the lone daemon holding every row: the asking daemon's CPU-seconds for it
-and its wall time (goal: <= 1.5x; the wall figure is noisy on a shared machine, the CPU one is not).
+stored, its peak RSS and descriptors while the agents send (sampled each second); the sharded site's CPU
+per value over the lone daemon's (goal: within 10 %); and a global query (/api/stats and
+/api/samples?limit=) through one shard (the fan-out to all) against the same query on the lone daemon
+holding every row: the asking daemon's CPU-seconds for it and its wall time (goal: <= 1.5x; the wall
+figure is noisy on a shared machine, the CPU one is not).
 Run: .venv/bin/python bench/scale.py --shards 4 --agents 400 --frames 20
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import queue
 import statistics
 import subprocess
 import sys
@@ -43,9 +45,14 @@ def senders(args, endpoint: str, nodes: list[str], done) -> None:
     --timestamps x --metrics as fast as the window and credit allow, until every one is acked."""
     raise_nofile_limit()
     ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, len(nodes) + 64)   # a context holds 1,023 sockets by default
     rng = np.random.default_rng(len(nodes))
-    payloads = [msgpack.packb(body(args.timestamps, args.metrics, rng, time.time()), use_bin_type=True)
-                for _ in range(4)]
+    packed = [msgpack.packb(body(args.timestamps, args.metrics, rng, time.time()), use_bin_type=True)
+              for _ in range(4)]
+
+    def payloads(i: int) -> bytes:
+        return packed[i % 4]
+
     hello = msgpack.packb({"hostname": "bench", "agent_version": "bench"}, use_bin_type=True)
     sims = [SimAgent(ctx, endpoint, node, 10.0) for node in nodes]
     poller = zmq.Poller()
@@ -119,13 +126,20 @@ def run(args, folder: Path, names: list[str]) -> dict:
     t0 = time.perf_counter()
     for p in procs:
         p.start()
-    results = [done.get(timeout=3600) for _ in procs]
+    results, mem = [], {n: (0.0, 0) for n in names}
+    watched = {n: psutil.Process(d.proc.pid) for n, d in daemons.items()}
+    while len(results) < len(procs):   # each daemon's peak RSS and descriptors while its agents send
+        for n, proc in watched.items():
+            mem[n] = (max(mem[n][0], proc.memory_info().rss / 2**20), max(mem[n][1], proc.num_fds()))
+        try:
+            results.append(done.get(timeout=1.0))
+        except queue.Empty:
+            if time.perf_counter() - t0 > 3600:
+                raise SystemExit(f"{names}: the senders did not finish in an hour") from None
     elapsed = time.perf_counter() - t0
     cpu = {n: proc_cpu_seconds(d.proc.pid) - cpu0[n] for n, d in daemons.items()}
     for p in procs:
         p.join()
-    mem = {n: (psutil.Process(d.proc.pid).memory_info().rss / 2**20, psutil.Process(d.proc.pid).num_fds())
-           for n, d in daemons.items()}
     asker = daemons[names[0]]
     queries = {}
     for q in ("/api/stats", "/api/samples?limit=100000"):
@@ -184,7 +198,7 @@ def main() -> None:
               f"over {len(v['names'])} daemon(s) {v['agents']}; every frame stored once; {v['elapsed_s']:.1f} s")
         for n in v["names"]:
             rss, fds = v["rss_mb_fds"][n]
-            print(f"  {n}: {v['cpu_s'][n]:.2f} CPU-s, RSS {rss:.0f} MB, {fds} descriptors")
+            print(f"  {n}: {v['cpu_s'][n]:.2f} CPU-s, peak RSS {rss:.0f} MB, peak {fds} descriptors while sending")
         print(f"  daemon CPU per million values: {per[label]:.2f} s")
         for q, m in v["queries"].items():
             print(f"  {q}: {m['wall_s'] * 1000:.0f} ms wall, {m['daemon_cpu_s'] * 1000:.0f} ms asking daemon's CPU")
