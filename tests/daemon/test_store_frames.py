@@ -52,6 +52,35 @@ def test_null_values_are_stored_as_null(tmp_path):
     store.close()
 
 
+def test_a_batch_is_stored_series_by_series_in_time_order(tmp_path):
+    """Issue 27: rows go series by series (the frames of one node, scope and names stacked, laid out by
+    column), so DuckDB compresses each series' run; every value, null and time kept. Frames in arrival
+    order interleave two nodes, one name list changes, and a null-free frame joins one with nulls."""
+    rng = np.random.default_rng(5)
+    sent, batch = {}, []
+    for seq in range(1, 7):
+        for node in ("n1", "n2"):
+            names = ["a", "b", "c"] if seq != 4 else ["a", "c"]
+            t = 10.0 * seq + np.arange(3)
+            v = rng.random((3, len(names)))
+            if node == "n1" and seq % 2:
+                v[1, 0] = np.nan
+            batch.append(wire.decode(wire.encode("samples", node, "b", seq, wire.samples_body(t, names, v))))
+            sent.update({(node, n, ti): (None if np.isnan(x) else x) for row, ti in zip(v, t)
+                         for n, x in zip(names, row)})
+    store = Store(str(tmp_path / "s.duckdb"))
+    store.commit_frames(batch)
+    con = store.cursor()
+    stored = con.execute("SELECT node, metric, ts, value FROM samples").fetchall()
+    assert {(n, m, t): v for n, m, t, v in stored} == sent and len(stored) == len(sent)
+    order = con.execute("SELECT series_id, ts FROM samples_hot").fetchall()   # the table's own order
+    runs = [s for i, (s, _) in enumerate(order) if i == 0 or order[i - 1][0] != s]
+    by_names = 2 * 3 + 2 * 2   # (n1, n2) x (a, b, c) in the groups of three names, x (a, c) in those of two
+    assert len(runs) == by_names, runs
+    assert all(t0 < t1 for (s0, t0), (s1, t1) in zip(order, order[1:]) if s0 == s1)
+    store.close()
+
+
 def test_failed_transaction_leaves_nothing(tmp_path):
     store = Store(str(tmp_path / "s.duckdb"))
     try:
