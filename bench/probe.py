@@ -1,18 +1,21 @@
 """Benchmark: software-probe predictions on emulated heterogeneous nodes, against a generic CPU rating.
 
-Nodes are emulated on this machine, the application pinned to CPU 0: clean; sharing the memory
-system with a bandwidth hog on CPU 1; sharing CPU 0 with a compute hog; under 80 % and 50 % cgroup
-CPU quotas (v1 or v2, when writable). Each node runs the whole workload, the probe and the generic
-rating, then the whole workload again: the node's time is the mean of its two runs, taken around the
-probe, and their difference shows how far one run strays. The generic predictor scales the
-reference time by a fixed CPU loop's time (like HTCondor's Mips rating).
-Usage: python bench/probe.py [--tasks 1500] [--seed 0]   (about 20 minutes on a quiet 2-core machine)
+Nodes are emulated on this machine, the application pinned to CPU 0: clean; sharing the memory system
+with a bandwidth hog on CPU 1, or with a neighbour on CPU 1 doing random gathers over 32 MiB, 256 MiB or
+1 GiB (it thrashes the caches and TLB where the streaming hog is hidden by the prefetcher); sharing CPU
+0 with a compute hog; under 80 % and 50 % cgroup CPU quotas (v1 or v2, when writable). Each node runs
+the whole workload, the probe and the generic rating, then the whole workload again: the node's time is
+the mean of its two runs, taken around the probe, and their difference shows how far one run strays. The
+generic predictor scales the reference time by a fixed CPU loop's time (like HTCondor's Mips rating).
+Usage: python bench/probe.py [--tasks 1500] [--seed 0] [--types integer,stream,dict,sort] [--nodes clean,...]
+(about 30 minutes on a quiet 2-core machine; --types: another application's mix of task types)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import statistics
 import sys
@@ -26,7 +29,7 @@ from causewatch.probe.kit import Worker
 from causewatch.probe.quality import format_quality
 from causewatch.probe.run import run_kit
 from causewatch.probe.workloads import masterworker as mw
-from causewatch.probe.workloads.nodes import CPU_HOG, MEMBW_HOG, cpu_quota, hog, quota_available
+from causewatch.probe.workloads.nodes import CPU_HOG, MEMBW_HOG, cpu_quota, gather_hog, hog, quota_available
 
 APP_CPU, OTHER_CPU = 0, 1
 
@@ -86,9 +89,30 @@ def main() -> int:
                         help="tasks of the full run (default 1500, about a minute on a clean node: the probe's "
                              "time is fixed, the run's grows)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--types", default=",".join(mw.DEFAULT_TYPES),
+                        help=f"the application's task types, of {', '.join(mw.TASK_TYPES)} (default: the bundled mix)")
+    parser.add_argument("--nodes", help="comma-separated node names to emulate (default: all)")
     args = parser.parse_args()
     os.sched_setaffinity(0, {APP_CPU})   # the application's "node" is CPU 0; spawned workers inherit it
-    tasks = mw.make_tasks(args.tasks, args.seed)
+    try:
+        tasks = mw.make_tasks(args.tasks, args.seed, types=tuple(args.types.split(",")))
+    except ValueError as e:
+        parser.error(f"--types: {e}")
+    nodes = {"clean": contextlib.nullcontext, "membw-hog": lambda: hog(MEMBW_HOG, OTHER_CPU),
+             **{f"gather-{name}": functools.partial(hog, gather_hog(mib), OTHER_CPU)
+                for name, mib in (("32M", 32), ("256M", 256), ("1G", 1024))},
+             "cpu-hog": lambda: hog(CPU_HOG, APP_CPU)}
+    if quota_available():
+        # a mildly slower CPU: the generic rating puts it behind the bandwidth-starved node, the truth not always
+        nodes["quota-80%"] = lambda: cpu_quota(0.8)
+        nodes["quota-50%"] = lambda: cpu_quota(0.5)
+    else:
+        print("(cgroup CPU quota not writable here: the quota nodes are skipped)")
+    if args.nodes:
+        wanted = args.nodes.split(",")
+        if unknown := [n for n in wanted if n not in nodes]:
+            parser.error(f"--nodes: no node {', '.join(unknown)} here (nodes: {', '.join(nodes)})")
+        nodes = {n: nodes[n] for n in wanted}
     worker = Worker(callable="causewatch.probe.workloads.masterworker:run_task")
 
     t0 = time.perf_counter()
@@ -100,14 +124,6 @@ def main() -> int:
           f"reference {kit['reference_seconds']:.2f} task-s; {format_quality(kit)}", flush=True)
     ref_loop = generic_loop()
 
-    nodes = {"clean": contextlib.nullcontext, "membw-hog": lambda: hog(MEMBW_HOG, OTHER_CPU),
-             "cpu-hog": lambda: hog(CPU_HOG, APP_CPU)}
-    if quota_available():
-        # a mildly slower CPU: the generic rating puts it behind the bandwidth-starved node, the truth not always
-        nodes["quota-80%"] = lambda: cpu_quota(0.8)
-        nodes["quota-50%"] = lambda: cpu_quota(0.5)
-    else:
-        print("(cgroup CPU quota not writable here: the quota nodes are skipped)")
     rows = []
     load_before = os.getloadavg()[0]
     for name, emulate in nodes.items():

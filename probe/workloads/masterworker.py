@@ -1,7 +1,8 @@
 """A phased master-worker workload: a master hands seeded tasks to spawned worker processes.
 
-Task types stress different resources (integer/branchy, float, random access, streaming, dict churn);
-`run_task(task)` runs one task and is the worker a probe kit describes. Run as a module to time a run.
+Task types stress different resources (integer/branchy, float, random access, streaming, dict churn,
+in-cache sorting); `run_task(task)` runs one task and is the worker a probe kit describes. Run as a
+module to time a run; `--types` picks another mix of them (another application).
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ TASK_TYPES = {
     "random": 800_000,     # random gathers over a 32 MiB working set (cache and TLB misses)
     "stream": 4_000_000,   # triad passes over arrays of this many doubles (memory bandwidth)
     "dict": 120_000,       # inserts, lookups and deletes of string keys (allocator, hashing)
+    "sort": 60_000,        # repeated sorts of an array this long (480 KB: in the L2 cache)
 }
+# the bundled application's mix; "sort" joins others' (bench/probe.py --types)
+DEFAULT_TYPES = ("integer", "float", "random", "stream", "dict")
 WORKING_SET = 4 * 1024 * 1024  # doubles of the random-access array (32 MiB)
 
 
@@ -83,7 +87,18 @@ def _dict(n: int, rng) -> float:
     return float(hits + len(table))
 
 
-_KERNELS = {"integer": _integer, "float": _float, "random": _random, "stream": _stream, "dict": _dict}
+def _sort(n: int, rng) -> float:
+    a = rng.random(n)
+    total = 0.0
+    for _ in range(100):
+        b = np.sort(a, kind="quicksort")
+        total += float(b[n // 2])
+        a = np.roll(a, 1) * 0.999 + b * 0.001
+    return total
+
+
+_KERNELS = {"integer": _integer, "float": _float, "random": _random, "stream": _stream, "dict": _dict,
+            "sort": _sort}
 
 
 def run_task(task: dict) -> float:
@@ -113,11 +128,15 @@ def timed_task(task: dict, app: str | None = None) -> dict:
             "cpu": time.process_time() - c0, "checksum": checksum}
 
 
-def iter_tasks(seed: int = 0, scale: float = 1.0):
-    """The phased task stream without end: runs of one task type each (the program's phases), sizes
-    jittered +-10 %. The order of the runs, their lengths and the jitter all follow `seed`."""
+def iter_tasks(seed: int = 0, scale: float = 1.0, types=DEFAULT_TYPES):
+    """The phased task stream without end: runs of one task type of `types` each (the program's phases),
+    sizes jittered +-10 %. The order of the runs, their lengths and the jitter all follow `seed`."""
+    unknown = [t for t in types if t not in TASK_TYPES]
+    if unknown or not types:
+        raise ValueError(f"task types must be some of {', '.join(TASK_TYPES)}; "
+                         f"{'not one: ' + ', '.join(unknown) if unknown else 'none given'}")
     rng = np.random.default_rng(seed)
-    types = list(TASK_TYPES)
+    types = list(types)
     n = 0
     while True:
         kind = types[int(rng.integers(len(types)))]
@@ -127,9 +146,9 @@ def iter_tasks(seed: int = 0, scale: float = 1.0):
             n += 1
 
 
-def make_tasks(n: int, seed: int = 0, scale: float = 1.0) -> list[dict]:
-    """The first `n` tasks of `iter_tasks(seed, scale)`."""
-    return list(itertools.islice(iter_tasks(seed, scale), n))
+def make_tasks(n: int, seed: int = 0, scale: float = 1.0, types=DEFAULT_TYPES) -> list[dict]:
+    """The first `n` tasks of `iter_tasks(seed, scale, types)`."""
+    return list(itertools.islice(iter_tasks(seed, scale, types), n))
 
 
 def until(tasks, path: str, ahead: threading.Semaphore):
@@ -185,6 +204,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the task list")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (spawned)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every task's size")
+    parser.add_argument("--types", default=",".join(DEFAULT_TYPES),
+                        help=f"comma-separated task types to mix, of {', '.join(TASK_TYPES)} (default: all but sort)")
     parser.add_argument("--app", help="send a causewatch task record per task under this app name "
                                        "(to the agent named by $CAUSEWATCH_CONFIG, else the defaults)")
     parser.add_argument("--run-task", metavar="FILE", help="run the one task in this JSON file and exit")
@@ -194,7 +215,12 @@ def main(argv=None) -> int:
         with open(args.run_task) as f:
             print(json.dumps(timed_task(json.load(f))))
         return 0
-    tasks = iter_tasks(args.seed, args.scale) if args.until else make_tasks(args.tasks, args.seed, args.scale)
+    types = tuple(t for t in args.types.split(",") if t)
+    try:
+        tasks = iter_tasks(args.seed, args.scale, types) if args.until else \
+            make_tasks(args.tasks, args.seed, args.scale, types)
+    except ValueError as e:
+        parser.error(f"--types: {e}")
     result = run_master(tasks, args.workers, app=args.app, stop=args.until)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -1,5 +1,6 @@
 """Heterogeneous nodes emulated on one machine, for benchmarks and tests of probe predictions:
-a CPU quota (a cgroup, v1 or v2), a compute hog sharing a core, a memory-bandwidth hog.
+a CPU quota (a cgroup, v1 or v2), a compute hog sharing a core, a memory-bandwidth hog, a neighbour
+thrashing the caches and memory with random gathers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,15 @@ from pathlib import Path
 MEMBW_HOG = ("import os, numpy as np; os.sched_setaffinity(0, {%d}); a = np.ones(40_000_000); b = np.empty_like(a)\n"
              "while True: np.copyto(b, a); np.copyto(a, b)")
 CPU_HOG = "import os; os.sched_setaffinity(0, {%d})\nx = 0\nwhile True: x = (x * 31 + 7) %% 1000003"
+
+
+def gather_hog(mib: int) -> str:
+    """Code for `hog`: random 8-byte gathers over `mib` MiB without end, each a likely cache and TLB miss
+    once the working set passes the caches (the neighbour that streams, MEMBW_HOG, the prefetcher hides)."""
+    n = mib * 2**17
+    return ("import os, numpy as np; os.sched_setaffinity(0, {%d}); a = np.ones(" + str(n) + ")\n"
+            "idx = np.random.default_rng(0).integers(0, " + str(n) + ", 2**20)\n"
+            "while True: a.take(idx).sum(); idx = (idx * 1103515245 + 12345) %% " + str(n))
 
 
 @contextlib.contextmanager

@@ -22,6 +22,18 @@ def test_task_list_is_seeded_and_phased():
         assert 0.9 * base - 1 <= t["size"] <= 1.1 * base + 1
 
 
+def test_another_mix_of_task_types_is_another_application():
+    bundled = mw.make_tasks(300, seed=3)
+    assert {t["type"] for t in bundled} == set(mw.DEFAULT_TYPES) and "sort" not in mw.DEFAULT_TYPES
+    other = mw.make_tasks(300, seed=3, types=("integer", "stream", "dict", "sort"))
+    assert {t["type"] for t in other} == {"integer", "stream", "dict", "sort"}
+    with pytest.raises(ValueError, match="task types must be some of .*; not one: gpu$"):
+        mw.make_tasks(3, types=("dict", "gpu"))
+    out = subprocess.run([sys.executable, "-m", "causewatch.probe.workloads.masterworker", "--types", "dict,gpu"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--types: task types must be some of" in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize("kind", sorted(mw.TASK_TYPES))
 def test_each_task_type_runs_deterministically(kind):
     task = {"id": "x", "type": kind, "size": mw.TASK_TYPES[kind] // 20, "seed": 5}
