@@ -229,9 +229,9 @@ class Store:
         """The frames' values as one single-chunk Arrow table of samples_hot's columns (series_id, ts in
         ms, value): DuckDB inserts one long chunk faster than a chunk per frame. The rows go series by
         series: the frames of one (node, scope, names) are stacked and their T x M block laid out by
-        column, so each series' values of the batch sit together in time order, which DuckDB's RLE and
-        ALP compress to about half the bytes of the frames' row-major order (docs/storage.md). Only
-        frames are grouped, never values sorted; new series get their ids here (`series.new`)."""
+        column, so each series' values of the batch sit together in time order: DuckDB's RLE and ALP
+        then keep recorded agent output in 58 % of the bytes of the frames' row-major order
+        (docs/storage.md). Frames are grouped, values never sorted; new series get their ids here."""
         groups: dict[tuple, list] = {}
         total, masked = 0, False
         for f in frames:
