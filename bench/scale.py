@@ -18,6 +18,7 @@ import argparse
 import json
 import multiprocessing as mp
 import queue
+import signal
 import statistics
 import subprocess
 import sys
@@ -107,20 +108,40 @@ class Daemon:
 
 
 def run(args, folder: Path, names: list[str]) -> dict:
-    """One site: the daemons `names` (one: a lone daemon), every agent sending to its owner."""
+    """One site: the daemons `names` (one: a lone daemon), every agent sending to its owner; the daemons
+    are stopped whatever happens, then every frame is audited in their files."""
     ports = {n: (free_port(), free_port()) for n in names}
     lake = folder / "lake"
     daemons = {n: Daemon(folder, n, ports, [p for p in names if p != n] if len(names) > 1 else [], lake)
                for n in names}
+    try:
+        site = drive(args, daemons)
+    finally:
+        for d in daemons.values():
+            d.stop()
+    frames = args.agents * args.frames
+    logged = sum(query(d.db, "SELECT count(*) FROM ingest_log WHERE type = 'samples'")[0][0] for d in daemons.values())
+    keys = {k for d in daemons.values()
+            for k in query(d.db, "SELECT node, boot, seq FROM ingest_log WHERE type = 'samples'")}
+    stored = sum(query(d.db, "SELECT count(*) FROM samples")[0][0] for d in daemons.values())
+    acked = site.pop("acked") - args.agents
+    if acked != frames or logged != frames or len(keys) != frames or stored != frames * args.timestamps * args.metrics:
+        raise SystemExit(f"{names}: acked {acked}, logged {logged} ({len(keys)} distinct) of {frames} frames, "
+                         f"stored {stored}")
+    return {"names": names, "values": stored, **site}
+
+
+def drive(args, daemons: dict[str, Daemon]) -> dict:
+    """Send every agent's frames to its owner and time the global queries through the first daemon."""
+    names = list(daemons)
     for d in daemons.values():
         d.ready()
-    nodes = [f"node{k:05d}" for k in range(args.agents)]
     by_owner = {n: [] for n in names}
-    for node in nodes:
+    for node in (f"node{k:05d}" for k in range(args.agents)):
         by_owner[shards.owner(node, names) if len(names) > 1 else names[0]].append(node)
     ctx = mp.get_context("fork")
     done = ctx.Queue()
-    procs = [ctx.Process(target=senders, args=(args, daemons[n].endpoint, share[i::args.procs], done))
+    procs = [ctx.Process(target=senders, args=(args, daemons[n].endpoint, share[i::args.procs], done), daemon=True)
              for n, share in by_owner.items() for i in range(args.procs) if share[i::args.procs]]
     cpu0 = {n: proc_cpu_seconds(d.proc.pid) for n, d in daemons.items()}
     t0 = time.perf_counter()
@@ -154,19 +175,8 @@ def run(args, folder: Path, names: list[str]) -> dict:
             if partial:
                 raise SystemExit(f"{q}: partial answer ({partial})")
         queries[q] = {"wall_s": statistics.median(walls), "daemon_cpu_s": statistics.median(cpus)}
-    for d in daemons.values():
-        d.stop()
-    frames = args.agents * args.frames
-    logged = sum(query(d.db, "SELECT count(*) FROM ingest_log WHERE type = 'samples'")[0][0] for d in daemons.values())
-    keys = {k for d in daemons.values()
-            for k in query(d.db, "SELECT node, boot, seq FROM ingest_log WHERE type = 'samples'")}
-    stored = sum(query(d.db, "SELECT count(*) FROM samples")[0][0] for d in daemons.values())
-    acked = sum(r["acked"] for r in results) - args.agents
-    if acked != frames or logged != frames or len(keys) != frames or stored != frames * args.timestamps * args.metrics:
-        raise SystemExit(f"{names}: acked {acked}, logged {logged} ({len(keys)} distinct) of {frames} frames, "
-                         f"stored {stored}")
-    return {"names": names, "agents": {n: len(v) for n, v in by_owner.items()}, "elapsed_s": elapsed,
-            "values": stored, "cpu_s": cpu, "rss_mb_fds": mem, "queries": queries}
+    return {"agents": {n: len(v) for n, v in by_owner.items()}, "elapsed_s": elapsed, "cpu_s": cpu,
+            "rss_mb_fds": mem, "queries": queries, "acked": sum(r["acked"] for r in results)}
 
 
 def main() -> None:
@@ -181,6 +191,10 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=5, help="repeats of each global query (median)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args()
+    if min(args.shards, args.agents, args.frames, args.window, args.procs, args.queries) < 1:
+        p.error("--shards, --agents, --frames, --window, --procs and --queries must be at least 1")
+    # a SIGTERM (timeout, kill) unwinds like an error, so run()'s finally stops the daemons
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out = {}
     for label, names in (("lone", ["lone"]), ("sharded", [chr(ord("a") + i) for i in range(args.shards)])):
         with tempfile.TemporaryDirectory(prefix=f"cw-scale-{label}-") as folder:
