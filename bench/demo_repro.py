@@ -176,7 +176,7 @@ def main() -> None:
               f"{max(r['wall_s'] for r in reps)} s; " + "; ".join(
                   f"run {i}: {r['story']['line']}" for i, r in enumerate(reps, 1) if r["story"]["shown"] != "yes"))
         raised = [raised_into_hog(r) for r in reps]
-        own = [r for r in reps if "pinned" not in r["contention_hog"][0]["baseline"]]
+        own = [r for r in reps if r["contention_hog"][0]["pinned_model"] is None]
         print(f"  baseline after (s): {[r['contention_hog'][0]['baseline_after_s'] for r in reps]}, formed on its "
               f"own (not pinned by the demo) in {len(own)}/{len(reps)} runs; "
               f"hog's anomaly raised (s into the hog): {raised}; within {HOG_GOAL:.0f} s: "

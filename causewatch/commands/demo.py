@@ -274,7 +274,8 @@ class Story:
         self.baseline_s: float | None = None  # when the calm start had its baseline
         self.versions = {}                   # model versions when each stretch began
         self.hog_versions = 0                # model versions learnt under the hog
-        self.contended, self.why = WAIT, None   # the model variable the hog shows in, and why not the wait
+        # the model variable the hog shows in; why not the wait, and the verdict's short form of it
+        self.contended, self.why, self.held = WAIT, None, ""
         self.short: list[str] = []           # the bounds that ran out, and what was missing then
         # (seconds after the origin, 1-minute load average, processes runnable then: the demo and its hog left out)
         self.loads: list[tuple[float, float, int]] = []
@@ -322,7 +323,7 @@ class Story:
             self.baseline_s = now
             self._next("hog", now, models)
             tasks = _task_waits(con, self.origin)
-            self.contended, self.why = contended(con, tasks, self.origin)
+            self.contended, self.why, self.held = contended(con, tasks, self.origin)
             self.hog.start(now, load, _median(tasks, -math.inf, now))
         elif over:
             self.short.append(f"no baseline model within the calm start's {self.bounds['calm']:.0f} s: " + (
@@ -434,6 +435,7 @@ def report(con, seconds: float, folder: Path, story: Story) -> dict:
     word, shown, line = verdict(rep["anomalies"], waits, story)
     rep["contention_hog"] = [{"cpus": hog.cpus, "per_cpu": hog.per_cpu, "sized": hog.sized,
                               "load_at_start": _round(hog.load), "calm_wait_per_cpu_s": _round(hog.calm_wait),
+                              "pinned_model": story.pinned,
                               "baseline": f"model {story.pinned}, pinned by the demo" if story.pinned
                               else f"model {base['model_id']}, {base['how']}" if base else "none",
                               "baseline_after_s": _round(story.baseline_s), "started_s": _round(hog.started),
@@ -524,28 +526,29 @@ def _task_waits(con, origin: float):
         ["t", "duration", "wait", "ratio"]]
 
 
-def contended(con, tasks, origin: float) -> tuple[str, str | None]:
-    """The variable of the scope's baseline model the hog's contention shows in, and why when it is
-    not the wait: on a loaded machine a task's wait is most of its time, and the model leaves it out
-    as a linear copy of duration (features.COPY_R), which then carries it; or the model orients
-    duration -> wait, so the wait's mechanism is judged given the task time that holds it, which
-    hides the change (a quiet-machine test run lost the story so, in 1 of 6)."""
+def contended(con, tasks, origin: float) -> tuple[str, str | None, str]:
+    """The variable of the scope's baseline model the hog's contention shows in, why when it is not the wait and the
+    short form the verdict's line gives (else None and ""): on a loaded machine a task's wait is most of its time,
+    and the model leaves it out as a linear copy of duration (features.COPY_R), which then carries it; or the model
+    orients duration -> wait, so the wait's mechanism is judged given the task time that holds it, which hides the
+    change (a quiet-machine test run lost the story so, in 1 of 6)."""
     from causewatch.daemon import readers
     base = readers.models.baseline(con, SCOPE)
     graph = readers.models.model_graph(con, SCOPE, base["model_id"])[1] if base else {}
     nodes = graph.get("nodes", [])
     if any(e["src"] == DURATION and e["dst"] == WAIT and e["directed"] for e in graph.get("edges", [])):
         return DURATION, (f"the baseline model has {DURATION} -> {WAIT}: the wait's change is judged given the "
-                          f"task time, which holds it, so the hog shows in {DURATION}")
+                          f"task time, which holds it, so the hog shows in {DURATION}"), \
+            f"the model has {DURATION} -> {WAIT}: {DURATION} shows it"
     if WAIT in nodes or DURATION not in nodes:
-        return WAIT, None
+        return WAIT, None, ""
     why = f"{WAIT} is not a variable of the baseline model, so the hog shows in {DURATION}"
     if tasks is not None:
         lo, hi = readers.models.model_window(con, base["model_id"])
         window = tasks[(tasks["t"] >= lo - origin) & (tasks["t"] <= hi - origin)]
         r = window["wait"].corr(window[DURATION]) if len(window) > 2 else float("nan")
         why += f" (on the baseline's tasks the two moved together, r = {r:.4f}: the wait was most of a task's time)"
-    return DURATION, why
+    return DURATION, why, f"{WAIT} is not in the model: {DURATION} holds it"
 
 
 def _median(tasks, lo: float, hi: float) -> float | None:
@@ -592,8 +595,7 @@ def verdict(anomalies: list[dict], waits: dict, story: Story) -> tuple[str, str,
                   key=lambda a: a["kind"] != "mechanism_changed")
     shown = [a for a in ours if hog.stopped is not None and (a["resolved_s"] or -1) >= hog.stopped]
     cut = "; " + "; ".join(story.short) if story.short else ""
-    held = "" if var == WAIT else f" ({WAIT} is not in the model: {DURATION} holds it)" if story.why.startswith(
-        WAIT) else f" (the model has {DURATION} -> {WAIT}: {DURATION} shows it)"
+    held = f" ({story.held})" if story.held else ""
     if hog.started is None:
         word, said = "no", "no: the hog never ran" + (f" ({story.short[0]})" if story.short
                                                       else " (the workload ended first)")
@@ -724,7 +726,9 @@ MEANING = {
                     "held_by of versions: how many of the run's model versions had the edge; stable: held by 80 % "
                     "and at least 0.1 bits (weaker edges sit near the test's threshold and may differ run to run)",
     "causal_submodels": "each variable with parents as the function of them that describes it shortest (MDL)",
-    "contention_hog": "once the model had its baseline (baseline_after_s seconds after the workload started), "
+    "contention_hog": "once the model had its baseline (baseline: which model and how it was chosen; "
+                      "pinned_model: the one the demo pinned when its calm bound ran out without one, else null; "
+                      "baseline_after_s seconds after the workload started), "
                       "per_cpu busy processes pinned to each CPU (calm_wait_per_cpu_s, the calm tasks' wait per CPU "
                       f"second, rounded up, grown once the first tasks under it waited less than {HOG_FACTOR} times "
                       "that: the size the anomaly test needs) competed with the workload for its cores, from "

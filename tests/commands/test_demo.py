@@ -156,7 +156,8 @@ def test_a_wait_the_model_left_out_shows_in_duration(store, tmp_path):
         _model(store, learned, nodes=["cpu_seconds", "duration"])
     store.run(lambda con: results.set_baseline(con, demo.SCOPE, 2, "first stable", ORIGIN + 21))
     story = _story(started=HOG[0], stopped=HOG[1])
-    story.contended, story.why = demo.contended(store.cursor(), demo._task_waits(store.cursor(), ORIGIN), ORIGIN)
+    waits = demo._task_waits(store.cursor(), ORIGIN)
+    story.contended, story.why, story.held = demo.contended(store.cursor(), waits, ORIGIN)
     assert story.contended == "duration" and story.why == (
         "cpu_wait_seconds is not a variable of the baseline model, so the hog shows in duration (on the baseline's "
         "tasks the two moved together, r = 1.0000: the wait was most of a task's time)")
@@ -188,7 +189,8 @@ def test_a_model_that_orients_duration_to_the_wait_shows_the_hog_in_duration(sto
     for learned in (30, 40, 50, 60, 70, 78, 86, 94):
         _model(store, learned)
     story = _story(started=HOG[0], stopped=HOG[1])
-    story.contended, story.why = demo.contended(store.cursor(), demo._task_waits(store.cursor(), ORIGIN), ORIGIN)
+    waits = demo._task_waits(store.cursor(), ORIGIN)
+    story.contended, story.why, story.held = demo.contended(store.cursor(), waits, ORIGIN)
     assert story.contended == "duration" and story.why == (
         "the baseline model has duration -> cpu_wait_seconds: the wait's change is judged given the task time, "
         "which holds it, so the hog shows in duration")
