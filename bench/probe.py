@@ -95,7 +95,7 @@ def main() -> int:
     args = parser.parse_args()
     os.sched_setaffinity(0, {APP_CPU})   # the application's "node" is CPU 0; spawned workers inherit it
     try:
-        tasks = mw.make_tasks(args.tasks, args.seed, types=tuple(args.types.split(",")))
+        tasks = mw.make_tasks(args.tasks, args.seed, types=mw.parse_types(args.types))
     except ValueError as e:
         parser.error(f"--types: {e}")
     nodes = {"clean": contextlib.nullcontext, "membw-hog": lambda: hog(MEMBW_HOG, OTHER_CPU),

@@ -146,6 +146,11 @@ def iter_tasks(seed: int = 0, scale: float = 1.0, types=DEFAULT_TYPES):
             n += 1
 
 
+def parse_types(text: str) -> tuple[str, ...]:
+    """The task types of a comma-separated --types value (checked by iter_tasks)."""
+    return tuple(t for t in text.split(",") if t)
+
+
 def make_tasks(n: int, seed: int = 0, scale: float = 1.0, types=DEFAULT_TYPES) -> list[dict]:
     """The first `n` tasks of `iter_tasks(seed, scale, types)`."""
     return list(itertools.islice(iter_tasks(seed, scale, types), n))
@@ -215,7 +220,7 @@ def main(argv=None) -> int:
         with open(args.run_task) as f:
             print(json.dumps(timed_task(json.load(f))))
         return 0
-    types = tuple(t for t in args.types.split(",") if t)
+    types = parse_types(args.types)
     try:
         tasks = iter_tasks(args.seed, args.scale, types) if args.until else \
             make_tasks(args.tasks, args.seed, args.scale, types)
