@@ -147,6 +147,14 @@ def test_anomalies_without_the_hog_are_explained_and_the_last_line_says_why_not(
         "hog (other work 1, unexplained 1: causes in the report)")
 
 
+def _contended_story(store) -> demo.Story:
+    """A story whose hog ran over HOG, with the variable and reasons `contended` finds in the store."""
+    story = _story(started=HOG[0], stopped=HOG[1])
+    waits = demo._task_waits(store.cursor(), ORIGIN)
+    story.contended, story.why, story.held = demo.contended(store.cursor(), waits, ORIGIN)
+    return story
+
+
 def test_a_wait_the_model_left_out_shows_in_duration(store, tmp_path):
     """On a loaded machine a task's wait is most of its time, and the model leaves the wait out as a
     linear copy of duration: the story's anomaly is then one on duration, and the last line says so.
@@ -155,9 +163,7 @@ def test_a_wait_the_model_left_out_shows_in_duration(store, tmp_path):
     for learned in (10, 20, 30, 40, 50, 60, 70, 78, 86, 94):
         _model(store, learned, nodes=["cpu_seconds", "duration"])
     store.run(lambda con: results.set_baseline(con, demo.SCOPE, 2, "first stable", ORIGIN + 21))
-    story = _story(started=HOG[0], stopped=HOG[1])
-    waits = demo._task_waits(store.cursor(), ORIGIN)
-    story.contended, story.why, story.held = demo.contended(store.cursor(), waits, ORIGIN)
+    story = _contended_story(store)
     assert story.contended == "duration" and story.why == (
         "cpu_wait_seconds is not a variable of the baseline model, so the hog shows in duration (on the baseline's "
         "tasks the two moved together, r = 1.0000: the wait was most of a task's time)")
@@ -188,9 +194,7 @@ def test_a_model_that_orients_duration_to_the_wait_shows_the_hog_in_duration(sto
     store.run(lambda con: results.set_baseline(con, demo.SCOPE, 1, "first stable", ORIGIN + 21))
     for learned in (30, 40, 50, 60, 70, 78, 86, 94):
         _model(store, learned)
-    story = _story(started=HOG[0], stopped=HOG[1])
-    waits = demo._task_waits(store.cursor(), ORIGIN)
-    story.contended, story.why, story.held = demo.contended(store.cursor(), waits, ORIGIN)
+    story = _contended_story(store)
     assert story.contended == "duration" and story.why == (
         "the baseline model has duration -> cpu_wait_seconds: the wait's change is judged given the task time, "
         "which holds it, so the hog shows in duration")
