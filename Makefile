@@ -20,8 +20,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q tests
 
-# ruff and the import contracts alone (both also run in `make test`). Plain `lint-imports` in the checkout
-# cannot see the parts: grimp walks causewatch/ only, and package-dir maps agent/, daemon/, … into it.
+# ruff and the import contracts alone (both also run in `make test`; `lint-imports` alone works too)
 lint: $(STAMP)
 	$(VENV)/bin/python -m pytest -q tests/core/test_ruff.py tests/core/test_part_rules.py
 

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import time
-import tomllib
 import urllib.request
 from pathlib import Path
 
@@ -25,26 +24,19 @@ from causewatch import wire
 from causewatch.config import AgentConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ["agent", "daemon", "analytics", "probe", "causewatch"]
+PACKAGE = ROOT / "causewatch"
 
 
 def product_files():
     """(path relative to the checkout, path) of every product source file, each once."""
-    for part in PARTS:
-        for path in sorted((ROOT / part).rglob("*.py")):
-            yield path.relative_to(ROOT).as_posix(), path
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(ROOT).as_posix(), path
 
 
 def package_folders() -> dict[str, Path]:
-    """Each package of the distribution and the checkout folder it is built from, as pyproject.toml's
-    `packages` and `package-dir` say (causewatch.analytics.causal -> analytics/causal)."""
-    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    mapped = setup["package-dir"]
-    folders = {}
-    for package in setup["packages"]:
-        base = max((m for m in mapped if package == m or package.startswith(m + ".")), key=len)
-        folders[package] = ROOT.joinpath(mapped[base], *package[len(base):].split(".")[1:])
-    return folders
+    """Each package of the distribution and its checkout folder (causewatch.analytics.causal ->
+    causewatch/analytics/causal): every folder under causewatch/ with an __init__.py."""
+    return {".".join(init.parent.relative_to(ROOT).parts): init.parent for init in sorted(PACKAGE.rglob("__init__.py"))}
 
 def free_port() -> int:
     """A free port below the kernel's ephemeral range (32768-60999 here): a port the kernel hands out

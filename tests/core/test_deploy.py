@@ -70,7 +70,8 @@ def test_every_name_deploy_uses_passes_promtool_check_metrics():
 
 @pytest.mark.parametrize("path", [RULES, DASHBOARD], ids=["rules", "dashboard"])
 def test_named_metrics_are_exported(path):
-    source = "\n".join(p.read_text() for part in ("daemon", "agent") for p in (ROOT / part).glob("*.py"))
+    source = "\n".join(p.read_text() for part in ("daemon", "agent")
+                       for p in (ROOT / "causewatch" / part).glob("*.py"))
     names = {re.sub(r"_total$", "", n) for n in re.findall(r"causewatch_[a-z_]+", path.read_text())}
     # the agents' metrics, named on /metrics by daemon/node_metrics.py
     agents = {"causewatch_" + k.removesuffix("_total") for k in node_metrics.HELP}

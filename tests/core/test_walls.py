@@ -11,7 +11,7 @@ from support import product_files
 
 from causewatch.daemon.store.schema import TABLES
 
-STORE_OWNERS = ("daemon/store/", "daemon/readers/")
+STORE_OWNERS = ("causewatch/daemon/store/", "causewatch/daemon/readers/")
 SQL = re.compile(r"\b(FROM|INTO|UPDATE|JOIN|TABLE)\s+(" + "|".join(TABLES) + r")\b", re.IGNORECASE)
 
 
@@ -49,8 +49,9 @@ def test_no_function_local_project_imports_outside_the_commands():
 def test_the_walls_test_sees_what_it_forbids():
     assert SQL.search("SELECT count(*) FROM ingest_log") and SQL.search("INSERT INTO scores (ts) VALUES (1)")
     assert not SQL.search("the samples from the agents")
-    assert {rel for rel, _ in product_files()} >= {"daemon/readers/models.py", "daemon/store/frames.py",
-                                                   "agent/runner.py", "causewatch/cli.py"}
+    assert {rel for rel, _ in product_files()} >= {"causewatch/daemon/readers/models.py",
+                                                   "causewatch/daemon/store/frames.py",
+                                                   "causewatch/agent/runner.py", "causewatch/cli.py"}
 
 
 def test_the_walls_test_guards_every_table_of_the_schema():

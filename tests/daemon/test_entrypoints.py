@@ -52,8 +52,8 @@ REFERENCE = re.compile(r"^causewatch(\.\w+)+:\w+$")
 
 
 def test_no_entry_point_is_named_by_a_module_function_string():
-    offenders = [f"{rel}:{node.lineno}: {node.value!r}" for rel, path in product_files() if rel.startswith("daemon/")
-                 for node in ast.walk(ast.parse(path.read_text()))
+    offenders = [f"{rel}:{node.lineno}: {node.value!r}" for rel, path in product_files()
+                 if rel.startswith("causewatch/daemon/") for node in ast.walk(ast.parse(path.read_text()))
                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and REFERENCE.match(node.value)]
     assert not offenders, "entry points named by strings:\n" + "\n".join(offenders)
     assert REFERENCE.match("causewatch.daemon.routes:answer")

@@ -17,7 +17,7 @@ from support import package_folders, query
 ROOT = Path(__file__).resolve().parents[2]
 # the dependencies' folders: put on PYTHONPATH, their .pth files (the editable install) are not run
 SITE_PACKAGES = [p for p in sys.path if "site-packages" in p]
-NOT_PACKAGES = ("daemon", "agent", "probe", "analytics", "tests")   # folders of the checkout, not importable names
+NOT_PACKAGES = ("daemon", "agent", "probe", "analytics", "tests", "bench")   # part or checkout folders, not names
 IMPORTABLE = ("import importlib, json\nfound = []\nfor name in {names!r}:\n    try:\n"
               "        importlib.import_module(name)\n        found.append(name)\n    except ImportError:\n"
               "        pass\nimport causewatch.agent.sender\n"
@@ -61,7 +61,7 @@ def test_the_sdist_holds_each_file_once_at_its_checkout_path(sdist, site):
     product = {p.relative_to(ROOT).as_posix() for folder in package_folders().values()
                for p in folder.iterdir() if p.suffix in (".py", ".toml")}
     assert product <= set(members) and product <= set(listed)
-    assert "agent/sender.py" in members and not any(m.startswith("causewatch/agent/") for m in members)
+    assert "causewatch/agent/sender.py" in members and not any(m.startswith("agent/") for m in members)
     record = (site / "causewatch-0.1.0.dist-info" / "RECORD").read_text().splitlines()
     assert sum(line.startswith("causewatch/agent/sender.py,") for line in record) == 1
 
@@ -79,7 +79,7 @@ def test_the_editable_install_imports_only_causewatch(tmp_path):
                          text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
     found, sender = json.loads(out.stdout)
-    assert found == [] and sender == str(ROOT / "agent" / "sender.py")   # the checkout's file, by one name
+    assert found == [] and sender == str(ROOT / "causewatch" / "agent" / "sender.py")
 
 
 def test_wheel_install_imports_every_part(site, tmp_path):
