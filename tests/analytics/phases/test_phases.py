@@ -3,6 +3,9 @@ the sparse merge, the tracker."""
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +18,22 @@ from causewatch.analytics.phases.ari import adjusted_rand_index
 from causewatch.analytics.phases.merge import merge_close_phases
 from causewatch.analytics.phases.tracker import PhaseTracker
 from causewatch.cli import main
+
+BLAS_THREADS = ("import sys; from causewatch.cli import main; from threadpoolctl import threadpool_info; "
+                "main(sys.argv[1:]); print(sorted({p['num_threads'] for p in threadpool_info() "
+                "if p['internal_api'] == 'openblas'}))")
+
+
+@pytest.mark.parametrize("env, threads", [({}, "[1]"), ({"OPENBLAS_NUM_THREADS": "2"}, "[2]")])
+def test_phases_command_runs_without_an_idle_blas_pool_unless_asked(tmp_path, env, threads):
+    """The fit is single-threaded: the command's process loads OpenBLAS with one thread (an idle pool's
+    threads spin), unless the caller's environment says otherwise."""
+    fm.write_frequency_vectors(tmp_path / "app.bb", planted()[0])
+    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", BLAS_THREADS, "phases", str(tmp_path / "app.bb"), "--json"],
+                         capture_output=True, text=True, env={**clean, **env}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == threads
 
 
 def planted(seed=1, sizes=(40, 30, 20, 10), blocks=300):
