@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from causewatch.commands import check_output
 from causewatch.commands.source import add_source_arguments, open_source
@@ -107,9 +108,10 @@ def _load_stored(args):
 
 def run(args) -> int:
     # The fit is single-threaded, as SimPoint's is, and OpenBLAS's idle pool spins beside it from numpy's
-    # import on: 0.06-0.1 CPU-s on this 2-CPU machine, a sixth of a short run (docs/phases.md). Set
-    # before numpy loads; the caller's own setting wins.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # import on: 0.06-0.1 CPU-s on this 2-CPU machine, a sixth of a short run (docs/phases.md). It counts
+    # only before numpy loads (not in a caller that already has it); the caller's own setting wins.
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from causewatch.analytics.phases import SimPoint, formats
     for flag in ("save_simpoints", "save_weights", "save_labels"):
         check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
