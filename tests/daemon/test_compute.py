@@ -38,6 +38,9 @@ distributed = pytest.importorskip("distributed", reason="dask.distributed is not
 dask = pytest.importorskip("dask")
 cloudpickle = pytest.importorskip("cloudpickle")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])   # _slow_once reaches the workers by value
+# A scheduler serves HTTP even without a dashboard, on 8787 unless told: the second cluster here warned
+# "Port 8787 is already in use". Any free port will do.
+EPHEMERAL = ":0"
 
 BATCHES = [(0, 0, 300, False), (1, 300, 30, False)]   # a fit, then a partial_fit (with its Markov check)
 MODELS = "SELECT m.n_rows, e.src, e.dst, e.directed, round(e.strength, 9) FROM models m JOIN edges e " \
@@ -54,7 +57,7 @@ def cluster():
     multiprocessing.forkserver.ensure_running()
     with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}), \
             distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                     dashboard_address=None) as c:
+                                     dashboard_address=EPHEMERAL) as c:
         yield c
 
 
@@ -198,7 +201,7 @@ def test_learn_command_learns_a_file_on_the_cluster_as_here(cluster, tmp_path, c
 
 def test_a_scheduler_without_workers_leaves_the_learn_to_the_jobs_worker(local, tmp_path, caplog):
     store = Store(str(tmp_path / "cw.duckdb"))
-    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=EPHEMERAL) as empty:
         compute = DaskCompute(empty.scheduler_address)
         try:
             ingest_tasks(store, lu_tasks(*BATCHES[0]))
