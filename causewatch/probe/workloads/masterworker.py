@@ -210,7 +210,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="worker processes (spawned)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every task's size")
     parser.add_argument("--types", default=",".join(DEFAULT_TYPES),
-                        help=f"comma-separated task types to mix, of {', '.join(TASK_TYPES)} (default: all but sort)")
+                        help=f"comma-separated task types to mix, of {', '.join(TASK_TYPES)} (default: %(default)s)")
     parser.add_argument("--app", help="send a causewatch task record per task under this app name "
                                        "(to the agent named by $CAUSEWATCH_CONFIG, else the defaults)")
     parser.add_argument("--run-task", metavar="FILE", help="run the one task in this JSON file and exit")
