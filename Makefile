@@ -28,7 +28,8 @@ bench: $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet -e '.[all,test,bench]'
 	# pgmpy/cdt only for their example networks and Sachs data files: their metadata pulls torch, so no deps
 	$(VENV)/bin/python -m pip install --quiet --no-deps pgmpy==0.1.23 cdt==0.6.0
-	$(VENV)/bin/python -m pip install --quiet pyparsing statsmodels opt-einsum tqdm joblib scikit-learn
+	# pgmpy 0.1.23 imports pkg_resources, which setuptools 81 removed
+	$(VENV)/bin/python -m pip install --quiet pyparsing statsmodels opt-einsum tqdm joblib scikit-learn "setuptools<81"
 	for b in bench/*.py; do $(VENV)/bin/python $$b || exit 1; done
 
 clean:
