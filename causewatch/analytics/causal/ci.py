@@ -280,14 +280,20 @@ class KDEMITest(CITest):
         return self._counted[1]
 
 
+# Counts: a chi-square p below this share of the level decides without permutations. G²'s excess
+# on sparse tables about doubled the rejections of a null at 0.05 (9-14 %), not ten-fold.
+FAR_BELOW = 0.1
+
+
 def g2_result(counter: Counter, idx, alpha: float) -> CIResult:
-    """The G² test of I(x; y | z) by counting (x, y, z: lists of the counter's column indices)."""
+    """The G² test of I(x; y | z) by counting (x, y, z: lists of the counter's column indices). The
+    statistic is in bits, G² / (2·n·ln2); where a permutation p decides (sparse tables), the bits of
+    the G² whose chi-square p that is, so that stat <= threshold stays the decision."""
     x, y, z = (tuple(int(c) for c in cols) for cols in idx)
-    g2, df, bits = counter.g2(x, y, z)
-    df = max(df, 1)
-    p = float(special.chdtrc(df, g2))
-    thr = float(special.chdtri(df, alpha)) / (2 * counter.codes.shape[0] * math.log(2))
-    return CIResult(bits, thr, p > alpha, bits, _z_margin(p, alpha))
+    p, g2, df, permuted = counter.p_value(x, y, z, floor=alpha * FAR_BELOW)
+    scale = 2 * counter.codes.shape[0] * math.log(2)
+    stat, thr = (float(special.chdtri(df, p)) if permuted else g2), float(special.chdtri(df, alpha))
+    return CIResult(stat / scale, thr / scale, stat <= thr, g2 / scale, _z_margin(p, alpha))
 
 
 def _shape(data: Dataset, idx) -> tuple:

@@ -14,7 +14,7 @@ import networkx as nx
 import pandas as pd
 
 from causewatch.analytics.causal import mdl
-from causewatch.analytics.causal.ci import AutoTest, CITest, Dataset, KDEMITest
+from causewatch.analytics.causal.ci import AutoTest, CIResult, CITest, Dataset, KDEMITest
 
 
 class ModelError(ValueError):
@@ -118,7 +118,8 @@ class CausalModel:
         """For each node, I(node; non-descendants \\ parents | parents) in bits on `data`.
 
         A node violates the Markov condition when that information exceeds `threshold` (bits) or,
-        without one, the CI test's own threshold. Columns: variable, bits, threshold, violated.
+        without one, when the CI test's statistic exceeds its threshold (both in the test's own
+        units: bits for the KDE and counting tests). Columns: variable, bits, threshold, violated.
         """
         df = self._df(data)
         dag = self.dag_extension()
@@ -131,9 +132,9 @@ class CausalModel:
             if not others:
                 rows.append({"variable": v, "bits": 0.0, "threshold": float("nan"), "violated": False})
                 continue
-            bits, thr = _block_test(test, ds, v, others, parents)
-            limit = thr if threshold is None else threshold
-            rows.append({"variable": v, "bits": bits, "threshold": limit, "violated": bool(bits > limit)})
+            res = _block_test(test, ds, v, others, parents)
+            stat, limit = (res.stat, res.threshold) if threshold is None else (res.bits, threshold)
+            rows.append({"variable": v, "bits": res.bits, "threshold": limit, "violated": bool(stat > limit)})
         return pd.DataFrame(rows, columns=["variable", "bits", "threshold", "violated"])
 
     def diff(self, other: CausalModel) -> dict:
@@ -204,14 +205,12 @@ class CausalModel:
         return df
 
 
-def _block_test(test: CITest, ds: Dataset, v: str, others: list[str], parents: list[str]) -> tuple[float, float]:
-    """I(v; others | parents) with `others` as one block, and the test's threshold for that shape
-    (the default AutoTest checks with its KDE test: bits against a threshold in bits)."""
+def _block_test(test: CITest, ds: Dataset, v: str, others: list[str], parents: list[str]) -> CIResult:
+    """The test of v ⊥ others | parents with `others` as one block (the default AutoTest checks with
+    its KDE test, which counts on all-discrete data)."""
     if isinstance(test, AutoTest):
         test = test.kde
     if isinstance(test, KDEMITest):
-        res = test.block(ds, [v], others, parents)
-        return res.bits, res.threshold
-    # Tests without a block form: the largest single-variable dependence and its threshold.
-    res = max((test.test(ds, v, o, tuple(parents)) for o in others), key=lambda r: r.bits)
-    return res.bits, res.threshold
+        return test.block(ds, [v], others, parents)
+    # Tests without a block form: the surest single-variable dependence.
+    return max((test.test(ds, v, o, tuple(parents)) for o in others), key=lambda r: r.margin)

@@ -72,11 +72,6 @@ def _null(kind: str, seed: int) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(cols), discrete
 
 
-SPARSE = pytest.mark.xfail(strict=True, reason="G² of sparse tables runs above its chi-square (5-11 rows a "
-                           "cell: 9-14 % below 0.05); Williams' correction calibrates it but costs the networks' "
-                           "recall (docs/causal.md)")
-
-
 LEVELS_BY_Z = pytest.mark.xfail(strict=True, reason="RCoT's z features are additive in a discrete and a "
                                 "continuous column of z, so a level's effect that changes with the continuous "
                                 "one leaks (45 % below 0.05); the fixes tried lost the LU model's "
@@ -86,7 +81,7 @@ LEVELS_BY_Z = pytest.mark.xfail(strict=True, reason="RCoT's z features are addit
 @pytest.mark.parametrize("kind,chosen,sizes", [
     ("gaussian", "fisher-z", (0, 1, 2)), ("nonlinear", "rcot", (0, 1, 2)), ("mixed", "rcot", (0, 1)),
     pytest.param("mixed", "rcot", (2,), marks=LEVELS_BY_Z, id="mixed-discrete-in-z"),
-    ("discrete", "kde-mi", (0,)), pytest.param("discrete", "kde-mi", (1, 2), marks=SPARSE, id="discrete-sparse")])
+    ("discrete", "kde-mi", (0,)), pytest.param("discrete", "kde-mi", (1, 2), id="discrete-sparse")])
 def test_pvalues_of_each_test_autotest_uses_are_uniform_under_independence(kind, chosen, sizes):
     pvalues = []
     draws = DRAWS * (4 if kind == "discrete" else 1)   # counting is cheap: more draws, a sharper check

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from causewatch.analytics.causal import mdl
-from causewatch.analytics.causal.ci import DSeparationOracle, oracle_dataset
+from causewatch.analytics.causal.ci import Dataset, DSeparationOracle, FisherZTest, KDEMITest, oracle_dataset
 from causewatch.analytics.causal.model import CausalModel, ModelError
 from causewatch.analytics.causal.pc import PCLearner
 
@@ -91,3 +91,21 @@ def test_markov_violations_flag_a_new_direct_dependence():
     assert not ok.violated.any()
     assert bad.set_index("variable").loc["time", "violated"]
     assert bad.set_index("variable").loc["time", "bits"] > ok.set_index("variable").loc["time", "bits"]
+
+
+def test_markov_violations_decide_by_each_tests_own_statistic_and_threshold():
+    """Fisher-z's threshold is a normal quantile, not bits; counts on sparse tables decide by a
+    permutation p, which plug-in bits against the chi-square threshold would overrule."""
+    model = CausalModel.from_search(["size", "ops", "time"], arcs=[("size", "ops"), ("ops", "time")],
+                                    undirected=[], strengths={}, sepsets={}, equivalences=[])
+    bad = model.markov_violations(_perf_df(2, broken=True), ci_test=FisherZTest()).set_index("variable")
+    assert bad.loc["time", "violated"] and bad.loc["time", "threshold"] == pytest.approx(2.5758, abs=1e-4)
+    chain = CausalModel.from_search(["x", "z", "y"], arcs=[("z", "x"), ("z", "y")], undirected=[], strengths={},
+                                    sepsets={}, equivalences=[], discrete=["x", "z", "y"])
+    test = KDEMITest(alpha=0.05)
+    for seed in range(40):   # x ⊥ y | z on 60 rows: a sparse table
+        rng = np.random.default_rng(seed)
+        z = rng.integers(0, 4, 60)
+        df = pd.DataFrame({"x": (z + rng.integers(0, 2, 60)) % 4, "z": z, "y": (z * 3 + rng.integers(0, 3, 60)) % 4})
+        row = chain.markov_violations(df, ci_test=test).set_index("variable").loc["y"]
+        assert row.violated == (not test.block(Dataset(df, ["x", "z", "y"]), ["y"], ["x"], ["z"]).independent)
