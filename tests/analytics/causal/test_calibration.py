@@ -42,29 +42,29 @@ def _index(z, rng):
     return (v - v.mean()) / (v.std() or 1)
 
 
-def _null(kind: str, seed: int) -> tuple[pd.DataFrame, list[str]]:
+def _null(kind: str, seed: int, rows: int = ROWS) -> tuple[pd.DataFrame, list[str]]:
     """x ⊥ y | z with x and y both depending on z (|z| = 0, 1, 2 by turns); discrete columns where the
     kind has them: x of 3-5 levels with shuffled labels, and z0 when z is not empty."""
     rng = np.random.default_rng([seed, ["gaussian", "nonlinear", "mixed", "discrete"].index(kind)])
     dz = seed % 3
     if kind == "discrete":
-        z = {f"z{i}": rng.integers(0, 3, ROWS).astype(float) for i in range(dz)}
-        s = sum(z.values(), np.zeros(ROWS))
-        x = np.where(rng.random(ROWS) < 0.5, s % 3, rng.integers(0, 3, ROWS)).astype(float)
-        y = np.where(rng.random(ROWS) < 0.5, (s + 1) % 3, rng.integers(0, 3, ROWS)).astype(float)
+        z = {f"z{i}": rng.integers(0, 3, rows).astype(float) for i in range(dz)}
+        s = sum(z.values(), np.zeros(rows))
+        x = np.where(rng.random(rows) < 0.5, s % 3, rng.integers(0, 3, rows)).astype(float)
+        y = np.where(rng.random(rows) < 0.5, (s + 1) % 3, rng.integers(0, 3, rows)).astype(float)
         return pd.DataFrame({"x": x, "y": y, **z}), ["x", "y", *z]
-    z = rng.normal(size=(ROWS, dz))
+    z = rng.normal(size=(rows, dz))
     if kind == "gaussian":
         w = rng.normal(size=(2, dz))
-        x, y = z @ w[0] + rng.normal(size=ROWS), z @ w[1] + rng.normal(size=ROWS)
+        x, y = z @ w[0] + rng.normal(size=rows), z @ w[1] + rng.normal(size=rows)
         return pd.DataFrame({"x": x, "y": y, **{f"z{i}": z[:, i] for i in range(dz)}}), []
     discrete = []
     if kind == "mixed" and dz:
         z[:, 0] = _levels(z[:, 0], 3, rng)
         discrete.append("z0")
         z[:, 0] = rng.normal(size=3)[z[:, 0].astype(int)]   # a non-monotone embedding of its levels
-    x = _index(z, rng) + rng.uniform(-1, 1, ROWS) * 0.6
-    y = _index(z, rng) + rng.exponential(size=ROWS) * 0.6
+    x = _index(z, rng) + rng.uniform(-1, 1, rows) * 0.6
+    y = _index(z, rng) + rng.exponential(size=rows) * 0.6
     cols = {"x": x, "y": y, **{f"z{i}": z[:, i] for i in range(dz)}}
     if kind == "mixed":
         cols["x"] = _levels(x, 3 + seed % 3, rng)
@@ -78,17 +78,20 @@ LEVELS_BY_Z = pytest.mark.xfail(strict=True, reason="RCoT's z features are addit
                                 "c_op -> t_comp (docs/causal.md)")
 
 
-@pytest.mark.parametrize("kind,chosen,sizes", [
-    ("gaussian", "fisher-z", (0, 1, 2)), ("nonlinear", "rcot", (0, 1, 2)), ("mixed", "rcot", (0, 1)),
-    pytest.param("mixed", "rcot", (2,), marks=LEVELS_BY_Z, id="mixed-discrete-in-z"),
-    ("discrete", "kde-mi", (0,)), pytest.param("discrete", "kde-mi", (1, 2), id="discrete-sparse")])
-def test_pvalues_of_each_test_autotest_uses_are_uniform_under_independence(kind, chosen, sizes):
+@pytest.mark.parametrize("kind,chosen,sizes,rows", [
+    ("gaussian", "fisher-z", (0, 1, 2), ROWS), ("nonlinear", "rcot", (0, 1, 2), ROWS),
+    # at 1000 rows z's leak outgrows the null's spread: 27 % and 14 % below 0.05 with z at one width
+    pytest.param("nonlinear", "rcot", (1, 2), 1000, id="nonlinear-1000-rows"),
+    ("mixed", "rcot", (0, 1), ROWS),
+    pytest.param("mixed", "rcot", (2,), ROWS, marks=LEVELS_BY_Z, id="mixed-discrete-in-z"),
+    ("discrete", "kde-mi", (0,), ROWS), pytest.param("discrete", "kde-mi", (1, 2), ROWS, id="discrete-sparse")])
+def test_pvalues_of_each_test_autotest_uses_are_uniform_under_independence(kind, chosen, sizes, rows):
     pvalues = []
     draws = DRAWS * (4 if kind == "discrete" else 1)   # counting is cheap: more draws, a sharper check
     for seed in range(draws):
         if seed % 3 not in sizes:
             continue
-        df, discrete = _null(kind, seed)
+        df, discrete = _null(kind, seed, rows)
         data = Dataset(df, discrete)
         auto = AutoTest()
         test = auto.chosen(data)
