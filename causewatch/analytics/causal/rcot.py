@@ -31,8 +31,8 @@ Z_FEATURES_PER_COLUMN = 35
 # where f is steep, and the median width alone left it in the residuals (x ⊥ y | z with both
 # depending on z through the bench's mechanisms, 1000 rows, 100 draws each: 27 % and 14 % of null
 # p-values below 0.05 with one and two z columns; 8 % and 8 % with the three widths, at the same
-# feature count; with a third of the width instead, 7 % and 9 %, but then X ⊥ Z | Y of the papers'
-# deterministic chain failed on seed 0, as it does on 1 in 50 seeds at either of those two).
+# feature count. σ and σ/3 gave 7 % and 9 %, but X ⊥ Z | Y of the papers' deterministic chain then
+# failed on seed 0, as on 1 in 50 seeds at σ alone; on none of 50 at the three widths).
 Z_WIDTHS = (1.0, 0.5, 0.25)
 # x's and y's features: the normal score itself, and cos and sin at the positive nodes of the 6-point
 # Gauss–Hermite rule (Dao et al. 2017, quadrature Fourier features), not 5 random frequencies as in the
