@@ -1,18 +1,18 @@
 """Counting G² for discrete columns: contingency tables in one numba pass, z cells cached per set.
 
-Counter.g2 -> (G², df, bits) with df = Σ over observed z cells of (|X_s| - 1)(|Y_s| - 1);
-Counter.p_value: G²'s chi-square p, or on sparse tables an exact permutation p.
+Counter.p_value -> (p, G², df, permuted) with df = Σ over observed z cells of (|X_s| - 1)(|Y_s| - 1);
+p is G²'s chi-square p, or on sparse tables an exact permutation p.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numba
 import numpy as np
 from scipy import special
 
-LN2 = math.log(2.0)
 # Cochran's rule: the chi-square fits when at most a fifth of the cells expect fewer than 5 rows
 SPARSE_COUNT, SPARSE_SHARE = 5, 0.2
 PERMUTATIONS, PERMUTATION_HITS = 99, 10  # p resolved to 0.01; a clear null stops after ~20 draws
@@ -23,9 +23,10 @@ CLEARLY_INDEPENDENT = 0.5
 
 @numba.njit(cache=True)
 def _g2_table(cx, cy, cz, kx, ky, kz):
-    """G², df, the number of (z, x, y) cells whose margins were observed and how many of them
-    expect fewer than SPARSE_COUNT rows, from the codes of x, y (0..k-1) and of the z cell
-    (0..kz-1), by dense counting."""
+    """G², df, the number of (z, x, y) cells whose margins were observed, how many of them expect
+    fewer than SPARSE_COUNT rows, and per z cell whether x and y both take two values or more in it
+    (elsewhere no permutation changes the counts), from the codes of x, y (0..k-1) and of the z
+    cell (0..kz-1), by dense counting."""
     nxyz = np.zeros((kz, kx, ky), dtype=np.int64)
     for i in range(cx.shape[0]):
         nxyz[cz[i], cx[i], cy[i]] += 1
@@ -35,6 +36,7 @@ def _g2_table(cx, cy, cz, kx, ky, kz):
     small = 0
     nxz = np.empty(kx, dtype=np.int64)
     nyz = np.empty(ky, dtype=np.int64)
+    informative = np.zeros(kz, dtype=np.bool_)
     for s in range(kz):
         nxz[:] = 0
         nyz[:] = 0
@@ -55,6 +57,7 @@ def _g2_table(cx, cy, cz, kx, ky, kz):
             ly += nyz[b] > 0
         df += max(lx - 1, 0) * max(ly - 1, 0)
         cells += lx * ly
+        informative[s] = lx > 1 and ly > 1
         for a in range(kx):
             for b in range(ky):
                 c = nxyz[s, a, b]
@@ -62,17 +65,17 @@ def _g2_table(cx, cy, cz, kx, ky, kz):
                     small += 1
                 if c > 0:
                     g2 += c * math.log(c * nz / (nxz[a] * nyz[b]))
-    return 2.0 * g2, df, cells, small
+    return 2.0 * g2, df, cells, small, informative
 
 
 @numba.njit(cache=True)
-def _permutation_p(cx, cy, cz, kx, ky, kz, step, hits_wanted, most, seed):
+def _permutation_p(cx, cy, cz, kx, ky, kz, keep, step, hits_wanted, most, seed):
     """P(G² >= observed) with x permuted within the z cells, by Besag and Clifford's (1991)
     sequential Monte Carlo: stop at `hits_wanted` exceedances (p = hits / draws) or after `most`
     draws (p = (hits + 1) / (most + 1)). The permutations keep every margin (the exact conditional
     null), so G² moves only with Σ c·log c over the (z, x, y) cells: one pass over the rows a draw,
-    adding step[c] = (c + 1)·log(c + 1) − c·log c as each cell's count c grows."""
-    keep = _informative(cx, cy, cz, kx, ky, kz)
+    adding step[c] = (c + 1)·log(c + 1) − c·log c as each cell's count c grows. Only the rows of the
+    z cells flagged in `keep` are drawn: the others' counts never change."""
     starts = np.zeros(kz + 1, dtype=np.int64)
     for i in range(cz.shape[0]):
         if keep[cz[i]]:
@@ -104,24 +107,6 @@ def _permutation_p(cx, cy, cz, kx, ky, kz, step, hits_wanted, most, seed):
             if hits == hits_wanted:
                 return hits / draw
     return (hits + 1) / (most + 1)
-
-
-@numba.njit(cache=True)
-def _informative(cx, cy, cz, kx, ky, kz):
-    """Per z cell: whether both x and y take two values or more in it (elsewhere no permutation
-    changes the counts, so those rows are left out of the draws)."""
-    seen_x = np.zeros(kz * kx, dtype=np.bool_)
-    seen_y = np.zeros(kz * ky, dtype=np.bool_)
-    lx = np.zeros(kz, dtype=np.int64)
-    ly = np.zeros(kz, dtype=np.int64)
-    for i in range(cx.shape[0]):
-        if not seen_x[cz[i] * kx + cx[i]]:
-            seen_x[cz[i] * kx + cx[i]] = True
-            lx[cz[i]] += 1
-        if not seen_y[cz[i] * ky + cy[i]]:
-            seen_y[cz[i] * ky + cy[i]] = True
-            ly[cz[i]] += 1
-    return (lx > 1) & (ly > 1)
 
 
 @numba.njit(cache=True)
@@ -168,7 +153,6 @@ class Counter:
         self.codes = np.ascontiguousarray(codes, dtype=np.int64)
         self.levels = self.codes.max(axis=0) + 1 if self.codes.size else np.zeros(self.codes.shape[1], np.int64)
         self._cells: dict[tuple, tuple[np.ndarray, int]] = {}
-        self._steps: np.ndarray | None = None   # c -> (c + 1)·log(c + 1) − c·log c, for permutations
 
     @classmethod
     def from_codes(cls, values: np.ndarray) -> Counter:
@@ -194,27 +178,25 @@ class Counter:
             self._cells[cols] = hit
         return hit
 
-    def g2(self, x: tuple, y: tuple, z: tuple = ()) -> tuple[float, int, float]:
-        """G², its degrees of freedom and the plug-in I(x; y | z) in bits, for tuples of column indices."""
-        stat, df = _g2_table(*self._tables(x, y, z))[:2]
-        return stat, int(df), stat / (2 * self.codes.shape[0] * LN2)
-
     def p_value(self, x: tuple, y: tuple, z: tuple = (), floor: float = 0.0,
                 ceiling: float = CLEARLY_INDEPENDENT) -> tuple[float, float, int, bool]:
-        """(p, G², df, permuted). Sparse tables (Cochran's rule fails) get the permutation p unless the
-        chi-square p is below `floor` or above `ceiling`: there G² runs above its chi-square (a null
-        rejected 9-14 % at 0.05 with 5-11 rows a cell), and far below the level no permutation
-        would reach it."""
+        """(p, G², df, permuted) for tuples of column indices. Sparse tables (Cochran's rule fails) get
+        the permutation p unless the chi-square p is below `floor` or above `ceiling`: there G² runs
+        above its chi-square (a null rejected 9-14 % at 0.05 with 5-11 rows a cell), and far below
+        the level no permutation would reach it."""
         tables = self._tables(x, y, z)
-        stat, df, cells, small = _g2_table(*tables)
+        stat, df, cells, small, informative = _g2_table(*tables)
         df = max(int(df), 1)
         p = float(special.chdtrc(df, stat))
         if p < floor or p > ceiling or small <= SPARSE_SHARE * cells:
             return p, stat, df, False
-        if self._steps is None:
-            c = np.arange(self.codes.shape[0] + 1, dtype=np.float64)
-            self._steps = (c + 1) * np.log(c + 1) - c * np.log(np.maximum(c, 1))
-        return _permutation_p(*tables, self._steps, PERMUTATION_HITS, PERMUTATIONS, 0), stat, df, True
+        return _permutation_p(*tables, informative, self._steps, PERMUTATION_HITS, PERMUTATIONS, 0), stat, df, True
+
+    @functools.cached_property
+    def _steps(self) -> np.ndarray:
+        """c -> (c + 1)·log(c + 1) − c·log c for every count a cell can reach, for the permutations."""
+        c = np.arange(self.codes.shape[0] + 1, dtype=np.float64)
+        return (c + 1) * np.log(c + 1) - c * np.log(np.maximum(c, 1))
 
     def _tables(self, x, y, z) -> tuple:
         cx, kx = self.cells(tuple(x))
