@@ -52,17 +52,19 @@ def test_null_values_are_stored_as_null(tmp_path):
     store.close()
 
 
-def test_a_batch_is_stored_series_by_series_in_time_order(tmp_path):
+@pytest.mark.parametrize("rows", [3, 400])   # groups below and above frames.JOIN_BELOW values
+def test_a_batch_is_stored_series_by_series_in_time_order(tmp_path, rows):
     """Issue 27: rows go series by series (the frames of one node, scope and names stacked, laid out by
     column), so DuckDB compresses each series' run; every value, null and time kept. Frames in arrival
-    order interleave two nodes, one name list changes, and a null-free frame joins one with nulls."""
+    order interleave two nodes, one name list changes, a null-free frame joins one with nulls, and
+    frames of one group differ in length (groups of several shapes in one batch)."""
     rng = np.random.default_rng(5)
     sent, batch = {}, []
     for seq in range(1, 7):
         for node in ("n1", "n2"):
             names = ["a", "b", "c"] if seq != 4 else ["a", "c"]
-            t = 10.0 * seq + np.arange(3)
-            v = rng.random((3, len(names)))
+            t = 1000.0 * seq + np.arange(rows + (seq == 5 and node == "n2"))
+            v = rng.random((len(t), len(names)))
             if node == "n1" and seq % 2:
                 v[1, 0] = np.nan
             batch.append(wire.decode(wire.encode("samples", node, "b", seq, wire.samples_body(t, names, v))))
