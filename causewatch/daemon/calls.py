@@ -11,7 +11,7 @@ class Entry(StrEnum):
     """Daemon -> worker: run the function daemon/entrypoints.py registers under this key."""
     INSTALL_JOBS = "install_jobs"   # build the jobs (entrypoints.install); returns their (name, interval)
     RUN_JOB = "run_job"             # one run of a job (entrypoints.run)
-    JOB_HELLO = "job_hello"         # a job's on_hello for a stored hello (entrypoints.hello)
+    JOB_HELLO = "job_hello"         # a job's on_hellos for stored hellos (entrypoints.hello)
     ANSWER = "answer"               # one HTTP API request (remote.answer)
 
 

@@ -52,8 +52,8 @@ def run(name: str) -> None:
     _held[0].run(name)
 
 
-def hello(name: str, node: str, body: dict) -> None:
-    _held[0].hello(name, node, body)
+def hello(name: str, hellos: list[tuple[str, dict]]) -> None:
+    _held[0].hello(name, hellos)
 
 
 ENTRY_POINTS: dict[Entry, Callable] = {

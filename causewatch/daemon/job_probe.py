@@ -51,24 +51,27 @@ class ProbeJob(Job):
         log.log(logging.INFO if sent else logging.DEBUG, "run_probe %s/%s -> %s (%s): %s", kit["app"], kit["kit"],
                 node, why, "sent" if sent else "not connected")
 
-    def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
+    def on_hellos(self, ctx: JobContext, hellos: list[tuple[str, dict]]) -> None:
         """A new node gets every kit; a known one those whose newest result was taken under other facts
-        than this hello's, or is stale. The facts are the hello's own, not the node's row: hellos of one
-        batch are all stored before the first is handled, and an unchanged one judged by a later one's
-        facts sent a second run_probe."""
+        than its hello's, or is stale. A node's last hello of the burst speaks for it, by its own facts,
+        not the node's row: hellos of one batch are all stored before the first is handled, and an
+        unchanged one judged by a later one's facts sent a second run_probe."""
         now = time.time()
-        facts = store.results.hello_facts(body)
+        latest = dict(hellos)
         with ctx.read() as cur:
-            newest, kits = readers.probes.newest_probes(cur, node), readers.probes.registered_kits(cur)
-        for kit in kits:
-            result = newest.get((node, kit["app"], kit["kit"]))
-            if result is None:
-                why = "no result yet"
-            else:
-                changed = changed_facts(result["facts"], facts)
-                why = "facts changed: " + ", ".join(changed) if changed else self._stale(result["ts"], now)
-            if why:
-                self._ask(ctx, node, kit, why, now)
+            kits = readers.probes.registered_kits(cur)
+            newest = readers.probes.newest_probes(cur, list(latest)) if kits else {}
+        for node, body in latest.items():
+            facts = store.results.hello_facts(body)
+            for kit in kits:
+                result = newest.get((node, kit["app"], kit["kit"]))
+                if result is None:
+                    why = "no result yet"
+                else:
+                    changed = changed_facts(result["facts"], facts)
+                    why = "facts changed: " + ", ".join(changed) if changed else self._stale(result["ts"], now)
+                if why:
+                    self._ask(ctx, node, kit, why, now)
 
     def run(self, ctx: JobContext) -> None:
         """Ask the nodes this daemon has heard from again when their newest result (or unanswered

@@ -55,5 +55,6 @@ class Job:
     def run(self, ctx: JobContext) -> None:
         """The job's periodic work: read, compute, write, publish."""
 
-    def on_hello(self, ctx: JobContext, node: str, body: dict) -> None:
-        """After an agent's hello is stored: `node` is its name, `body` the hello's body."""
+    def on_hellos(self, ctx: JobContext, hellos: list[tuple[str, dict]]) -> None:
+        """After agents' hellos are stored: (node, body) of each, in arrival order; the hellos stored
+        while the hook last ran come together (a fleet reconnecting sends thousands at once)."""

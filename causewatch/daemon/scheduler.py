@@ -3,8 +3,9 @@ jobs run, in this process (LocalJobs, for tests and benches) or in a worker proc
 daemon's). A distributed runner is one more class with a runner's three methods.
 
 A runner's `schedule()` builds its jobs and names them with their intervals; `run(name)` and
-`hello(name, node, body)` call one job's hook and return when it is done. Hello events go first, then
-whichever jobs are due. A job that raises is logged and counted; the daemon and the other jobs carry on.
+`hello(name, hellos)` call one job's hook and return when it is done. Hellos go first, all that are
+waiting in one call, then whichever jobs are due. A job that raises is logged and counted; the daemon
+and the other jobs carry on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from causewatch.daemon.jobs import Job, JobContext
 from causewatch.daemon.worker import Worker
 
 log = logging.getLogger("causewatch.daemon.scheduler")
+# Hellos handed to the jobs in one call at most (a fleet's reconnection is handled in slices of this).
+HELLOS_AT_ONCE = 4096
 
 
 class Runner(Protocol):
@@ -27,7 +30,7 @@ class Runner(Protocol):
 
     def run(self, name: str) -> None: ...
 
-    def hello(self, name: str, node: str, body: dict) -> None: ...
+    def hello(self, name: str, hellos: list[tuple[str, dict]]) -> None: ...
 
 
 class LocalJobs:
@@ -43,8 +46,8 @@ class LocalJobs:
     def run(self, name: str) -> None:
         self.jobs[name].run(self.ctx)
 
-    def hello(self, name: str, node: str, body: dict) -> None:
-        self.jobs[name].on_hello(self.ctx, node, body)
+    def hello(self, name: str, hellos: list[tuple[str, dict]]) -> None:
+        self.jobs[name].on_hellos(self.ctx, hellos)
 
 
 class WorkerJobs:
@@ -60,12 +63,12 @@ class WorkerJobs:
     def run(self, name: str) -> None:
         self.worker(Entry.RUN_JOB, name)
 
-    def hello(self, name: str, node: str, body: dict) -> None:
-        self.worker(Entry.JOB_HELLO, name, node, body)
+    def hello(self, name: str, hellos: list[tuple[str, dict]]) -> None:
+        self.worker(Entry.JOB_HELLO, name, hellos)
 
 
 class Scheduler:
-    """One thread: hello events first, then whichever jobs are due. `errors` is the counter a failed
+    """One thread: the waiting hellos first, then whichever jobs are due. `errors` is the counter a failed
     hook increments, labelled by job (the exporter's causewatch_job_errors_total)."""
 
     def __init__(self, runner: Runner, errors):
@@ -108,13 +111,26 @@ class Scheduler:
     def _loop(self) -> None:
         due = {name: time.monotonic() + interval for name, interval in self.intervals.items()}
         while not self._stop.is_set():
-            try:
-                node, body = self._hellos.get(timeout=0.2)
+            hellos = self._waiting_hellos(timeout=0.2)
+            if hellos:
                 for name in self.intervals:
-                    self._guard(name, self.runner.hello, name, node, body)
-            except queue.Empty:
-                pass
+                    self._guard(name, self.runner.hello, name, hellos)
             self.run_due(time.monotonic(), due)
+
+    def _waiting_hellos(self, timeout: float) -> list[tuple[str, dict]]:
+        """The hellos queued so far (at most HELLOS_AT_ONCE), after waiting up to `timeout` for the first.
+        One hook call per burst: a call each cost 1.6 ms of the daemon's CPU a hello (a worker round
+        trip per job, the probe job's two reads), 1.6 s when 1,000 agents reconnect."""
+        try:
+            hellos = [self._hellos.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+        while len(hellos) < HELLOS_AT_ONCE:
+            try:
+                hellos.append(self._hellos.get_nowait())
+            except queue.Empty:
+                break
+        return hellos
 
     def _guard(self, name: str, fn, *args) -> None:
         try:

@@ -50,14 +50,14 @@ def test_hello_from_a_new_node_gets_every_kit_it_has_no_result_for(tmp_path):
     register_kit(con, kit_row(manifest("k2")))
     sent = []
     ctx = context(con, sent)
-    ProbeJob().on_hello(ctx, "n1", HELLO)
+    ProbeJob().on_hellos(ctx, [("n1", HELLO)])
     assert sorted((n, k, b["kit"]) for n, k, b in sent) == [("n1", "run_probe", "k1"), ("n1", "run_probe", "k2")]
     assert sent[0][2]["manifest"]["phases"] == manifest()["phases"]
     con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, ratio, "
                 "probe_seconds, phases) VALUES ('n1', 'b', 1, ?, 'mw', 'k1', 12.0, 11.0, 13.0, 1.2, 0.5, NULL)",
                 [time.time()])
     sent.clear()
-    ProbeJob().on_hello(ctx, "n1", HELLO)
+    ProbeJob().on_hellos(ctx, [("n1", HELLO)])
     assert [b["kit"] for _, _, b in sent] == ["k2"]
     ProbeJob().run(ctx)
     text = ctx.exporter.exposition().decode()
@@ -142,7 +142,7 @@ def test_a_hello_under_new_facts_is_probed_again_an_unchanged_one_is_not(tmp_pat
 
         def recorded():
             with daemon.store.cursor() as cur:
-                return (readers.probes.newest_probes(cur, "n1")[("n1", "mw", "k1")]["facts"] or {}).get("boot_id")
+                return (readers.probes.newest_probes(cur, ["n1"])[("n1", "mw", "k1")]["facts"] or {}).get("boot_id")
         assert wait_for(lambda: recorded() == boot_id)
 
     try:
@@ -193,7 +193,8 @@ def test_the_schedule_reprobes_old_results_and_reaches_kits_registered_later(tmp
 def test_each_hello_of_one_batch_is_judged_by_its_own_facts(tmp_path):
     """An agent restarted on the same machine and one on a rebooted machine, their hellos stored in one
     commit before either is handled: only the rebooted one is probed again (judged by the node's row,
-    both were, and the rebooted agent got two run_probes)."""
+    both were, and the rebooted agent got two run_probes). In one burst of hellos a node is judged
+    once, by its last."""
     store = Store(str(tmp_path / "s.duckdb"))
     register_kit(store.con, kit_row(manifest()))
     frame = lambda kind, boot, seq, body: wire.decode(wire.encode(kind, "n1", boot, seq, body))  # noqa: E731
@@ -204,8 +205,14 @@ def test_each_hello_of_one_batch_is_judged_by_its_own_facts(tmp_path):
     assert json.loads(row) == hello_facts(facts("boot-2"))   # the row's facts and the hello's agree
     sent = []
     ctx = context(store.con, sent)
-    ProbeJob().on_hello(ctx, "n1", facts("boot-1"))
+    ProbeJob().on_hellos(ctx, [("n1", facts("boot-1"))])
     assert sent == []
-    ProbeJob().on_hello(ctx, "n1", facts("boot-2"))
+    ProbeJob().on_hellos(ctx, [("n1", facts("boot-2"))])
     assert [(node, kind) for node, kind, _ in sent] == [("n1", "run_probe")]
+    sent.clear()   # one burst, as the scheduler hands it over: a node's last hello speaks for it, once
+    ProbeJob().on_hellos(ctx, [("n2", HELLO), ("n1", facts("boot-2")), ("n3", HELLO), ("n1", facts("boot-1"))])
+    assert sorted(node for node, _, _ in sent) == ["n2", "n3"]
+    sent.clear()
+    ProbeJob().on_hellos(ctx, [("n1", facts("boot-1")), ("n2", HELLO), ("n1", facts("boot-2"))])
+    assert sorted(node for node, _, _ in sent) == ["n1", "n2"]
     store.close()

@@ -23,8 +23,8 @@ class Counting(Job):
         if self.fail:
             raise RuntimeError("boom")
 
-    def on_hello(self, ctx, node, body):
-        self.calls.append(("hello", node))
+    def on_hellos(self, ctx, hellos):
+        self.calls.append(("hellos", [node for node, _ in hellos]))
 
 
 def scheduler(*jobs):
@@ -48,16 +48,17 @@ def test_failing_job_is_counted_and_others_run():
 def test_a_jobs_hooks_default_to_doing_nothing():
     job = Job()
     ctx = JobContext(read=None, write=None, send=None, exporter=Exporter())
-    assert job.run(ctx) is None and job.on_hello(ctx, "n1", {}) is None
+    assert job.run(ctx) is None and job.on_hellos(ctx, [("n1", {})]) is None
 
 
-def test_hello_reaches_jobs():
+def test_hellos_reach_jobs_in_one_call_per_burst():
     job = Counting("j")
     s, _ = scheduler(job)
+    for k in range(5):   # queued before the loop runs: one burst
+        s.hello(f"node-{k}", {})
     s.start()
-    s.hello("node-9", {})
     s.stop()
-    assert ("hello", "node-9") in job.calls
+    assert job.calls[0] == ("hellos", [f"node-{k}" for k in range(5)])
 
 
 def test_the_daemons_jobs_keep_the_protocol_under_distinct_names():

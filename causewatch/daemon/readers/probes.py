@@ -15,10 +15,10 @@ def registered_kits(con: Cursor) -> list[dict]:
     return [{"app": a, "kit": k, "path": p, "manifest": json.loads(m) if m else None} for a, k, p, m in rows]
 
 
-def newest_probes(con: Cursor, node: str | None = None) -> dict[tuple[str, str, str], dict]:
-    """(node, app, kit) -> {ts, facts} of the newest result of each kit on each node (or on `node`);
+def newest_probes(con: Cursor, nodes: list[str] | None = None) -> dict[tuple[str, str, str], dict]:
+    """(node, app, kit) -> {ts, facts} of the newest result of each kit on each node (or on `nodes`);
     facts is None for a result stored before they were recorded."""
-    where, params = ("WHERE node = ?", [node]) if node is not None else ("", [])
+    where, params = ("WHERE list_contains(?, node)", [nodes]) if nodes is not None else ("", [])
     rows = con.execute(f"SELECT node, app, kit, max(ts), arg_max(facts, ts) FROM probe_results {where} "
                        "GROUP BY ALL", params).fetchall()
     return {(n, a, k): {"ts": ts, "facts": json.loads(f) if f else None} for n, a, k, ts, f in rows}
