@@ -91,6 +91,23 @@ def test_newest_values_per_node_and_scope_with_last_seen(monkeypatch):
     assert {(s.labels["node"], s.value) for s in stored.samples} == {("n1", 1), ("n2", 1)}
 
 
+def test_a_series_sent_under_several_name_lists_shows_its_newest_value():
+    """An agent whose frames carry different name lists (a metric that comes and goes): each series
+    shows the value of the newest frame that carried it, whichever list that frame had."""
+    exporter = Exporter()
+
+    def shown():
+        families = text_string_to_metric_families(exporter.exposition().decode())
+        return {f.name: s.value for f in families for s in f.samples if f.name in ("causewatch_load1",
+                "causewatch_memory_used_bytes", "causewatch_memory_available_bytes")}
+    exporter.nodes.observe([_samples("n1", "node", ["load1", "memory_used_bytes"], [[1, 2]])])
+    exporter.nodes.observe([_samples("n1", "node", ["memory_used_bytes", "memory_available_bytes"], [[3, 4]])])
+    assert shown() == {"causewatch_load1": 1, "causewatch_memory_used_bytes": 3, "causewatch_memory_available_bytes": 4}
+    exporter.nodes.observe([_samples("n1", "node", ["load1", "memory_used_bytes"], [[5, float("nan")]]),
+                            _samples("n1", "node", ["load1", "memory_used_bytes"], [[7, 6]])])   # one batch
+    assert shown() == {"causewatch_load1": 7, "causewatch_memory_used_bytes": 6, "causewatch_memory_available_bytes": 4}
+
+
 def test_a_jobs_snapshot_replaces_its_previous_one_whole():
     exporter = Exporter()
     exporter.publish("j", [gauge_family("causewatch_x", "h", ["a"], [({"a": "1"}, 1.0), ({"a": "2"}, 2.0)])])
