@@ -40,6 +40,8 @@ from causewatch.errors import ConfigError, WireError
 log = logging.getLogger("causewatch.daemon.ingest")
 _STOP = object()
 _KEYS_CHECK_SECONDS = 1.0
+# Messages the IO thread takes off the ROUTER in a row at most, before it forwards the writer's acks.
+RECEIVE_AT_ONCE = 256
 
 
 def raise_nofile_limit() -> int:
@@ -231,7 +233,7 @@ class Ingest:
         while self._running.is_set():
             for sock, _ in poller.poll(100):
                 if sock is self._router:
-                    self._receive()
+                    self._receive_waiting()
                 else:
                     self._forward(self._pull.recv_multipart())
             if time.monotonic() - checked > _KEYS_CHECK_SECONDS or self._reload.is_set():
@@ -255,6 +257,15 @@ class Ingest:
     def _drain_outbox(self) -> None:
         while self._pull.poll(0):
             self._forward(self._pull.recv_multipart())
+
+    def _receive_waiting(self) -> None:
+        """Every message waiting on the ROUTER, up to RECEIVE_AT_ONCE (then the acks get their turn): a
+        poll per message had cost a tenth of the IO thread at 1,000 agents."""
+        try:
+            for _ in range(RECEIVE_AT_ONCE):
+                self._receive()
+        except zmq.Again:
+            pass
 
     def _receive(self) -> None:
         # zero-copy frames carry the connection's properties: the ZAP User-Id (the authorized key's name)
