@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(VENV)/bin/causewatch demo --shards 2
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q tests
+	$(VENV)/bin/python -m pytest -q --durations=12 tests
 
 # ruff and the import contracts alone (both also run in `make test`; `lint-imports` alone works too)
 lint: $(STAMP)
