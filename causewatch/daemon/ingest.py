@@ -56,6 +56,15 @@ def raise_nofile_limit() -> int:
     return soft
 
 
+def _recv_parts(sock: zmq.Socket, flags: int = 0) -> list[zmq.Frame]:
+    """A whole message as zero-copy frames. recv_multipart asks the socket for RCVMORE after each part;
+    a frame knows it: 2.4 us a two-part message instead of 5-7 (an ack message has 2 parts a frame)."""
+    parts = [sock.recv(flags, copy=False)]
+    while parts[-1].more:
+        parts.append(sock.recv(copy=False))
+    return parts
+
+
 def _has_property(part: zmq.Frame, name: str) -> bool:
     try:
         return part.get(name) is not None
@@ -235,7 +244,7 @@ class Ingest:
                 if sock is self._router:
                     self._receive_waiting()
                 else:
-                    self._forward(self._pull.recv_multipart())
+                    self._forward(_recv_parts(self._pull))
             if time.monotonic() - checked > _KEYS_CHECK_SECONDS or self._reload.is_set():
                 checked = time.monotonic()
                 self._check_keys()
@@ -246,7 +255,7 @@ class Ingest:
         self._router.close(linger=0)
         self._pull.close(linger=0)
 
-    def _forward(self, parts: list[bytes]) -> None:
+    def _forward(self, parts: list[zmq.Frame]) -> None:
         """Send an outbox message: (routing id, frame) pairs, one pair or all the acks of a commit."""
         for i in range(0, len(parts), 2):
             try:
@@ -256,7 +265,7 @@ class Ingest:
 
     def _drain_outbox(self) -> None:
         while self._pull.poll(0):
-            self._forward(self._pull.recv_multipart())
+            self._forward(_recv_parts(self._pull))
 
     def _receive_waiting(self) -> None:
         """Every message waiting on the ROUTER, up to RECEIVE_AT_ONCE (then the acks get their turn): a
@@ -270,7 +279,7 @@ class Ingest:
     def _receive(self) -> None:
         # zero-copy frames carry the connection's properties: the ZAP User-Id (the authorized key's name)
         # and whether the agent waits for credit
-        parts = self._router.recv_multipart(zmq.NOBLOCK, copy=False)
+        parts = _recv_parts(self._router, zmq.NOBLOCK)
         user = parts[-1].get("User-Id") if self.keys is not None else None
         wants_credit = _has_property(parts[-1], wire.CREDIT_PROPERTY)
         identity, data = parts[0].bytes, parts[-1].bytes
