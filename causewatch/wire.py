@@ -212,7 +212,7 @@ SCHEMAS: dict[str, dict[str, tuple]] = {
 
 
 # (field, a schema's id) -> (the schema, its (key, path, kind, required) rows): the paths a check names
-# are formed once, not per frame (they were a third of decoding a samples frame)
+# are formed once, not per frame (with the envelope's copy, a sixth of decoding a 5 x 50 samples frame)
 _PLANS: dict[tuple[str, int], tuple[dict, tuple]] = {}
 
 
