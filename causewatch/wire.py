@@ -4,7 +4,7 @@ Every frame is a msgpack map {v, type, node, boot, seq, ts, body}; `decode` vali
 raises WireError(field, reason, code) naming the first thing that is wrong (with the frame's boot and
 seq whenever those are readable, so a sender can settle it). Sample bodies are columnar (packed
 float64): they are checked with byte-strided slices and integer masks, never a Python loop per value, and
-without numpy (the agent does not install it; only `samples_arrays`, a daemon-side reader, imports it).
+without numpy (the agent does not install it; only `samples_arrays`, a reader for tests and benches, imports it).
 
 Flow control: an agent whose handshake carries CREDIT_PROPERTY gets `credit` frames, the bytes it may
 have unacked (docs/architecture.md); no other peer ever receives that type.
@@ -388,7 +388,8 @@ def samples_body(t, names, values, scope: str = "node") -> dict:
 
 def samples_arrays(body: dict):
     """(timestamps, names, values T x M, null mask or None) of a validated samples body as numpy arrays,
-    without copies. The daemon's reader: numpy is imported here, never by the agent."""
+    without copies, for readers that compare with what was sent (tests, benches; the daemon's writer joins
+    the bodies' bytes itself). numpy is imported here, never by the agent."""
     import numpy as np
     t = np.frombuffer(body["t"], "<f8")
     values = np.frombuffer(body["values"], "<f8").reshape(len(t), len(body["names"]))
