@@ -17,8 +17,11 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/causewatch demo --shards 2
 
+# Two processes, a test file each at a time (a file's services start once); the files marked serial
+# (they time this machine, so need it to themselves) then run alone.
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q --durations=12 tests
+	$(VENV)/bin/python -m pytest -q --durations=12 -n 2 --dist loadfile -m 'not serial' tests
+	$(VENV)/bin/python -m pytest -q --durations=5 -m serial tests
 
 # ruff and the import contracts alone (both also run in `make test`; `lint-imports` alone works too)
 lint: $(STAMP)

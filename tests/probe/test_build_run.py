@@ -20,6 +20,10 @@ from causewatch.probe.run import handle_run_probe, probe_result_body, run_kit
 from causewatch.probe.workloads import masterworker as mw
 from causewatch.probe.workloads.nodes import cpu_quota, quota_available
 
+# Run alone, after the parallel part of `make test`:
+# its predictions are checked against full runs timed on this machine.
+pytestmark = pytest.mark.serial
+
 TASKS, SCALE = 16, 1.0
 
 

@@ -15,6 +15,10 @@ from causewatch.probe import quality
 from causewatch.probe.kit import FORMAT, check_manifest
 from causewatch.probe.quality import format_quality
 
+# Run alone, after the parallel part of `make test`:
+# a build must find the machine quiet.
+pytestmark = pytest.mark.serial
+
 HOG = [sys.executable, "-c", "while True: pass"]
 BURN = [sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"]
 SMALL_BUILD = ["probe", "build", "mw", "--workload", "masterworker", "--tasks", "6", "--scale", "0.2",
