@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
@@ -213,6 +213,9 @@ class Exporter:
         self.job_errors = Counter("causewatch_job_errors", "Analysis job runs that raised, by analysis",
                                   ["analysis"], registry=r)
         self.commit_seconds = Counter("causewatch_commit_seconds", "Time spent committing batches", registry=r)
+        # near batch_max_frames the writer is what limits ingest; near 1 each frame pays a whole commit
+        self.commit_frames = Histogram("causewatch_commit_frames", "Frames per committed batch", registry=r,
+                                       buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, float("inf")))
         self.agents_connected = Gauge("causewatch_agents_connected", "Agent connections heard from in the last 30 s",
                                       registry=r)
         self.credit_share_bytes = Gauge("causewatch_credit_share_bytes", "Bytes each agent may have unacked now: "

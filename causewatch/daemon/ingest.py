@@ -394,6 +394,7 @@ class Ingest:
                          "reason": f"store error: {str(e)[:wire.MAX_SHOWN]}"})])
             return
         self.metrics.commit_seconds.inc(time.perf_counter() - t0)
+        self.metrics.commit_frames.observe(len(items))
         identity_of = {id(f): ident for ident, f in items}
         for kind, n in collections.Counter(f.type for f in verdicts.stored).items():
             self.metrics.frames_stored.labels(kind).inc(n)

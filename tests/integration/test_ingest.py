@@ -160,6 +160,16 @@ def test_an_empty_samples_frame_is_stored_and_the_writer_goes_on(daemon):
     assert metric(daemon, "causewatch_sample_values_stored_total") == 15
 
 
+def test_each_commit_is_counted_by_its_frames(daemon):
+    """causewatch_commit_frames: a frame sent only after the one before was acked is a commit of one."""
+    raw = RawAgent(daemon.endpoint)
+    for seq in (1, 2):
+        assert raw.ask(wire.encode("samples", "c", "b", seq, samples(1))).type == "ack"
+    raw.close()
+    assert metric(daemon, "causewatch_commit_frames_count") == 2 == metric(daemon, "causewatch_commit_frames_sum")
+    assert metric(daemon, 'causewatch_commit_frames_bucket{le="1.0"}') == 2
+
+
 def test_a_queue_of_one_mib_makes_senders_wait_and_loses_nothing(tmp_path):
     """max_queue_bytes at its minimum with ~100 KB frames from 3 senders: the IO thread waits for the writer,
     the senders for their acks, and every frame is stored once."""
