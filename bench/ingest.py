@@ -302,14 +302,15 @@ def _cpu(times) -> float:
 
 def raw(args, folder: Path) -> tuple[float, float, int]:
     """The same rows straight from Arrow into DuckDB, built by the writer's own batch builder into its
-    schema, a statement and commit per batch_max_frames frames (the daemon's largest batch): the
+    schema, a statement and commit per batch of the daemon's largest (batch_max_frames, batch_max_bytes): the
     ceiling. Returns (wall seconds, CPU seconds of this process, values) over the inserts alone."""
     cfg = DaemonConfig()
     store = Store(str(folder / "raw.duckdb"), args.store_mb * 2**20 or cfg.store_memory_bytes)
     rng = np.random.default_rng(0)
-    frames = [wire.decode(wire.encode("samples", f"agent-{k:04d}", "b", 1, body(args.timestamps, args.metrics, rng)))
-              for k in range(args.agents)]
-    per = args.batch_frames or cfg.batch_max_frames
+    sent = [wire.encode("samples", f"agent-{k:04d}", "b", 1, body(args.timestamps, args.metrics, rng))
+            for k in range(args.agents)]
+    frames = [wire.decode(data) for data in sent]
+    per = min(args.batch_frames or cfg.batch_max_frames, max(1, cfg.batch_max_bytes // len(sent[0])))
     batches = [store.samples_batch(frames[i:i + per]) for i in range(0, len(frames), per)]
     con: duckdb.DuckDBPyConnection = store.con
     t0, c0 = time.perf_counter(), time.process_time()

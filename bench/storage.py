@@ -38,7 +38,7 @@ increments; row groups of several nodes' data let zstd find it: keep a row group
 SYNTHETIC SET (the worst case): bench/stream.py (d)'s node-hours on N nodes: 65 full-precision gauges
 (per node-hour a level U(0, 100), plus N(0, 1) noise each second) at whole-second times, 10 rows a frame.
 
-STORES. A set's frames go through the daemon's ingest path (`Store.commit_frames`, 256 frames a commit,
+STORES. A set's frames go through the daemon's ingest path (`Store.commit_frames`, --commit-frames a commit,
 all nodes' frames interleaved in time order as the daemon receives them), then CHECKPOINT. Hot: the
 blocks the file uses (`pragma_database_size().used_blocks`) beyond an empty migrated store's, less
 ingest_log's (dropped, CHECKPOINT again: retention trims it; shown apart, with the file's own growth).
@@ -82,6 +82,7 @@ import pyarrow as pa
 
 from causewatch import wire
 from causewatch.agent import perf
+from causewatch.config import DaemonConfig
 from causewatch.daemon.store import Store
 from causewatch.daemon.store import lake as store_lake
 
@@ -466,7 +467,7 @@ def used_bytes(con) -> int:
     return size * used
 
 
-def hot_store(path: Path, frames, batch: int = 256) -> dict:
+def hot_store(path: Path, frames, batch: int) -> dict:
     """Commit the frames through Store.commit_frames, `batch` a commit in the order given, CHECKPOINT.
     Bytes: `hot_bytes`, the blocks the file uses beyond an empty migrated store's, ingest_log's left
     out (dropped, CHECKPOINT again; it is trimmed by retention, and reported apart); `file_growth`,
@@ -669,11 +670,11 @@ def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
 
-def measure(name: str, frames, folder: Path, variants: list[str], keep: bool = False) -> dict:
+def measure(name: str, frames, folder: Path, variants: list[str], batch: int, keep: bool = False) -> dict:
     """Hot store, each lake variant and Prometheus's blocks on one set of frames."""
     folder.mkdir(parents=True, exist_ok=True)
     log(f"{name}: ingest")
-    hot = hot_store(folder / f"{name}.duckdb", frames)
+    hot = hot_store(folder / f"{name}.duckdb", frames, batch)
     store = hot.pop("store")
     lake = {}
     for v in variants:
@@ -752,7 +753,7 @@ def bbv_frames(hours: float) -> list[wire.Frame]:
     return [f for h in range(int(hours)) for f in node_hour_frames(h, rng, 65, 50) if f.type == "bbv"]
 
 
-def node_day(doc: dict, folder: Path, hours: float, variant: str) -> dict:
+def node_day(doc: dict, folder: Path, hours: float, variant: str, batch: int) -> dict:
     """One node for `hours`, each kind of frame in a store of its own, scaled to a day: stream.py (d)'s
     simulated node's samples (65 full-precision gauges at 1 Hz) and phase vectors, and tasks."""
     out = {}
@@ -760,7 +761,7 @@ def node_day(doc: dict, folder: Path, hours: float, variant: str) -> dict:
                           ("tasks", task_frames(doc, hours))):
         sub = folder / table
         sub.mkdir(parents=True, exist_ok=True)
-        hot = hot_store(sub / f"{table}.duckdb", iter(frames))
+        hot = hot_store(sub / f"{table}.duckdb", iter(frames), batch)
         store = hot.pop("store")
         if table == "samples":
             lake = lake_bytes(store.con, sub, variant)
@@ -791,6 +792,9 @@ def main() -> None:
     p.add_argument("--variants", nargs="+", choices=list(LAKE_VARIANTS), default=list(LAKE_VARIANTS),
                    metavar="VARIANT", help="lake layouts to measure (default: all)")
     p.add_argument("--keep", metavar="FOLDER", help="work in FOLDER and keep the files")
+    p.add_argument("--commit-frames", type=int, default=DaemonConfig().batch_max_frames,
+                   help="frames a commit (default: the daemon's batch_max_frames; agent frames are far below "
+                        "its batch_max_bytes)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--workload", nargs=2, metavar=("KIND", "SECONDS"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -813,7 +817,8 @@ def main() -> None:
         work = Path(args.keep) if args.keep else Path(tmp)
         for name in chosen:
             folder = work / name.replace(", ", "-").replace(" ", "-")
-            result["sets"][name] = measure(name, sets[name](), folder, args.variants, keep=bool(args.keep))
+            result["sets"][name] = measure(name, sets[name](), folder, args.variants, args.commit_frames,
+                                           keep=bool(args.keep))
             if not args.keep:
                 shutil.rmtree(folder)
         # the lake's figure: the store's own compaction when measured, else the smallest reference layout
@@ -823,7 +828,7 @@ def main() -> None:
                                              for r in result["sets"].values()))
         result["best_variant"] = {"name": best, "sql": lake_sql(best)}
         log("bytes per node-day")
-        result["node_day"] = node_day(doc, work / "node-day", args.hours, best)
+        result["node_day"] = node_day(doc, work / "node-day", args.hours, best, args.commit_frames)
     if args.json:
         print(json.dumps(result))
         return

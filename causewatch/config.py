@@ -39,7 +39,11 @@ class DaemonConfig:
     http: str = _fmt("127.0.0.1:9464", "http")   # /metrics and /api/*; "" turns it off
     api_token: str = ""               # bearer token for POST /api/* from other hosts (loopback needs none)
     max_frame_bytes: int = _limit(8 * 1024 * 1024, 1024, 2**31 - 1)
-    batch_max_frames: int = _limit(256, 1, 100_000)   # frames the writer commits in one transaction at most
+    # A transaction of the writer holds at most batch_max_frames frames and batch_max_bytes of them (the
+    # first frame whatever its size): agent-sized frames (5 x 50 values) cost a third less store CPU a
+    # value in batches of 1,024 than of 256; the bytes keep a batch of large frames near 256 x 80 KB.
+    batch_max_frames: int = _limit(1024, 1, 100_000)
+    batch_max_bytes: int = _limit(20 * 2**20, 2**10, 2**34)
     # bytes of received frames waiting for the writer; when full the daemon stops reading and the
     # agents' credit runs out, so they wait (nothing is dropped)
     max_queue_bytes: int = _limit(64 * 2**20, 2**20, 2**40)

@@ -213,9 +213,9 @@ class Exporter:
         self.job_errors = Counter("causewatch_job_errors", "Analysis job runs that raised, by analysis",
                                   ["analysis"], registry=r)
         self.commit_seconds = Counter("causewatch_commit_seconds", "Time spent committing batches", registry=r)
-        # near batch_max_frames the writer is what limits ingest; near 1 each frame pays a whole commit
+        # at the batch bounds the writer is what limits ingest; near 1 each frame pays a whole commit
         self.commit_frames = Histogram("causewatch_commit_frames", "Frames per committed batch", registry=r,
-                                       buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, float("inf")))
+                                       buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, float("inf")))
         self.agents_connected = Gauge("causewatch_agents_connected", "Agent connections heard from in the last 30 s",
                                       registry=r)
         self.credit_share_bytes = Gauge("causewatch_credit_share_bytes", "Bytes each agent may have unacked now: "

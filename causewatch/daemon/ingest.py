@@ -117,13 +117,18 @@ class WorkQueue:
             self.max_bytes = float("inf")
             self._changed.notify_all()
 
-    def take(self, most: int) -> list:
-        """Wait for work; return up to `most` items, oldest first."""
+    def take(self, most: int, most_bytes: float = float("inf")) -> list:
+        """Wait for work; return up to `most` items, oldest first, of at most `most_bytes` together (the
+        first item whatever its size)."""
         with self._changed:
             while not self._items:
                 self._changed.wait()
-            items = [self._items.popleft() for _ in range(min(most, len(self._items)))]
-            self.bytes -= sum(size for _, size in items)
+            items = [self._items.popleft()]
+            taken = items[0][1]
+            while self._items and len(items) < most and taken + self._items[0][1] <= most_bytes:
+                items.append(self._items.popleft())
+                taken += items[-1][1]
+            self.bytes -= taken
             self._changed.notify_all()
         return [item for item, _ in items]
 
@@ -359,7 +364,7 @@ class Ingest:
         push.connect(self._outbox)
         stopping = False
         while not stopping:
-            items = self._work.take(self.cfg.batch_max_frames)
+            items = self._work.take(self.cfg.batch_max_frames, self.cfg.batch_max_bytes)
             stopping = any(i is _STOP for i in items)
             frames = [i for i in items if i is not _STOP and isinstance(i[1], wire.Frame)]
             calls = [i for i in items if i is not _STOP and isinstance(i[1], Future)]

@@ -43,3 +43,12 @@ def test_unbound_lets_a_waiting_put_through_once_the_writer_has_stopped():
     q.unbound()
     waiting.join(5)
     assert not waiting.is_alive()
+
+
+def test_take_stops_at_the_batch_bytes_and_always_takes_one():
+    q = WorkQueue(max_bytes=10**6)
+    for i, size in enumerate((70, 20, 20, 0, 5)):
+        q.put(i, size)
+    assert q.take(10, 100) == [0, 1]           # 70 + 20; a third would make 110
+    assert q.take(10, 10) == [2]               # the first whatever its size
+    assert (q.take(1, 10), q.take(10, 10), q.bytes) == ([3], [4], 0)
