@@ -23,13 +23,12 @@ PARENTS = ("datatype", "instr_op", "l2m_op")    # c_op's
 OTHERS = ("ops", "f_clock")                     # t_comp's other parents
 
 
-def kci_test(df, discrete):
+def kci_test(values: np.ndarray):
     """causal-learn's KCI on standardised values (discrete columns by their codes), or None without it."""
     try:
         from causallearn.utils.cit import CIT
     except ImportError:
         return None
-    values = Dataset(df, discrete).values
     return CIT((values - values.mean(0)) / values.std(0), "kci")
 
 
@@ -37,7 +36,7 @@ def one(seed: int, rows: int, noise: float) -> dict:
     ex = papers.lu(n=rows, seed=seed, noise=noise)
     data = Dataset(ex.df, ex.discrete)
     ours = RCoT(entropy.prepare(data.values, data.discrete), data.discrete)
-    kci = kci_test(ex.df, ex.discrete)
+    kci = kci_test(data.values)
     x, y = data.index("c_op"), data.index("t_comp")
     out = {"seed": seed}
     for name, z in (("parents", PARENTS), ("parents+others", PARENTS + OTHERS)):
