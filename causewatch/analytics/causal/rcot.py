@@ -268,9 +268,7 @@ class RCoT:
                 czf = (f.T @ fz).T / (len(f) - 1)   # f' F_z, not F_z' f: BLAS is twice as fast on this shape
                 coef = linalg.cho_solve(chol, czf, check_finite=False)
                 null = null - (coef.T @ fz[:self.null_rows].T).T
-            upper = _upper(f.shape[1])
-            pairs = (null[:, upper[0]] * null[:, upper[1]]).astype(np.float32)
-            _bounded_put(self._res, key, _Fit(czf, coef, null, pairs))
+            _bounded_put(self._res, key, _Fit(czf, coef, null, _pair_products(null)))
         self._res.move_to_end(key)
         return self._res[key]
 
@@ -311,6 +309,21 @@ def _product_covariance(fx: _Fit, fy: _Fit) -> np.ndarray:
     mean = (fx.null.T @ fy.null / m).ravel()
     cross = (fx.pairs.T @ fy.pairs).astype(np.float64) / m
     return cross.ravel()[_gather(kx, ky)] - np.outer(mean, mean)
+
+
+@numba.njit(cache=True)
+def _pair_products(r: np.ndarray) -> np.ndarray:
+    """r_i·r_j for i <= j in np.triu_indices order, per row, in float32 (one pass: numpy's fancy
+    indexing took as long as the column's whole least-squares fit)."""
+    m, k = r.shape
+    out = np.empty((m, k * (k + 1) // 2), dtype=np.float32)
+    for row in range(m):
+        c = 0
+        for i in range(k):
+            for j in range(i, k):
+                out[row, c] = r[row, i] * r[row, j]
+                c += 1
+    return out
 
 
 @numba.njit(cache=True)
