@@ -23,7 +23,7 @@ import tempfile
 import time
 import urllib.request
 
-from startup import cpu_seconds
+from cputime import live_cpu_seconds
 from startup import start_agent as start_ready_agent
 
 from causewatch import wire
@@ -94,12 +94,12 @@ def ip_sampling(spool: str) -> tuple[str, int, int]:
 
 def busy_fraction(pid: int, seconds: float, during=None) -> float:
     """CPU seconds of `pid` per wall second over `seconds` (calling `during()` every second)."""
-    c0, t0 = cpu_seconds(pid), time.monotonic()
+    c0, t0 = live_cpu_seconds(pid), time.monotonic()
     for _ in range(int(seconds)):
         if during:
             during()
         time.sleep(max(0.0, t0 + _ + 1 - time.monotonic()))
-    return (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+    return (live_cpu_seconds(pid) - c0) / (time.monotonic() - t0)
 
 
 def agent_cpu(folder: str, endpoint: str, seconds: float, daemon: int, target: str = IDLE,
@@ -110,10 +110,10 @@ def agent_cpu(folder: str, endpoint: str, seconds: float, daemon: int, target: s
                         target.pid)
     try:
         time.sleep(5)                               # past start-up (imports, symbol tables, hello)
-        d0 = cpu_seconds(daemon)
+        d0 = live_cpu_seconds(daemon)
         t0 = time.monotonic()
         own = busy_fraction(agent.pid, seconds)
-        return own, (cpu_seconds(daemon) - d0) / (time.monotonic() - t0)
+        return own, (live_cpu_seconds(daemon) - d0) / (time.monotonic() - t0)
     finally:
         agent.terminate()
         agent.wait(30)

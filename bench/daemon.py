@@ -21,7 +21,6 @@ Usage: python bench/daemon.py [--minutes 15] [--idle 60] [--load 8] [--settle 20
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import random
 import socket
@@ -32,6 +31,7 @@ import time
 from pathlib import Path
 
 import psutil
+from cputime import live_cpu_seconds
 
 PY = sys.executable
 
@@ -121,21 +121,6 @@ def pss(daemon: Daemon) -> tuple[float, str]:
     return sum(mb for _, mb in parts), ", ".join(f"{name} {mb:.0f}" for name, mb in parts)
 
 
-def cpu_seconds(pids: list[int]) -> dict[int, float]:
-    """Each process's CPU time (all its threads, /proc/PID/task/*/schedstat, ns) in seconds."""
-    out = {}
-    for pid in pids:
-        ns = 0
-        for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
-            try:
-                with open(path) as f:
-                    ns += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-        out[pid] = ns / 1e9
-    return out
-
-
 def agents(folder: Path, daemon: Daemon) -> list[subprocess.Popen]:
     procs = []
     for n in (1, 2):
@@ -158,7 +143,7 @@ def serving_cpu(daemon: Daemon) -> float:
     """CPU seconds so far of the processes that answer a verb: the daemon and its API worker (not the jobs
     worker, whose runs are not the verb's)."""
     pids = [p.pid for p in daemon.processes() if label(p) in ("daemon", "causewatch-api")]
-    return sum(cpu_seconds(pids).values())
+    return sum(map(live_cpu_seconds, pids))
 
 
 def verb_times(daemon: Daemon) -> dict[str, tuple[float, float]]:
@@ -196,9 +181,9 @@ def run(folder: Path, db: Path, minutes: float, idle: float) -> None:
             p.wait(120)
         time.sleep(75)   # the causal job (every 60 s) learns the last tasks: then only periodic checks run
         pids = {p.pid: label(p) for p in daemon.processes()}
-        before = cpu_seconds(list(pids))
+        before = {pid: live_cpu_seconds(pid) for pid in pids}
         time.sleep(idle)
-        after = cpu_seconds(list(pids))
+        after = {pid: live_cpu_seconds(pid) for pid in pids}
         used = {pid: after[pid] - before[pid] for pid in pids}
         print(f"CPU over {idle:g} s, 2 idle agents: {100 * sum(used.values()) / idle:.1f} % of a core in all "
               f"(goal <= 5 %): " + ", ".join(f"{pids[pid]} {100 * s / idle:.1f} %" for pid, s in used.items()))

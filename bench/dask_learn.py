@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from cputime import cpu_seconds
 from distributed import Client, LocalCluster
 
 from causewatch.daemon.compute import DaskCompute, LocalCompute
@@ -33,14 +34,7 @@ from causewatch.daemon.job_causal import CausalJob, learn
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.store import Store
 
-TICK = os.sysconf("SC_CLK_TCK")
 IDLE_SECONDS = 5.0   # the idle workers are watched this long for their upkeep (heartbeats, event loop)
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of `pid` (all its threads, none of its children), from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def task_rows(app: str, seed: int, first: int, count: int) -> pd.DataFrame:

@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
 import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from cputime import tree_cpu_seconds
 from support import DaemonProcess  # tests/support.py: the daemon as a child process
 
 from causewatch import wire
@@ -27,19 +27,6 @@ from causewatch import wire
 SETTLE_S = 3.0     # the daemon's own start-up (fork server, preload) left to finish before the clock starts
 IDLE_CPU_S = 0.004  # a 0.2 s tick with less CPU than this counts as idle
 IDLE_TICKS = 10     # idle for this many ticks in a row (2 s) ends the measurement
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU-seconds of a process and its descendants (the daemon's fork server and workers)."""
-    total = 0.0
-    root = psutil.Process(pid)
-    for p in [root, *root.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
 
 
 def storm(agents: int, checkout: Path | None) -> dict:
@@ -56,7 +43,7 @@ def storm(agents: int, checkout: Path | None) -> dict:
                 s.setsockopt(zmq.LINGER, 0)
                 s.connect(daemon.endpoint)
                 socks.append(s)
-            c0, t0 = tree_cpu(pid), time.monotonic()
+            c0, t0 = tree_cpu_seconds(pid), time.monotonic()
             for k, s in enumerate(socks):
                 s.send(wire.encode("hello", f"node-{k:05d}", "b1", 1,
                                    {"hostname": f"h{k}", "agent_version": "bench", "cores": 2}))
@@ -71,11 +58,11 @@ def storm(agents: int, checkout: Path | None) -> dict:
                 for s, _ in ready:
                     s.recv_multipart()
                     acked += 1
-            acked_s, acked_cpu = time.monotonic() - t0, tree_cpu(pid) - c0
-            last, still = tree_cpu(pid), 0
+            acked_s, acked_cpu = time.monotonic() - t0, tree_cpu_seconds(pid) - c0
+            last, still = tree_cpu_seconds(pid), 0
             while still < IDLE_TICKS:
                 time.sleep(0.2)
-                now = tree_cpu(pid)
+                now = tree_cpu_seconds(pid)
                 still = still + 1 if now - last < IDLE_CPU_S else 0
                 last = now
             return {"acked_s": acked_s, "acked_cpu_s": acked_cpu, "cpu_s": last - c0,

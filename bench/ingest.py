@@ -34,7 +34,6 @@ import argparse
 import heapq
 import json
 import multiprocessing as mp
-import os
 import sys
 import tempfile
 import time
@@ -49,6 +48,7 @@ import psutil
 import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from cputime import cpu_seconds
 from support import DaemonProcess, query
 
 from causewatch import wire
@@ -231,12 +231,6 @@ class Watch:
                 "last_half_mb_per_min": slope}
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of one process (all its threads, none of its children), from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()   # fields from the 3rd (state)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
     extra, settings = [], {"max_queue_bytes": args.queue_mb, "store_memory_bytes": args.store_mb,
                            "max_in_flight_bytes": args.in_flight_mb}
@@ -261,7 +255,7 @@ def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
     # on these 2 cores) is over, and the rate measured is a running daemon's, not its first seconds'.
     urllib.request.urlopen(f"http://{daemon.http}/api/stats", timeout=120).read()
     senders = [psutil.Process(p.pid) for p in procs]
-    cpu0 = proc_cpu_seconds(daemon.proc.pid), [s.cpu_times() for s in senders]
+    cpu0 = cpu_seconds(daemon.proc.pid), [s.cpu_times() for s in senders]
     watch.t0 = time.monotonic()   # the table's seconds count from here
     watch.sample()
     t0 = time.perf_counter()
@@ -274,7 +268,7 @@ def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
         except Exception:   # queue.Empty: keep sampling the daemon
             pass
     elapsed = time.perf_counter() - t0
-    cpu = {"daemon": proc_cpu_seconds(daemon.proc.pid) - cpu0[0],
+    cpu = {"daemon": cpu_seconds(daemon.proc.pid) - cpu0[0],
            "senders": sum(_cpu(s.cpu_times()) - _cpu(c) for s, c in zip(senders, cpu0[1]))}
     for p in procs:
         p.join()

@@ -34,7 +34,8 @@ import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from ingest import SimAgent, body, proc_cpu_seconds
+from cputime import cpu_seconds
+from ingest import SimAgent, body
 from support import free_port, query
 
 from causewatch import shards
@@ -143,7 +144,7 @@ def drive(args, daemons: dict[str, Daemon]) -> dict:
     done = ctx.Queue()
     procs = [ctx.Process(target=senders, args=(args, daemons[n].endpoint, share[i::args.procs], done), daemon=True)
              for n, share in by_owner.items() for i in range(args.procs) if share[i::args.procs]]
-    cpu0 = {n: proc_cpu_seconds(d.proc.pid) for n, d in daemons.items()}
+    cpu0 = {n: cpu_seconds(d.proc.pid) for n, d in daemons.items()}
     t0 = time.perf_counter()
     for p in procs:
         p.start()
@@ -158,7 +159,7 @@ def drive(args, daemons: dict[str, Daemon]) -> dict:
             if time.perf_counter() - t0 > 3600:
                 raise SystemExit(f"{names}: the senders did not finish in an hour") from None
     elapsed = time.perf_counter() - t0
-    cpu = {n: proc_cpu_seconds(d.proc.pid) - cpu0[n] for n, d in daemons.items()}
+    cpu = {n: cpu_seconds(d.proc.pid) - cpu0[n] for n, d in daemons.items()}
     for p in procs:
         p.join()
     asker = daemons[names[0]]
@@ -166,12 +167,12 @@ def drive(args, daemons: dict[str, Daemon]) -> dict:
     for q in ("/api/stats", "/api/samples?limit=100000"):
         walls, cpus = [], []
         for _ in range(args.queries):
-            c0, w0 = proc_cpu_seconds(asker.proc.pid), time.perf_counter()
+            c0, w0 = cpu_seconds(asker.proc.pid), time.perf_counter()
             with urllib.request.urlopen(f"{asker.url}{q}", timeout=600) as r:
                 r.read()
                 partial = r.headers.get("X-Causewatch-Partial")
             walls.append(time.perf_counter() - w0)
-            cpus.append(proc_cpu_seconds(asker.proc.pid) - c0)
+            cpus.append(cpu_seconds(asker.proc.pid) - c0)
             if partial:
                 raise SystemExit(f"{q}: partial answer ({partial})")
         queries[q] = {"wall_s": statistics.median(walls), "daemon_cpu_s": statistics.median(cpus)}

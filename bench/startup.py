@@ -15,7 +15,6 @@ Usage: python bench/startup.py [--repeats 7] [--no-install] [--nice N]
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import socket
 import statistics
@@ -27,6 +26,7 @@ import tomllib
 from pathlib import Path
 
 import psutil
+from cputime import live_cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -43,18 +43,6 @@ def wall(argv: list[str], repeats: int, **popen) -> float:
         subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, **popen)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of all of `pid`'s threads from /proc/PID/task/*/schedstat (nanoseconds), as seconds."""
-    ns = 0
-    for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
-        try:
-            with open(path) as f:
-                ns += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):   # a thread that ended meanwhile
-            pass
-    return ns / 1e9
 
 
 def start_agent(python: str, args: list[str], folder: str, **popen) -> tuple[subprocess.Popen, float]:
@@ -87,7 +75,7 @@ def agent_ready(python: str, folder: str, target: int, seconds: float = 5.0, **p
                          f'ipc = "ipc://{folder}/agent.sock"\nbbv_frequency = 1000\ncounters_interval = 0.1\n')
     agent, ready = start_agent(python, ["--config", cfg, "--pid", str(target), "--flush-timeout", "0"], folder,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen)
-    cpu = cpu_seconds(agent.pid)
+    cpu = live_cpu_seconds(agent.pid)
     try:
         time.sleep(seconds)
         rss = psutil.Process(agent.pid).memory_info().rss / 2**20
