@@ -45,10 +45,11 @@ UNMASK_BAND = 1.0
 # also shows the collider with the end: at the level alone, conditioning on a child of y or on a
 # neighbour that is none in truth kept false edges (multiple-index 20v: precision 0.964 -> 0.916,
 # mixed 12v 0.975 -> 0.935); with the signature asked, none lost precision, and recall rose where
-# causes mask one another (bench/causal.py's families, 10 seeds: mi3-10v-500r recall 0.677 -> 0.711, LU noise
-# 0.02 0.927 -> 0.955; docs/causal.md). Not on all-discrete data: there the level is 0.05 and
-# deterministic relations make colliders of their own (asia's either = tub OR lung kept tub – xray
-# on 3 of 20 seeds in test_pc.py, 2 without; child at 5000 rows, 5 seeds: precision 0.985 -> 0.977).
+# causes mask one another (bench/causal.py's families, 10 seeds: mi3-10v-500r recall 0.677 ->
+# 0.711, LU noise 0.02 0.927 -> 0.955; docs/causal.md). Not on all-discrete data: there the level
+# is 0.05 and deterministic relations make colliders of their own (asia's either = tub OR lung kept
+# tub – xray on 3 of 20 seeds in test_pc.py, 2 without; child at 5000 rows, 5 seeds: precision
+# 0.985 -> 0.977).
 
 
 class PCError(ValueError):
