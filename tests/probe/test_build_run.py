@@ -165,7 +165,9 @@ def test_a_real_cpu_quota_stretches_the_prediction(kit):
     with cpu_quota(0.5):
         limited = run_kit(manifest, repeats=10)
     grown = limited["stretch"] / free["stretch"]
-    assert 1.8 <= grown <= 2.3
+    # The quota alone sets the stretch at 2 (1.99-2.01 here, quiet or beside two busy loops); a neighbour
+    # on the cores during the free run raises only the free stretch: a CI run saw 1.63x, 2 over ~1.22.
+    assert 1.8 <= limited["stretch"] and grown <= 2.3
     # The prediction is CPU time scaled by the stretch: it grows by the stretch, less any fall of the
     # measured CPU time between the two runs (a CI run saw the prediction grow 1.73x with the stretch
     # at 2.00); without the stretch it would grow by that CPU change alone (about 1).
