@@ -56,12 +56,12 @@ def test_rcot_margin_and_bits_follow_the_dependence():
 def test_the_null_weights_from_a_subset_of_rows_give_the_p_values_of_all_rows(monkeypatch):
     """Above NULL_ROWS rows the null's weights come from a seeded subset: on 3,000 rows of a nonlinear
     conditional problem the p-values of independent and weakly dependent pairs move by under 0.15 in
-    log10 (a weak dependence at p ~ 0.007 stays there)."""
+    log10 (a weak dependence at p ~ 0.004 stays there)."""
     rng = np.random.default_rng(5)
     n = 3000
     z = rng.normal(size=n)
     x, w = np.sin(2 * z) + 0.5 * rng.normal(size=n), np.cos(z) + 0.5 * rng.normal(size=n)
-    y = z ** 2 + 0.12 * x + 0.5 * rng.normal(size=n)   # weakly dependent on x given z
+    y = z ** 2 + 0.08 * x + 0.5 * rng.normal(size=n)   # weakly dependent on x given z
     values = np.column_stack([x, y, z, w])
     subset = rcot.RCoT(values)
     assert rcot.NULL_ROWS < n and subset.null_rows == rcot.NULL_ROWS
@@ -75,7 +75,8 @@ def test_the_null_weights_from_a_subset_of_rows_give_the_p_values_of_all_rows(mo
 def test_the_statistic_and_null_from_kept_fits_equal_those_of_explicit_residuals():
     """pvalue forms C_xy|z from covariance blocks and the null's covariance from kept pairwise products;
     both must equal what the residuals f − F_z·C_zz⁻¹·C_zf themselves give (the ridge included), for
-    continuous and discrete (level indicator) columns, on a null subset of the rows."""
+    continuous and discrete (level indicator) columns, on a null subset of the rows; the statistic and
+    the null weigh a continuous column's features by XY_WEIGHTS, a discrete column's levels by 1."""
     rng = np.random.default_rng(7)
     n = 1500
     z = rng.normal(size=(n, 2))
@@ -87,13 +88,15 @@ def test_the_statistic_and_null_from_kept_fits_equal_those_of_explicit_residuals
     for a, b, given in [(0, 1, (2,)), (0, 1, (2, 3)), (4, 1, (2,)), (0, 1, (2, 4))]:
         fz, chol = test._projection(given)
         res = [f - fz @ linalg.cho_solve(chol, fz.T @ f / (n - 1)) for f in map(test._xy_features, (a, b))]
-        stat, _, _ = test.pvalue(a, b, given)
-        assert stat == pytest.approx(n * ((res[0].T @ res[1] / (n - 1)) ** 2).sum(), rel=1e-6)
+        stat, p, _ = test.pvalue(a, b, given)
+        w = np.outer(*[np.ones(3) if c == 4 else np.array([1.0, *rcot.XY_WEIGHTS, *rcot.XY_WEIGHTS]) for c in (a, b)])
+        assert stat == pytest.approx(n * ((w * (res[0].T @ res[1]) / (n - 1)) ** 2).sum(), rel=1e-6)
         m = test.null_rows
         prods = (res[0][:m, :, None] * res[1][:m, None, :]).reshape(m, -1)
         prods -= prods.mean(axis=0)
         got = rcot._product_covariance(test._fit(a, given), test._fit(b, given))
         assert np.abs(got - prods.T @ prods / m).max() < 1e-5 * np.abs(got).max()   # float32 products
+        assert p == pytest.approx(rcot.covariance_sf(prods.T @ prods / m * np.outer(w, w), stat), rel=1e-3)
 
 
 def test_the_kernel_width_is_the_median_of_the_nonzero_pairwise_distances():
