@@ -39,7 +39,7 @@ def test_learn_json_prints_nodes_edges_equivalences(fig1_csv, capsys):
 def test_learn_says_which_test_and_level_auto_chose(fig1_csv, tmp_path, capsys):
     assert main(["learn", str(fig1_csv), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert (out["ci_test"], out["alpha"]) == ("rcot", 0.02)   # nonlinear: RCOT_ALPHA
+    assert (out["ci_test"], out["alpha"]) == ("rcot", 0.03)   # nonlinear: RCOT_ALPHA
     rng = np.random.default_rng(1)
     a = rng.normal(size=1500)
     b = a + rng.normal(size=1500)
