@@ -67,7 +67,7 @@ def add_learning_arguments(parser) -> None:
                         help="CI test: auto (default: Fisher-z on jointly Gaussian data, counting G² when all "
                              "discrete, else RCoT), kde (calibrated KDE MI), rcot, the papers' KDE MI, Fisher-z, G²")
     parser.add_argument("--alpha", type=float, default=None,
-                        help="significance level (not for lemeire; default 0.01, 0.02 when auto picks RCoT, "
+                        help="significance level (not for lemeire; default 0.01, 0.03 when auto picks RCoT, "
                              "0.05 when it picks G² for all-discrete data)")
     parser.add_argument("--no-equivalences", action="store_true", help="plain PC: no information-equivalence rule")
     parser.add_argument("--submodels", action="store_true", help="also fit each node on its parents (MDL)")
