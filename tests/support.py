@@ -38,18 +38,35 @@ def package_folders() -> dict[str, Path]:
     causewatch/analytics/causal): every folder under causewatch/ with an __init__.py."""
     return {".".join(init.parent.relative_to(ROOT).parts): init.parent for init in sorted(PACKAGE.rglob("__init__.py"))}
 
+def _port_slice() -> range:
+    """This test process's share of 20000-32767, below the kernel's ephemeral range (32768-60999 here):
+    a port the kernel hands out for bind(0) is also handed to outgoing connections, which took one
+    between the pick and a daemon's bind in a CI run ("tcp://127.0.0.1:44623 is in use"). Each xdist
+    worker has its own slice, so two workers never pick the same port."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    size = (32768 - 20000) // workers
+    return range(20000 + worker * size, 20000 + (worker + 1) * size)
+
+
+_ports = _port_slice()
+_next_port = random.randrange(len(_ports))
+
+
 def free_port() -> int:
-    """A free port below the kernel's ephemeral range (32768-60999 here): a port the kernel hands out
-    for bind(0) is also handed to outgoing connections, which took one between this call and a
-    daemon's bind in a CI run ("tcp://127.0.0.1:44623 is in use")."""
-    rng = random.Random()
-    while True:
+    """A port free now that this process has not handed out before: a daemon's --bind and --http came
+    out the same in a CI run (the HTTP server took it first: "--bind ... is in use")."""
+    global _next_port
+    for _ in range(len(_ports)):
+        port = _ports[_next_port % len(_ports)]
+        _next_port += 1
         with socket.socket() as s:
             try:
-                s.bind(("127.0.0.1", rng.randrange(20000, 32768)))
+                s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return s.getsockname()[1]
+            return port
+    raise RuntimeError(f"no free port in {_ports}")
 
 
 class DaemonProcess:
