@@ -72,18 +72,12 @@ def _null(kind: str, seed: int, rows: int = ROWS) -> tuple[pd.DataFrame, list[st
     return pd.DataFrame(cols), discrete
 
 
-LEVELS_BY_Z = pytest.mark.xfail(strict=True, reason="RCoT's z features are additive in a discrete and a "
-                                "continuous column of z, so a level's effect that changes with the continuous "
-                                "one leaks (45 % below 0.05); the fixes tried lost the LU model's "
-                                "c_op -> t_comp (docs/causal.md)")
-
-
 @pytest.mark.parametrize("kind,chosen,sizes,rows", [
     ("gaussian", "fisher-z", (0, 1, 2), ROWS), ("nonlinear", "rcot", (0, 1, 2), ROWS),
     # at 1000 rows z's leak outgrows the null's spread: 27 % and 14 % below 0.05 with z at one width
     pytest.param("nonlinear", "rcot", (1, 2), 1000, id="nonlinear-1000-rows"),
     ("mixed", "rcot", (0, 1), ROWS),
-    pytest.param("mixed", "rcot", (2,), ROWS, marks=LEVELS_BY_Z, id="mixed-discrete-in-z"),
+    pytest.param("mixed", "rcot", (2,), ROWS, id="mixed-discrete-in-z"),
     ("discrete", "kde-mi", (0,), ROWS), pytest.param("discrete", "kde-mi", (1, 2), ROWS, id="discrete-sparse")])
 def test_pvalues_of_each_test_autotest_uses_are_uniform_under_independence(kind, chosen, sizes, rows):
     pvalues = []

@@ -41,17 +41,24 @@ def test_lu_model_keeps_ops_for_t_comp_and_finds_the_cycle_relations():
 
 
 def test_lu_model_over_seeds_keeps_the_simpler_relation_and_finds_c_op_to_t_comp():
-    # The same model on six data sets (noise 0.05): the complexity criterion keeps ops for t_comp on
-    # every one, no n – t_comp edge and no c_op -> instr_op; c_op -> t_comp (hidden by the far stronger
-    # ops: t_comp spans six orders of magnitude, c_op a factor of four) is found on at least 4 of 6
-    # (measured: 26 of 36 over 12 seeds x noise 0.02/0.05/0.1; the KDE-test default found it on 4 of 12).
-    found = 0
-    for seed in range(6):
-        ex = papers.lu(n=1000, seed=seed, noise=0.05)
-        model = PCLearner(background=ex.background, discrete=ex.discrete).fit(ex.df).model_
-        arcs = _arcs(model)
-        assert [q["kept"] for q in model.equivalences if q["target"] == "t_comp"] == ["ops"]
-        assert not any({e.src, e.dst} == {"n", "t_comp"} for e in model.edges())
-        assert ("c_op", "instr_op") not in arcs
-        found += ("c_op", "t_comp") in arcs
-    assert found >= 4
+    # The same model on six data sets at each of three noise levels: the complexity criterion keeps
+    # ops for t_comp on every one, no n – t_comp edge and no c_op -> instr_op, and no adjacency the
+    # model lacks. c_op -> t_comp is faint (t_comp spans six orders of magnitude, c_op a factor of
+    # four; given c_op's parents only c_op's own noise is left): found on 7 of 18 (2 at noise 0.05),
+    # where causal-learn's KCI does not reject c_op ⊥ t_comp | c_op's parents at 0.01 on any of the
+    # six at 0.05 (bench/lu_edge.py) and the KDE test finds it on none. RCoT found it on 15 of 18
+    # before z's level interactions, partly through the leak that also made false edges (16 on these
+    # 18: docs/causal.md, "Level interactions in z").
+    found = false = 0
+    for noise in (0.02, 0.05, 0.1):
+        for seed in range(6):
+            ex = papers.lu(n=1000, seed=seed, noise=noise)
+            model = PCLearner(background=ex.background, discrete=ex.discrete).fit(ex.df).model_
+            arcs = _arcs(model)
+            assert [q["kept"] for q in model.equivalences if q["target"] == "t_comp"] == ["ops"]
+            assert not any({e.src, e.dst} == {"n", "t_comp"} for e in model.edges())
+            assert ("c_op", "instr_op") not in arcs
+            found += ("c_op", "t_comp") in arcs
+            false += sum(not ex.dag.has_edge(e.src, e.dst) and not ex.dag.has_edge(e.dst, e.src) for e in model.edges())
+    assert found >= 5
+    assert false <= 1
