@@ -59,8 +59,9 @@ def _g(v: float) -> str:
     return f"{v:.6g}"
 
 
-def _make(kind, params, n_params, n_ops, x, y, predict, formula) -> Fit:
-    resid = y - predict(x)
+def _make(kind, params, n_params, n_ops, x, y, predict, formula, resid=None) -> Fit:
+    """The Fit of `predict` on (x, y); `resid`, y − predict(x), where the caller has it already."""
+    resid = y - predict(x) if resid is None else resid
     rss = float(resid @ resid)
     n = len(y)
     return Fit(kind, tuple(float(p) for p in params), n_params, n_ops, rss, n,
@@ -76,18 +77,33 @@ def _affine(feature: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 def _polynomials(x, y, max_degree, var):
     """Least-squares polynomials of degree 0, 1, ... max_degree, a generator (the caller stops early),
-    all from one QR of the Vandermonde matrix of standardised x: a fit per degree cost 0.6-2 ms."""
+    all from one QR of the Vandermonde matrix of standardised x: a fit per degree cost 0.6-2 ms. Each
+    degree's residuals are the last one's less Q's next column times its share of y (numpy's
+    Polynomial objects, evaluated and converted per degree, took 40 % of that: 0.2 s of an LU fit)."""
     mu, sd = float(np.mean(x)), float(np.std(x)) or 1.0
     q, r = np.linalg.qr(np.vander((x - mu) / sd, max_degree + 1, increasing=True))
     qy = q.T @ y
+    to_raw = _unstandardise(mu, sd, max_degree)
+    resid = y.astype(float)
     for degree in range(max_degree + 1):
-        coef = linalg.solve_triangular(r[:degree + 1, :degree + 1], qy[:degree + 1])
-        # Coefficients of the standardised x, then of the raw x for the formula.
-        poly = np.polynomial.Polynomial(coef, domain=[mu - sd, mu + sd], window=[-1, 1])
-        coef = np.pad(poly.convert().coef, (0, degree + 1))[:degree + 1]
-        terms = [_g(coef[0])] + [f"{_g(c)}*{var}" + (f"^{k}" if k > 1 else "") for k, c in enumerate(coef[1:], 1)]
+        k = degree + 1
+        std_coef = linalg.solve_triangular(r[:k, :k], qy[:k])
+        coef = to_raw[:k, :k].T @ std_coef
+        resid = resid - q[:, degree] * qy[degree]
+        terms = [_g(coef[0])] + [f"{_g(c)}*{var}" + (f"^{j}" if j > 1 else "") for j, c in enumerate(coef[1:], 1)]
         n_ops = 3 * degree - 1 if degree else 0
-        yield _make(f"poly{degree}", coef, degree + 1, n_ops, x, y, poly, " + ".join(terms))
+        yield _make(f"poly{degree}", coef, degree + 1, n_ops, x, y,
+                    lambda v, c=std_coef: np.polynomial.polynomial.polyval((v - mu) / sd, c), " + ".join(terms), resid)
+
+
+def _unstandardise(mu: float, sd: float, degree: int) -> np.ndarray:
+    """M with M[k, j] the coefficient of x^j in ((x − mu)/sd)^k: raw coefficients are M' times the
+    standardised ones."""
+    m = np.zeros((degree + 1, degree + 1))
+    for k in range(degree + 1):
+        for j in range(k + 1):
+            m[k, j] = math.comb(k, j) * (-mu) ** (k - j) / sd ** k
+    return m
 
 
 def _fit_transform(x, y, kind, var):
