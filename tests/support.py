@@ -38,6 +38,7 @@ def package_folders() -> dict[str, Path]:
     causewatch/analytics/causal): every folder under causewatch/ with an __init__.py."""
     return {".".join(init.parent.relative_to(ROOT).parts): init.parent for init in sorted(PACKAGE.rglob("__init__.py"))}
 
+
 def _port_slice() -> range:
     """This test process's share of 20000-32767, below the kernel's ephemeral range (32768-60999 here):
     a port the kernel hands out for bind(0) is also handed to outgoing connections, which took one
