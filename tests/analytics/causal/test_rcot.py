@@ -47,6 +47,21 @@ def test_rcot_level_and_power_on_a_nonlinear_conditional_problem():
     assert found >= 27
 
 
+def test_many_level_combinations_in_z_keep_the_power():
+    # z: three 4-level columns (64 combinations) and two continuous ones, 500 rows, y = 0.25·x + ….
+    # Level interactions per combination made 1,029 features and found this on 5 of 20 draws; per
+    # discrete column, 273 features and 19 of 20.
+    found = 0
+    for seed in range(10):
+        r = np.random.default_rng(seed)
+        d, c = r.integers(0, 4, (500, 3)).astype(float), r.normal(size=(500, 2))
+        x = np.sin(c[:, 0]) + 0.3 * d[:, 0] + r.normal(size=500)
+        y = 0.25 * x + np.cos(c[:, 1]) + 0.3 * d[:, 1] + r.normal(size=500)
+        test = rcot.RCoT(np.column_stack([x, y, c, d]), discrete=[False] * 4 + [True] * 3)
+        found += test.pvalue(0, 1, (2, 3, 4, 5, 6))[1] < 0.03
+    assert found >= 8
+
+
 def test_rcot_margin_and_bits_follow_the_dependence():
     weak, strong = (ci.RCoTTest().test(_problem(3, dependent=d), "x", "y", ["z"]) for d in (False, True))
     assert strong.margin > weak.margin and strong.bits > weak.bits
