@@ -244,14 +244,15 @@ class RCoT:
         """Random Fourier features of z's continuous columns and each one's own x/y features, next
         to indicators of its discrete columns' level combinations (of each column's levels past
         MAX_CELLS combinations), and each continuous column's own features times each discrete
-        column's level indicators. The columns' own features remove what x's or y's features share
-        with one z column exactly: with random ones only, n ⊥ t_comp | ops (ops a function of n,
-        equal normal scores) was rejected on the LU model, and n – t_comp stayed. The products let a
-        level's effect change with a continuous column (c_op = instr_op·cpi(datatype) + …): without
-        them that part of it stayed in the residuals, 45 % of null p-values fell below 0.05
-        (test_calibration.py) and the LU model kept false edges (docs/causal.md, "Level interactions
-        in z"). Per column, not per level combination: 64 combinations made 1,029 features at 500
-        rows, and a dependence the per-column 273 find in 19 of 20 draws was found in 5."""
+        column's level indicators (of at most MAX_LEVELS levels, as for x and y). The columns' own
+        features remove what x's or y's features share with one z column exactly: with random ones
+        only, n ⊥ t_comp | ops (ops a function of n, equal normal scores) was rejected on the LU
+        model, and n – t_comp stayed. The products let a level's effect change with a continuous
+        column (c_op = instr_op·cpi(datatype) + …): without them that part of it stayed in the
+        residuals, 45 % of null p-values fell below 0.05 (test_calibration.py) and the LU model kept
+        false edges (docs/causal.md, "Level interactions in z"). Per column, not per level
+        combination: 64 combinations made 1,029 features at 500 rows, and a dependence the
+        per-column 273 find in 19 of 20 draws was found in 5."""
         cont = tuple(c for c in z if not self.discrete[c])
         disc = [c for c in z if self.discrete[c]]
         count = min(self.z_features, Z_FEATURES_PER_COLUMN * len(cont))
@@ -261,7 +262,7 @@ class RCoT:
             own = [_indicators(combination_codes(self.values[:, [c]])) for c in disc]
             parts += [_indicators(cells)] if cells.max() <= MAX_CELLS else own
             parts += [(self._xy_features(c)[:, :, None] * ind[:, None, :]).reshape(len(ind), -1)
-                      for c in cont for ind in own]
+                      for c in cont for ind in own if ind.shape[1] < MAX_LEVELS]
         return np.hstack(parts)
 
     def _projection(self, z: tuple):
