@@ -84,7 +84,7 @@ def _polynomials(x, y, max_degree, var):
     q, r = np.linalg.qr(np.vander((x - mu) / sd, max_degree + 1, increasing=True))
     qy = q.T @ y
     to_raw = _unstandardise(mu, sd, max_degree)
-    resid = y.astype(float)
+    resid = y
     for degree in range(max_degree + 1):
         k = degree + 1
         std_coef = linalg.solve_triangular(r[:k, :k], qy[:k])

@@ -244,7 +244,7 @@ class RCoT:
         """Random Fourier features of z's continuous columns and each one's own x/y features, next
         to indicators of its discrete columns' level combinations (of each column's levels past
         MAX_CELLS combinations), and each continuous column's own features times each discrete
-        column's level indicators (of at most MAX_LEVELS levels, as for x and y). The columns' own
+        column's level indicators (of at most MAX_LEVELS levels). The columns' own
         features remove what x's or y's features share with one z column exactly: with random ones
         only, n ⊥ t_comp | ops (ops a function of n, equal normal scores) was rejected on the LU
         model, and n – t_comp stayed. The products let a level's effect change with a continuous
