@@ -226,12 +226,13 @@ class RCoT:
         return f
 
     def _xy_features(self, col: int) -> np.ndarray:
-        """A discrete column's level indicators; else its normal score v, cos(w·v/σ) and sin(w·v/σ)
-        at the Gauss–Hermite nodes w (standardised). Their weights in the statistic go to `_weights`."""
+        """A discrete column's level indicators (of at most MAX_LEVELS levels); else its normal score
+        v, cos(w·v/σ) and sin(w·v/σ) at the Gauss–Hermite nodes w (standardised). Their weights in
+        the statistic go to `_weights`."""
         if col not in self._xy:
             v = self.values[:, col:col + 1]
             codes = combination_codes(v) if self.discrete[col] else None
-            if codes is not None and codes.max() <= MAX_LEVELS:
+            if codes is not None and codes.max() < MAX_LEVELS:
                 self._xy[col] = _indicators(codes)
                 self._weights[col] = np.ones(self._xy[col].shape[1])
             else:
@@ -259,8 +260,9 @@ class RCoT:
         parts = [self._features(cont, count), *(self._xy_features(c) for c in cont)] if cont else []
         if disc:
             cells = combination_codes(self.values[:, disc])
-            own = [_indicators(combination_codes(self.values[:, [c]])) for c in disc]
-            parts += [_indicators(cells)] if cells.max() <= MAX_CELLS else own
+            many = cells.max() >= MAX_CELLS
+            own = [_indicators(combination_codes(self.values[:, [c]])) for c in disc] if cont or many else []
+            parts += own if many else [_indicators(cells)]
             parts += [(self._xy_features(c)[:, :, None] * ind[:, None, :]).reshape(len(ind), -1)
                       for c in cont for ind in own if ind.shape[1] < MAX_LEVELS]
         return np.hstack(parts)

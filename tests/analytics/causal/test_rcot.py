@@ -64,6 +64,19 @@ def test_many_levels_in_z_keep_the_power(columns, levels):
     assert found >= 8
 
 
+@pytest.mark.parametrize("levels,indicators", [(16, 15), (17, 0)])
+def test_a_discrete_column_of_at_most_max_levels_enters_by_its_indicators(levels, indicators):
+    r = np.random.default_rng(levels)
+    d = np.concatenate([np.arange(levels), r.integers(0, levels, 300 - levels)]).astype(float)
+    test = rcot.RCoT(np.column_stack([d, r.normal(size=300)]), discrete=[True, False])
+    own = 1 + 2 * len(rcot.XY_NODES)   # a continuous column's normal score, cosines and sines
+    assert test._xy_features(0).shape[1] == (indicators or own)
+    # In z: the continuous column's random and own features, the levels' indicators, and their
+    # products with its own features up to MAX_LEVELS levels.
+    z = test._z_features((0, 1)).shape[1]
+    assert z == rcot.Z_FEATURES_PER_COLUMN + own + (levels - 1) + own * indicators
+
+
 def test_rcot_margin_and_bits_follow_the_dependence():
     weak, strong = (ci.RCoTTest().test(_problem(3, dependent=d), "x", "y", ["z"]) for d in (False, True))
     assert strong.margin > weak.margin and strong.bits > weak.bits
