@@ -269,12 +269,13 @@ def _embedding(col: np.ndarray, rng) -> np.ndarray:
 
 
 def multi_index3_sem(dag: nx.DiGraph, n: int, seed: int, n_discrete: int = 0,
-                     noise: float = 0.6) -> tuple[pd.DataFrame, list[str]]:
+                     noise: float = 0.6, ordinal: bool = False) -> tuple[pd.DataFrame, list[str]]:
     """The held-out families' harder SEM: each continuous variable is tanh(u1) + sin(u2) + u3² over three
     random projections u of its standardised parents, standardised, plus N(0, noise²); a discrete
     parent acts on each child through its own non-monotone embedding of its levels. `n_discrete`
     variables (spread over the order) are discrete with 3-5 levels, drawn from a softmax over a
-    nonlinear score per level (tanh, sin or square of a projection of the parents)."""
+    nonlinear score per level (tanh, sin or square of a projection of the parents); `ordinal`: over
+    one score (a continuous child's signal) times the level's rank, at a weaker scale."""
     rng = np.random.default_rng(seed)
     order = list(nx.topological_sort(dag))
     spread = np.linspace(len(order) - 1, 0, n_discrete, endpoint=False) if n_discrete else []
@@ -289,7 +290,10 @@ def multi_index3_sem(dag: nx.DiGraph, n: int, seed: int, n_discrete: int = 0,
         parents = np.column_stack(inputs) if inputs else np.zeros((n, 0))
         if i in picked:
             levels = int(rng.integers(3, 6))
-            if inputs:
+            if inputs and ordinal:
+                rank = np.arange(levels) - (levels - 1) / 2
+                logits = np.outer(_signal(parents, rng), rank) * rng.uniform(0.5, 1.5) + rng.normal(size=levels) * 0.5
+            elif inputs:
                 u = parents @ (rng.normal(size=(parents.shape[1], levels)) / math.sqrt(parents.shape[1]))
                 scores = np.column_stack([INDEX_MECHANISMS[k % 3](u[:, k]) for k in range(levels)])
                 logits = scores * rng.uniform(1.5, 3.0, levels)
@@ -300,14 +304,16 @@ def multi_index3_sem(dag: nx.DiGraph, n: int, seed: int, n_discrete: int = 0,
             cols[v] = (rng.random((n, 1)) > cum).sum(axis=1).clip(0, levels - 1).astype(float)
             discrete.append(v)
             continue
-        if inputs:
-            u = parents @ (rng.normal(size=(parents.shape[1], 3)) / math.sqrt(parents.shape[1]))
-            signal = sum(g(u[:, k]) for k, g in enumerate(INDEX_MECHANISMS))
-            signal = (signal - signal.mean()) / (signal.std() or 1)
-        else:
-            signal = np.zeros(n)
+        signal = _signal(parents, rng) if inputs else np.zeros(n)
         cols[v] = signal + rng.normal(size=n) * (noise if inputs else 1.0)
     return pd.DataFrame(cols)[sorted(cols, key=lambda c: int(c[1:]))], discrete
+
+
+def _signal(parents: np.ndarray, rng) -> np.ndarray:
+    """tanh(u1) + sin(u2) + u3² over three random projections u of the parents, standardised."""
+    u = parents @ (rng.normal(size=(parents.shape[1], 3)) / math.sqrt(parents.shape[1]))
+    signal = sum(g(u[:, k]) for k, g in enumerate(INDEX_MECHANISMS))
+    return (signal - signal.mean()) / (signal.std() or 1)
 
 
 @dataclasses.dataclass
@@ -336,11 +342,12 @@ def families(quick: bool):
             return dag, df, disc, None
         return make
 
-    def hard(nv, n, n_discrete):
+    def hard(nv, n, n_discrete, ordinal=False):
         """The held-out families' kind: three projections, noise 0.6, expected degree 3."""
         def make(seed):
             dag = random_dag(nv, seed=7000 + 1000 * seed + nv, degree=3.0)
-            df, disc = multi_index3_sem(dag, n, seed=7000 + 1000 * seed + nv + 1, n_discrete=n_discrete)
+            df, disc = multi_index3_sem(dag, n, seed=7000 + 1000 * seed + nv + 1, n_discrete=n_discrete,
+                                        ordinal=ordinal)
             return dag, df, disc, None
         return make
 
@@ -357,7 +364,8 @@ def families(quick: bool):
            (f"mixed-12v-{r2}r", "mixed", synth(12, 2000, "mixed")),
            (f"linear-15v-{r2}r", "linear", synth(15, 2000, "linear")),
            *[(f"mi3-10v-{n}r", "nonlinear", hard(10, n, 0)) for n in ((500,) if quick else (500, 1000))],
-           *[(f"mixed3-12v-{n}r", "mixed", hard(12, n, 4)) for n in ((500,) if quick else (500, 2000))]]
+           *[(f"mixed3-12v-{n}r", "mixed", hard(12, n, 4)) for n in ((500,) if quick else (500, 2000))],
+           (f"mixed3o-12v-{r2}r", "mixed", hard(12, 2000, 4, ordinal=True))]
     if not quick:
         out.insert(5, ("multi-index-20v-2000r", "nonlinear", synth(20, 2000, "nonlinear")))
     for name in ["asia", "sachs", "child"] + ([] if quick else ["insurance", "alarm"]):
