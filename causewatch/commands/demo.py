@@ -252,8 +252,8 @@ class Story:
        would (the report says which);
     2. `hog`: until an anomaly on the CPU wait is raised, or HOG_CYCLES model versions were learnt
        under it;
-    3. `end`: until an anomaly on the wait raised under the hog is resolved (none was raised:
-       END_CYCLES more versions).
+    3. `end`: until the first change on the wait judged on rows raised under the hog (else any
+       anomaly on the wait raised then) is resolved (none was raised: END_CYCLES more versions).
 
     Each may take its share of `seconds` plus `wait` at most (`bounds`, stated before the workload
     starts); one that runs out is noted in `short`. A calm start that runs out without a baseline ends
@@ -352,8 +352,12 @@ class Story:
             self._next("end", now, models)
 
     def _ending(self, con, models: list, now: float) -> None:
+        from causewatch.analytics.causal.anomalies import ROW_KINDS
         ours = self._ours(con)
-        if any(a["resolved"] is not None for a in ours):
+        # the story's subject: the first change judged on rows (the hog stopped on it), else any of ours;
+        # an edge on the wait that resolved first once ended the story with the change still open
+        rows = [a for a in ours if a["kind"] in ROW_KINDS]
+        if any(a["resolved"] is not None for a in ([min(rows, key=lambda a: a["opened"])] if rows else ours)):
             self.stretch = "done"
         elif not ours and len(models) - self.versions["end"] >= END_CYCLES:
             self.stretch = "done"

@@ -233,8 +233,14 @@ def test_the_stretches_follow_the_store(store):
         raised = store.run(lambda con: results.raise_anomaly(con, {
             "scope": demo.SCOPE, "kind": "mechanism_changed", "src": "(time)", "dst": demo.WAIT,
             "opened": time.time(), "baseline_id": 1, "model_id": 1, "score": 1.0, "threshold": 0.5, "evidence": {}}))
+        edge = store.run(lambda con: results.raise_anomaly(con, {
+            "scope": demo.SCOPE, "kind": "edge_appeared", "src": "cpu_seconds", "dst": demo.WAIT,
+            "opened": time.time(), "baseline_id": 1, "model_id": 1, "score": 1.0, "threshold": 0.5, "evidence": {}}))
         assert story.step(con, stored=story.calm_tasks + 50) and story.stretch == "end" and not story.hog.running
         assert story.step(con, stored=story.calm_tasks + 60) and story.stretch == "end"   # still open
+        # an edge on the wait that resolves first does not end it: the change on the rows is the subject
+        store.run(lambda con: results.resolve_anomaly(con, edge, time.time()))
+        assert story.step(con, stored=story.calm_tasks + 65) and story.stretch == "end"
         store.run(lambda con: results.resolve_anomaly(con, raised, time.time()))
         assert story.step(con, stored=story.calm_tasks + 70) is False and story.stretch == "done"
         assert story.short == []
