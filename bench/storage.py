@@ -56,6 +56,7 @@ counterpart of our hot hour), and larger compacted blocks later (the same chunks
     .venv/bin/python bench/storage.py --nodes 200 --hours 2    # the issue's scale: 15 x the time and disk
     .venv/bin/python bench/storage.py --exact-loop --keep /tmp/storage   # + the unmoved replay; keep files
     .venv/bin/python bench/storage.py --record --record-seconds 120
+    .venv/bin/python bench/storage.py --sets realistic --variants "the store's compaction" --hot-layouts
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import msgpack
 import numpy as np
 import pyarrow as pa
@@ -670,7 +672,8 @@ def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
 
-def measure(name: str, frames, folder: Path, variants: list[str], batch: int, keep: bool = False) -> dict:
+def measure(name: str, frames, folder: Path, variants: list[str], batch: int, keep: bool = False,
+            with_layouts: bool = False) -> dict:
     """Hot store, each lake variant and Prometheus's blocks on one set of frames."""
     folder.mkdir(parents=True, exist_ok=True)
     log(f"{name}: ingest")
@@ -687,6 +690,10 @@ def measure(name: str, frames, folder: Path, variants: list[str], batch: int, ke
             "ORDER BY 2 DESC", [str(path / "**" / "*.parquet" if path.is_dir() else path)]).fetchall())
         if not keep and not path.is_dir():     # the compaction's lake stays: `samples` reads it
             path.unlink()
+    layouts = {}
+    if with_layouts:
+        log(f"{name}: hot layouts")
+        layouts = hot_layouts(store.con, folder)
     log(f"{name}: OpenMetrics text, promtool")
     om = folder / "samples.om"
     t0 = time.perf_counter()
@@ -700,7 +707,48 @@ def measure(name: str, frames, folder: Path, variants: list[str], batch: int, ke
     if prom["samples"] != hot["values"]:
         raise SystemExit(f"{name}: Prometheus's blocks hold {prom['samples']:,} samples, the store "
                          f"{hot['values']:,} values")
-    return {"hot": hot, "lake": lake, "prometheus": prom}
+    return {"hot": hot, "lake": lake, "prometheus": prom, "hot_layouts": layouts}
+
+
+# ---- hot layouts: what DuckDB's own codecs make of other orders of the same rows ----------------------
+
+# A list row per node and span: the series of one node sampled at the same times share one time list,
+# and each series' values of the span sit together (series by series in `vals`). Such a row exists
+# only once its span has ended.
+NODE_BLOCKS = """CREATE TABLE t AS
+    WITH per AS (SELECT node_id, series_id, ts // {ms} AS span, list(ts ORDER BY ts) AS ts,
+                        list(value ORDER BY ts) AS vals FROM rows GROUP BY ALL)
+    SELECT node_id, span, ts, list(series_id ORDER BY series_id) AS series,
+           flatten(list(vals ORDER BY series_id)) AS vals
+    FROM per GROUP BY node_id, span, ts ORDER BY node_id, span"""
+ROWS = f"""SELECT dense_rank() OVER (ORDER BY node, scope, metric)::INTEGER AS series_id,
+    dense_rank() OVER (ORDER BY node)::INTEGER AS node_id, {MS}, value FROM samples"""
+HOT_LAYOUTS = {
+    "rows sorted by (series, ts)": "CREATE TABLE t AS SELECT series_id, ts, value FROM rows ORDER BY series_id, ts",
+    **{f"a list row per node and {m} min": NODE_BLOCKS.format(ms=60_000 * m) for m in (1, 10, 60)},
+}
+
+
+def hot_layouts(con, folder: Path) -> dict[str, int]:
+    """Bytes of `samples`' rows (series id, ts in ms, value) in each of HOT_LAYOUTS, each in a bare
+    DuckDB file of its own, CHECKPOINTed (used blocks): whether any order of a DuckDB table reaches issue
+    27's hot <= 3x the lake."""
+    rows = folder / "rows.parquet"
+    con.execute(f"COPY ({ROWS}) TO '{rows}' (FORMAT parquet)")
+    out = {}
+    for name, sql in HOT_LAYOUTS.items():
+        path = folder / "layout.duckdb"
+        bare = duckdb.connect(str(path))
+        bare.execute("SET enable_progress_bar = false")
+        bare.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet('{rows}')")
+        bare.execute(sql)
+        bare.execute("DROP VIEW rows")
+        bare.execute("CHECKPOINT")
+        out[name] = used_bytes(bare)
+        bare.close()
+        path.unlink()
+    rows.unlink()
+    return out
 
 
 # ---- bytes per node-day: samples, phase vectors and tasks -------------------------------------------
@@ -795,6 +843,8 @@ def main() -> None:
     p.add_argument("--commit-frames", type=int, default=DaemonConfig().batch_max_frames,
                    help="frames a commit (default: the daemon's batch_max_frames; agent frames are far below "
                         "its batch_max_bytes)")
+    p.add_argument("--hot-layouts", action="store_true",
+                   help="also measure the rows in other DuckDB layouts (sorted rows, a list row per node and span)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--workload", nargs=2, metavar=("KIND", "SECONDS"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -818,7 +868,7 @@ def main() -> None:
         for name in chosen:
             folder = work / name.replace(", ", "-").replace(" ", "-")
             result["sets"][name] = measure(name, sets[name](), folder, args.variants, args.commit_frames,
-                                           keep=bool(args.keep))
+                                           keep=bool(args.keep), with_layouts=args.hot_layouts)
             if not args.keep:
                 shutil.rmtree(folder)
         # the lake's figure: the store's own compaction when measured, else the smallest reference layout
@@ -869,6 +919,9 @@ def report(r: dict) -> None:
         print(f"  hot / lake(*) = {hot['hot_bytes'] / lk:.2f} (goal <= 3); "
               f"lake(*) / Prometheus = {lk / prom['bytes']:.2f} "
               f"(goal <= {'1.2 on the worst case' if name == 'synthetic' else '1'})")
+        for layout, size in s["hot_layouts"].items():
+            print(f"  {'  hot as ' + layout:<52} {size:>14,.0f} {size / n:>8.3f} {size / n / per:>7.2f}"
+                  f"  {size / lk:.2f} x lake(*)")
         day = 86400 / (r["hours"] * 3600) / hot["nodes"]
         print(f"  samples per node-day: hot {hot['hot_bytes'] * day / 1e6:.1f} MB, lake(*) {lk * day / 1e6:.1f} MB, "
               f"Prometheus {prom['bytes'] * day / 1e6:.1f} MB ({n * day:,.0f} values)")

@@ -129,3 +129,20 @@ def test_replayed_series_keep_counters_monotone_and_values_at_their_precision(ex
     # each node's counters start at a level of their own: no two nodes replay the same values
     shared = len(counts[0] & counts[1]) / len(counts[1])   # both start in the first stretch
     assert shared > 0.8 if exact else shared < 0.2
+
+
+def test_node_blocks_hold_every_row_and_hot_layouts_measure_each(store, tmp_path):
+    con = store.con
+    con.execute(f"CREATE TEMP TABLE rows AS {storage.ROWS}")
+    con.execute(storage.NODE_BLOCKS.format(ms=60_000).replace("CREATE TABLE t", "CREATE TEMP TABLE t"))
+    blocks = con.execute("SELECT series, ts, vals FROM t").fetchall()
+    unpacked = sorted((sid, t, vals[i * len(ts) + j]) for series, ts, vals in blocks
+                      for i, sid in enumerate(series) for j, t in enumerate(ts))
+    rows = sorted(con.execute("SELECT series_id, ts, value FROM rows").fetchall())
+    assert unpacked == rows and len(rows) == 21   # 3 times x (4 + 3) series, the null kept
+    assert len(blocks) == 2                       # one per node: its series share their times
+    work = tmp_path / "layouts"
+    work.mkdir()
+    sizes = storage.hot_layouts(con, work)
+    assert set(sizes) == set(storage.HOT_LAYOUTS) and all(b > 0 for b in sizes.values())
+    assert list(work.iterdir()) == []             # no file left behind
