@@ -113,6 +113,16 @@ def query(db: Path | str, sql: str, params=None) -> list[tuple]:
         return con.execute(sql, params or []).fetchall()
 
 
+def lost_cpu_seconds() -> float:
+    """The machine's irq, softirq and steal time so far, all CPUs (/proc/stat). perf's task-clock counts
+    the time a task is scheduled in, so also the time its CPU served interrupts or its vCPU was taken by
+    the hypervisor; a task's CPU time (/proc, CLOCK_*_CPUTIME_ID) leaves both out: a CI run saw
+    task-clock 1.10 s against 1.00. The difference over an interval is bounded by this one's growth."""
+    with open("/proc/stat") as f:
+        cpu = f.readline().split()
+    return sum(int(v) for v in cpu[6:9]) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_for(predicate, timeout: float = 10.0, every: float = 0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
