@@ -715,8 +715,7 @@ def measure(name: str, frames, folder: Path, variants: list[str], batch: int, ke
 # A list row per node and span: the series of one node sampled at the same times share one time list,
 # and each series' values of the span sit together (series by series in `vals`). Such a row exists
 # only once its span has ended.
-NODE_BLOCKS = """CREATE TABLE t AS
-    WITH per AS (SELECT node_id, series_id, ts // {ms} AS span, list(ts ORDER BY ts) AS ts,
+NODE_BLOCKS = """WITH per AS (SELECT node_id, series_id, ts // {ms} AS span, list(ts ORDER BY ts) AS ts,
                         list(value ORDER BY ts) AS vals FROM rows GROUP BY ALL)
     SELECT node_id, span, ts, list(series_id ORDER BY series_id) AS series,
            flatten(list(vals ORDER BY series_id)) AS vals
@@ -724,7 +723,7 @@ NODE_BLOCKS = """CREATE TABLE t AS
 ROWS = f"""SELECT dense_rank() OVER (ORDER BY node, scope, metric)::INTEGER AS series_id,
     dense_rank() OVER (ORDER BY node)::INTEGER AS node_id, {MS}, value FROM samples"""
 HOT_LAYOUTS = {
-    "rows sorted by (series, ts)": "CREATE TABLE t AS SELECT series_id, ts, value FROM rows ORDER BY series_id, ts",
+    "rows sorted by (series, ts)": "SELECT series_id, ts, value FROM rows ORDER BY series_id, ts",
     **{f"a list row per node and {m} min": NODE_BLOCKS.format(ms=60_000 * m) for m in (1, 10, 60)},
 }
 
@@ -736,12 +735,12 @@ def hot_layouts(con, folder: Path) -> dict[str, int]:
     rows = folder / "rows.parquet"
     con.execute(f"COPY ({ROWS}) TO '{rows}' (FORMAT parquet)")
     out = {}
-    for name, sql in HOT_LAYOUTS.items():
+    for name, select in HOT_LAYOUTS.items():
         path = folder / "layout.duckdb"
         bare = duckdb.connect(str(path))
         bare.execute("SET enable_progress_bar = false")
         bare.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet('{rows}')")
-        bare.execute(sql)
+        bare.execute(f"CREATE TABLE t AS {select}")
         bare.execute("DROP VIEW rows")
         bare.execute("CHECKPOINT")
         out[name] = used_bytes(bare)

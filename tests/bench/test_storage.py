@@ -134,7 +134,7 @@ def test_replayed_series_keep_counters_monotone_and_values_at_their_precision(ex
 def test_node_blocks_hold_every_row_and_hot_layouts_measure_each(store, tmp_path):
     con = store.con
     con.execute(f"CREATE TEMP TABLE rows AS {storage.ROWS}")
-    con.execute(storage.NODE_BLOCKS.format(ms=60_000).replace("CREATE TABLE t", "CREATE TEMP TABLE t"))
+    con.execute(f"CREATE TEMP TABLE t AS {storage.NODE_BLOCKS.format(ms=60_000)}")
     blocks = con.execute("SELECT series, ts, vals FROM t").fetchall()
     unpacked = sorted((sid, t, vals[i * len(ts) + j]) for series, ts, vals in blocks
                       for i, sid in enumerate(series) for j, t in enumerate(ts))
