@@ -738,7 +738,9 @@ def hot_layouts(con, folder: Path) -> dict[str, int]:
     for name, select in HOT_LAYOUTS.items():
         path = folder / "layout.duckdb"
         bare = duckdb.connect(str(path))
-        bare.execute("SET enable_progress_bar = false")
+        # one thread: with more, the table's row groups came out differently from run to run (the
+        # 10-minute blocks 3.71 and 4.00 B a value); with one, the same bytes every time
+        bare.execute("SET enable_progress_bar = false; SET threads = 1")
         bare.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet('{rows}')")
         bare.execute(f"CREATE TABLE t AS {select}")
         bare.execute("DROP VIEW rows")
