@@ -357,7 +357,8 @@ class Story:
         # the story's subject: the first change judged on rows (the hog stopped on it), else any of ours;
         # an edge on the wait that resolved first once ended the story with the change still open
         rows = [a for a in ours if a["kind"] in ROW_KINDS]
-        if any(a["resolved"] is not None for a in ([min(rows, key=lambda r: r["opened"])] if rows else ours)):
+        subjects = [min(rows, key=lambda r: r["opened"])] if rows else ours
+        if any(a["resolved"] is not None for a in subjects):
             self.stretch = "done"
         elif not ours and len(models) - self.versions["end"] >= END_CYCLES:
             self.stretch = "done"
