@@ -92,7 +92,10 @@ def test_coverage_keeps_the_largest_phases_in_phase_order():
     assert covering(weights * 7, 0.5) == [1, 4]          # weights need not sum to 1
 
 
-KIT_RUNS = 3
+# Five, not three: 14 trials here (each a new kit, five kit runs between ten full runs, beside a
+# niced background load) put the median full run at an rms 0.45 of the interval's half-width from
+# its centre with five and 0.51 with three (outside: 1 and 2 of 14).
+KIT_RUNS = 5
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +132,10 @@ def test_kit_predicts_its_own_node(same_node):
 
 
 def test_full_runs_fall_inside_the_reported_interval(same_node):
-    """The interval is a 95 % one for one more run, so the median of six runs falls inside it all but
-    always when it is centred right; an interval shifted by its own width leaves it outside. Five full runs
-    before one probe, most inside, failed 2 of 6 trials on a quiet machine here; this, 1 of 28."""
+    """The interval is a 95 % one for one more run, so the median of 2 * KIT_RUNS runs falls inside it
+    all but always when it is centred right; an interval shifted by its own width leaves it outside. Five
+    full runs before one probe, most inside, failed 2 of 6 trials on a quiet machine here; interleaved
+    with three kit runs, 1 of 28."""
     result, full = same_node
     # CPU task-seconds: the wall time of a run on 2 cores shared with other test processes depends on them
     cpu = [run["task_cpu_seconds"] for run in full]
