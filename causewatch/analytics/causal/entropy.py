@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import types
 
 # numba's parallel loops run on OpenMP threads, which by default spin-wait after each loop and burn
 # CPU that the agent and the daemon's other jobs need (measured: +70 % process CPU on a PC fit).
@@ -164,10 +165,19 @@ def _symmetric_sums(data_t, codes, widths, chunks):
     return out + acc.sum(axis=0).T
 
 
+def _renamed(fn, name: str):
+    """A copy of `fn` under another name: numba names a cache file by the function's qualname and line,
+    so two flavours of one function would share one file, and either could load the other's code."""
+    copy = types.FunctionType(fn.__code__.replace(co_name=name, co_qualname=name), fn.__globals__, name)
+    copy.__qualname__ = name
+    return copy
+
+
 _subspace_sums_symmetric = numba.njit(parallel=True, fastmath=True, cache=True)(_symmetric_sums)
 # The same loop without a thread pool (prange runs as range): for callers in a process that may fork
 # later (the daemon's fork server warms the learner, whose edge strengths use this).
-_subspace_sums_symmetric_serial = numba.njit(fastmath=True, cache=True)(_symmetric_sums)
+_subspace_sums_symmetric_serial = numba.njit(fastmath=True, cache=True)(_renamed(_symmetric_sums,
+                                                                                 "_symmetric_sums_serial"))
 
 
 def _chunks(m: int) -> int:
