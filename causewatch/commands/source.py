@@ -173,15 +173,14 @@ class ClusterSource(_Source):
         return self._ask("GET", verb, verb.query(**params), b"")
 
     def write(self, verb, body=None, **params):
-        from causewatch.daemon import cluster
-        if verb not in cluster.FANNED_WRITES:
+        if verb.merge.kind != "fanned":
             raise InputError(f"{verb.path}: a write to one daemon; give it alone with --daemon URL")
         return self._ask("POST", verb, verb.query(**params), json.dumps(body).encode() if body is not None else b"")
 
     def _ask(self, method: str, verb, params: dict, raw: bytes):
         from causewatch.daemon import cluster
-        if verb in cluster.LOCAL_ONLY:
-            raise InputError(f"{verb.path}: {cluster.LOCAL_ONLY[verb]}; give one daemon with --daemon URL")
+        if verb.merge.kind == "local":
+            raise InputError(f"{verb.path}: {verb.merge.reason}; give one daemon with --daemon URL")
         replies = cluster.ask_all(self.daemons, method, verb.path, params, raw, f"{verbs.ARROW}, application/json",
                                   "", None, self.timeout)
         for r in replies:

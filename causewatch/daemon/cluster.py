@@ -30,24 +30,6 @@ ANSWERED = "X-Causewatch-Shards"     # on a cluster answer: the shards that answ
 PARTIAL = "X-Causewatch-Partial"     # the shards that did not, "name: why; ..." (absent when none is missing)
 META = b"causewatch_cluster"         # the same in an Arrow stream's schema metadata (JSON)
 MAX_ANSWER = 1 << 30                 # bytes of a peer's answer, at most
-# A DataFrame verb's merged rows in its reader's order: (column, descending) keys; tasks stay in shard order.
-ORDER = {
-    verbs.REGIONS: [("time_share", True), ("node", False)],
-    verbs.SAMPLES: [("ts", False), ("node", False), ("scope", False), ("metric", False)],
-    verbs.BBV_TARGETS: [("vectors", True), ("target", False), ("kind", False)],
-    verbs.BBV: [("t_start", False), ("node", False), ("boot", False), ("seq", False), ("key", False)],
-    verbs.TASKS: [],
-}
-RECORDS = {   # a JSON list verb's merged records' order, and the parameter that cuts it
-    verbs.NODES: ([("node", False)], None), verbs.QUERY: ([("degree", True)], "top"),
-    verbs.BOTTLENECKS: ([("severity", True), ("value", True)], "top"),
-    verbs.MODELS: ([("learned_at", True)], None), verbs.ANOMALIES: ([("opened", True)], "limit"),
-    verbs.TASK_APPS: ([("app", False)], None),
-}
-FANNED_WRITES = {verbs.KITS, verbs.BASELINE}   # POSTs sent to every shard (a kit reaches all)
-LOCAL_ONLY = {verbs.LEARN: "learn reads the asking shard's rows only (ask each shard, or the scope's owner)"}
-
-
 @dataclasses.dataclass
 class Reply:
     """One shard's answer: (code, data, ctype), or `error` saying why there is none."""
@@ -136,14 +118,12 @@ class Cluster:
     def answer(self, method: str, path: str, params: dict, raw: bytes, accept: str) -> tuple[int, bytes, str, list]:
         """(code, body, content type, extra headers) for the whole cluster."""
         verb = verbs.VERBS.get((method, path))
-        if verb is None or (method == "POST" and verb not in FANNED_WRITES):
-            # unknown routes, and POSTs that are questions in a body (a scheduler extender's, whose caller
-            # expects its own answer format): this shard's answer, unchanged
+        if verb is None or verb.merge.kind == "own":   # unknown routes answer as this shard's 404
             return (*self.local(method, path, params, raw, accept), [])
-        if verb in LOCAL_ONLY:
+        if verb.merge.kind == "local":
             mine = Reply(self.shard, *self.local(method, path, params, raw, accept))
-            return merge(verb, params, [mine, *(Reply(p, error=LOCAL_ONLY[verb]) for p in self.peers)], accept)
-        ask_accept = f"{verbs.ARROW}, application/json" if verb in ORDER else accept
+            return merge(verb, params, [mine, *(Reply(p, error=verb.merge.reason) for p in self.peers)], accept)
+        ask_accept = f"{verbs.ARROW}, application/json" if verb.merge.kind == "frames" else accept
         replies = self.gather(method, path, params, raw, ask_accept)
         cold = {}
         if verb is verbs.SAMPLES and self.lake:
@@ -191,7 +171,7 @@ def merge(verb, params: dict, replies: list[Reply], accept: str,
             return got[0].code, got[0].data, got[0].ctype, headers(answered, missing)
         return 503, _json(503, {"error": "no shard answered", "cluster": info([], missing)}), "application/json", \
             headers([], missing)
-    if verb in ORDER:
+    if verb.merge.kind == "frames":
         return _frames(verb, params, found, answered, missing, accept, cold or {})
     parsed = []
     for r in found:
@@ -224,7 +204,8 @@ def _with_info(body, about: dict):
 
 
 def _records(verb, params: dict, parsed: list, missing: dict) -> tuple[int, object, str]:
-    """JSON verbs: records concatenated with their shard, sorted, cut; stats summed; one model chosen."""
+    """A JSON verb's answers joined by its merge kind; a shard whose answer is not that verb's kind is
+    named in `missing`."""
     def kept(check) -> list:
         out = []
         for r, obj in parsed:
@@ -235,48 +216,73 @@ def _records(verb, params: dict, parsed: list, missing: dict) -> tuple[int, obje
                 out.append((r, obj))
         return out
 
-    if verb in RECORDS:
-        order, cut = RECORDS[verb]
-        lists = kept(lambda o: None if isinstance(o, list) and all(isinstance(x, dict) for x in o)
-                     else "expected a list of records")
-        rows = [{**x, "shard": r.shard} for r, obj in lists for x in obj]
-        rows = _sorted(rows, order)
-        n = params.get(cut, [None])[-1] if cut else None
-        if verb is verbs.ANOMALIES and n is None:
-            n = verbs.ANOMALIES.params["limit"].default
-        return 200, rows[:int(n)] if n not in (None, "") else rows, "application/json"
-    if verb is verbs.STATS:
-        dicts = kept(lambda o: None if isinstance(o, dict) and all(
-            isinstance(o.get(k), dict) and all(isinstance(v, int) for v in o[k].values())
-            for k in ("tables", "samples_per_metric")) else "expected {tables, samples_per_metric} of counts")
-        out = {"tables": {}, "samples_per_metric": {}}
-        for _, obj in dicts:
-            for k in out:
-                for name, n in obj[k].items():
-                    out[k][name] = out[k].get(name, 0) + n
-        return 200, out, "application/json"
-    if verb is verbs.RANK:
-        ranks = kept(lambda o: None if isinstance(o, dict) and isinstance(o.get("nodes"), list) else
-                     "expected {app, ratio, nodes}")
-        rows = [{**x, "shard": r.shard} for r, obj in ranks for x in obj["nodes"] if isinstance(x, dict)]
-        rows.sort(key=lambda x: (x.get("task_seconds") is None,
-                                 x.get("task_seconds") or x.get("run_task_seconds") or 0.0, str(x.get("node"))))
-        first = ranks[0][1] if ranks else {}
-        return 200, {**first, "nodes": [{**x, "rank": i} for i, x in enumerate(rows, 1)]}, "application/json"
-    if verb is verbs.MODEL:
-        # the newest version among the shards' (a scope's owner holds its model: docs/shards.md)
-        texts = [(r, obj) for r, obj in parsed if obj is None]
-        if texts:
-            return 200, texts[0][0].data, texts[0][0].ctype
-        models = kept(lambda o: None if isinstance(o, dict) else "expected a model record")
-        if not models:
-            raise _Bad("no shard gave a model record")
-        r, best = max(models, key=lambda m: (str(m[1].get("learned_at")), m[1].get("model_id") or 0))
-        return 200, {**best, "shard": r.shard}, "application/json"
-    # write verbs: each shard's answer (a kit registered on every shard; a baseline pinned where its model is)
+    return JOINS[verb.merge.kind](verb, params, parsed, kept)
+
+
+def _joined_records(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
+    """Records concatenated with their shard, sorted, cut."""
+    lists = kept(lambda o: None if isinstance(o, list) and all(isinstance(x, dict) for x in o)
+                 else "expected a list of records")
+    rows = _sorted([{**x, "shard": r.shard} for r, obj in lists for x in obj], verb.merge.order)
+    cut = verb.merge.cut
+    n = params.get(cut, [None])[-1] if cut else None
+    if cut and n is None:
+        n = verb.params[cut].default
+    return 200, rows[:int(n)] if n not in (None, "") else rows, "application/json"
+
+
+def _summed(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
+    """Stats: each table's and metric's counts summed."""
+    dicts = kept(lambda o: None if isinstance(o, dict) and all(
+        isinstance(o.get(k), dict) and all(isinstance(v, int) for v in o[k].values())
+        for k in ("tables", "samples_per_metric")) else "expected {tables, samples_per_metric} of counts")
+    out = {"tables": {}, "samples_per_metric": {}}
+    for _, obj in dicts:
+        for k in out:
+            for name, n in obj[k].items():
+                out[k][name] = out[k].get(name, 0) + n
+    return 200, out, "application/json"
+
+
+def _ranked(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
+    """A ranking's nodes from every shard, ranked again by their predicted task time."""
+    ranks = kept(lambda o: None if isinstance(o, dict) and isinstance(o.get("nodes"), list) else
+                 "expected {app, ratio, nodes}")
+    rows = [{**x, "shard": r.shard} for r, obj in ranks for x in obj["nodes"] if isinstance(x, dict)]
+    rows.sort(key=lambda x: (x.get("task_seconds") is None,
+                             x.get("task_seconds") or x.get("run_task_seconds") or 0.0, str(x.get("node"))))
+    first = ranks[0][1] if ranks else {}
+    return 200, {**first, "nodes": [{**x, "rank": i} for i, x in enumerate(rows, 1)]}, "application/json"
+
+
+def _newest(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
+    """A model: the newest version among the shards' (a drawing, the first shard's)."""
+    texts = [(r, obj) for r, obj in parsed if obj is None]
+    if texts:
+        return 200, texts[0][0].data, texts[0][0].ctype
+    models = kept(lambda o: None if isinstance(o, dict) else "expected a model record")
+    if not models:
+        raise _Bad("no shard gave a model record")
+    r, best = max(models, key=lambda m: (str(m[1].get("learned_at")), m[1].get("model_id") or 0))
+    return 200, {**best, "shard": r.shard}, "application/json"
+
+
+def _fanned(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
+    """A write sent to every shard: each shard's answer, the first one's fields on top."""
     done = {r.shard: obj for r, obj in parsed}
     first = next(iter(done.values()))
     return 200, {**(first if isinstance(first, dict) else {}), "shards": done}, "application/json"
+
+
+def _alone(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
+    """One shard's answer (the asking shard's: the others were named missing with the verb's reason)."""
+    r, obj = parsed[0]
+    return 200, obj if obj is not None else r.data, r.ctype
+
+
+# the joiner of each JSON merge kind (verbs.MERGE_KINDS: "frames" is `_frames`; "own" never merges)
+JOINS = {"records": _joined_records, "summed": _summed, "ranked": _ranked, "newest": _newest, "fanned": _fanned,
+         "local": _alone}
 
 
 def _sorted(rows: list[dict], order) -> list[dict]:
@@ -363,7 +369,7 @@ def _frames(verb, params: dict, found: list[Reply], answered: list, missing: dic
         return 502, _json(502, {"error": "no shard gave a usable answer", "cluster": info(answered, missing)}), \
             "application/json", headers(answered, missing)
     merged = pa.concat_tables(fitted, promote_options="permissive") if len(fitted) > 1 else fitted[0]
-    keys = [(c, "descending" if d else "ascending") for c, d in ORDER[verb] if c in merged.column_names]
+    keys = [(c, "descending" if d else "ascending") for c, d in verb.merge.order if c in merged.column_names]
     if keys:
         merged = merged.sort_by(keys)
     if verb is verbs.TASKS:

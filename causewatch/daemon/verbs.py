@@ -1,5 +1,6 @@
 """Every verb of a causewatch store's API, declared once: its name (the route /api/NAME and what the CLI's
-sources call), its parameters, and its handler, bound where the handlers are (routes.py, `@VERB.handles`).
+sources call), its parameters, how a cluster joins its shards' answers (`merge`, run by cluster.py), and its
+handler, bound where the handlers are (routes.py, `@VERB.handles`).
 
 A read verb (GET) is handled by handler(cursor, **params); a write verb (POST) by handler(cursor, write,
 body, **params). The declarations load no pandas: the CLI's daemon source builds its requests from them.
@@ -35,15 +36,59 @@ class Param:
     default: Any = None
 
 
+# What a cluster does with the shards' answers to a verb (daemon/cluster.py has one joiner each):
+MERGE_KINDS = {
+    "frames": "DataFrames concatenated, sorted by `order`, cut by the `limit` parameter",
+    "records": "JSON records concatenated with their shard, sorted by `order`, cut by the `cut` parameter",
+    "summed": "counts summed",
+    "ranked": "nodes ranked again across the shards",
+    "newest": "the newest record among the shards'",
+    "fanned": "a write sent to every shard, each shard's answer kept",
+    "local": "this shard's answer alone, the others named missing with `reason`",
+    "own": "this shard's answer unchanged (a caller that expects its own format)",
+}
+
+
+@dataclass(frozen=True)
+class Merge:
+    """A verb's merge rule: `kind` one of MERGE_KINDS, `order` (column, descending) keys of the merged
+    rows, `cut` the parameter that cuts them, `reason` why the verb is one shard's."""
+    kind: str
+    order: tuple = ()
+    cut: str | None = None
+    reason: str = ""
+
+    def __post_init__(self):
+        if self.kind not in MERGE_KINDS:
+            raise ValueError(f"merge kind {self.kind!r}: expected one of {', '.join(MERGE_KINDS)}")
+
+
+def frames(*order: tuple[str, bool]) -> Merge:
+    return Merge("frames", order)
+
+
+def records(*order: tuple[str, bool], cut: str | None = None) -> Merge:
+    return Merge("records", order, cut)
+
+
+def local(reason: str) -> Merge:
+    return Merge("local", reason=reason)
+
+
+SUMMED, RANKED, NEWEST, FANNED, OWN = (Merge(k) for k in ("summed", "ranked", "newest", "fanned", "own"))
+
+
 class Verb:
     """A verb: `call(*leading, **kwargs)` calls its handler with every parameter (defaults filled in);
     `parse` turns a query string's parameters into those keywords and `query` keywords into its."""
 
-    def __init__(self, name: str, *params: Param, method: str = "GET", writes: bool | None = None):
-        self.name, self.path, self.method = name, f"/api/{name}", method
+    def __init__(self, name: str, *params: Param, merge: Merge, method: str = "GET", writes: bool | None = None):
+        self.name, self.path, self.method, self.merge = name, f"/api/{name}", method, merge
         # a POST that only reads (a scheduler's question in a body) is open to any host, as GETs are
         self.writes = method == "POST" if writes is None else writes
         self.params = {p.name: p for p in params}
+        if merge.cut is not None and merge.cut not in self.params:
+            raise ValueError(f"{name}: merge cut {merge.cut!r} is not one of its parameters")
         self.handler: Callable | None = None
 
     def __repr__(self) -> str:
@@ -102,22 +147,29 @@ LAST = Param("last", float)          # seconds back from now: records that start
 NODE = Param("node", many=True)
 LIMIT = Param("limit", count)        # at most this many rows, the first in the verb's order
 
-STATS = Verb("stats")
-NODES = Verb("nodes")
+STATS = Verb("stats", merge=SUMMED)
+NODES = Verb("nodes", merge=records(("node", False)))
 MODE = Param("mode", default="compatible")   # fuzzy membership functions: compatible or exact
-QUERY = Verb("query", Param("q"), LAST, NODE, Param("min_degree", float, default=0.0), Param("top", int), MODE)
+QUERY = Verb("query", Param("q"), LAST, NODE, Param("min_degree", float, default=0.0), Param("top", int), MODE,
+             merge=records(("degree", True), cut="top"))
 BOTTLENECKS = Verb("bottlenecks", LAST, NODE, Param("top", int), Param("metric", many=True), MODE,
-                   Param("negligible", int, default=1))
-RANK = Verb("rank", Param("app"))
-REGIONS = Verb("regions", LAST, NODE, Param("metric", many=True), LIMIT)
-TASKS = Verb("tasks", Param("app"), LIMIT)
-TASK_APPS = Verb("task-apps")        # the apps with stored tasks: a scope's owner finds them on every shard
-SAMPLES = Verb("samples", Param("metric", many=True), Param("scope"), LIMIT)
-BBV_TARGETS = Verb("bbv-targets", LIMIT)
-BBV = Verb("bbv", Param("target"), Param("kind"))
-MODELS = Verb("models", Param("scope"))
-MODEL = Verb("model", Param("scope"), Param("model_id", int), Param("format", default="json"))
-ANOMALIES = Verb("anomalies", Param("scope"), Param("open", int, default=0), Param("limit", count, default=200))
+                   Param("negligible", int, default=1), merge=records(("severity", True), ("value", True), cut="top"))
+RANK = Verb("rank", Param("app"), merge=RANKED)
+REGIONS = Verb("regions", LAST, NODE, Param("metric", many=True), LIMIT,
+               merge=frames(("time_share", True), ("node", False)))
+TASKS = Verb("tasks", Param("app"), LIMIT, merge=frames())   # tasks stay in shard order
+# the apps with stored tasks: a scope's owner finds them on every shard
+TASK_APPS = Verb("task-apps", merge=records(("app", False)))
+SAMPLES = Verb("samples", Param("metric", many=True), Param("scope"), LIMIT,
+               merge=frames(("ts", False), ("node", False), ("scope", False), ("metric", False)))
+BBV_TARGETS = Verb("bbv-targets", LIMIT, merge=frames(("vectors", True), ("target", False), ("kind", False)))
+BBV = Verb("bbv", Param("target"), Param("kind"),
+           merge=frames(("t_start", False), ("node", False), ("boot", False), ("seq", False), ("key", False)))
+MODELS = Verb("models", Param("scope"), merge=records(("learned_at", True)))
+# the newest version among the shards' (a scope's owner holds its model: docs/shards.md)
+MODEL = Verb("model", Param("scope"), Param("model_id", int), Param("format", default="json"), merge=NEWEST)
+ANOMALIES = Verb("anomalies", Param("scope"), Param("open", int, default=0), Param("limit", count, default=200),
+                 merge=records(("opened", True), cut="limit"))
 # A causal model learnt on request from the store's tasks or samples (daemon/learning.py): `causewatch learn`'s
 # flags as parameters (0/1 for the switches), its report as the answer. By default from the newest
 # LEARN_ROWS rows, the causal job's window (its max_rows): an answer in seconds on a store of any age,
@@ -128,13 +180,15 @@ LEARN = Verb("learn", Param("data"), Param("app"), Param("metric", many=True), P
              Param("columns"), Param("discrete"), Param("tier", many=True), Param("forbid", many=True),
              Param("require", many=True), Param("max_depth", int, default=3), Param("estimator", default="auto"),
              Param("alpha", float), Param("equivalences", int, default=1), Param("submodels", int, default=0),
-             Param("dot", int, default=0), Param("tetrad", int, default=0))
+             Param("dot", int, default=0), Param("tetrad", int, default=0),
+             merge=local("learn reads the asking shard's rows only (ask each shard, or the scope's owner)"))
 
-KITS = Verb("kits", method="POST")        # body {"manifest": {...}, "path": "..."}
-BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST")
+# writes sent to every shard: a kit registered on each, a baseline pinned where its model is
+KITS = Verb("kits", method="POST", merge=FANNED)        # body {"manifest": {...}, "path": "..."}
+BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST", merge=FANNED)
 # A Kubernetes scheduler extender's prioritize call (docs/brokers.md): ExtenderArgs in, HostPriorityList out;
 # `app` when the pod names none (label causewatch/app), `max_age` the seconds after which a result is stale.
-PRIORITIZE = Verb("k8s/prioritize", Param("app"), Param("max_age", float), method="POST", writes=False)
+PRIORITIZE = Verb("k8s/prioritize", Param("app"), Param("max_age", float), method="POST", writes=False, merge=OWN)
 
 VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, REGIONS, TASKS, TASK_APPS, SAMPLES,
                                          BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS, BASELINE,
