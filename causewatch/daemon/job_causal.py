@@ -19,6 +19,7 @@ import functools
 import logging
 import time
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -66,15 +67,17 @@ def learn(learner: PCLearner | None, data: pd.DataFrame, check: bool, grow: bool
     """A model update's numeric work (the job's compute runs it: in the jobs worker, or as a task on a Dask
     cluster, so it takes and returns only picklable values and touches no state): the Markov check
     of the new rows against the model they extend (`check`), then partial_fit (`grow`) or a new fit of
-    the newest max_rows, then the MDL submodels. Returns the learner, the violations and the submodels."""
+    the newest max_rows (of the model's window and the new rows when the window is full: `check`
+    without `grow`), then the MDL submodels. Returns the learner, the violations and the submodels."""
     violations = learner.model_.markov_violations(data, ci_test=learner.ci_test) if check else None
     if grow:
         learner.partial_fit(data)
     else:
+        rows = pd.concat([learner.model_.data, data], ignore_index=True) if check else data
         # The KDE test, not learn's AutoTest: its strengths are bits on every kind of data, and
         # they are exported and compared version to version (strength_changed).
         learner = PCLearner(ci_test=KDEMITest(), max_depth=max_depth,
-                            background=Background(tiers=tiers)).fit(data.tail(max_rows))
+                            background=Background(tiers=tiers)).fit(rows.tail(max_rows))
     return learner, violations, submodels(learner.model_)
 
 
@@ -89,6 +92,7 @@ class _Scope:
         self.inputs: list[str] = []   # the task parameters: the workload's mix, never judged for new dependencies
         self.received = 0.0
         self.n_rows = 0
+        self.starts = np.empty(0)   # t_start of each row of the model's window, in its order
         self.window_start = 0.0
         self.violations: pd.DataFrame | None = None
         self.tracker = PhaseTracker()
@@ -182,9 +186,11 @@ class CausalJob(Job):
         df = features.with_code_phase(df, st.tracker, st.tracked_until)
         st.tracked_until = max(st.tracked_until, float(df["received"].max()))
         if st.learner is not None and set(st.columns) <= set(df.columns):
-            data = df[st.columns].dropna().reset_index(drop=True)  # the model's variables, as they are
+            columns = st.columns   # the model's variables, as they are
         else:
-            data = features.model_variables(df, drop=tuple(features.BOOKKEEPING)).data
+            columns = list(features.model_variables(df, drop=tuple(features.BOOKKEEPING)).data.columns)
+        # the rows complete in them, as _apply finds them again for their start times
+        data = df[columns].dropna().reset_index(drop=True)
         grown = st.learner is not None and list(data.columns) == st.columns
         if grown and len(data) < self.min_new:
             return None  # too few new rows to be worth a refit; they are read again next time
@@ -201,14 +207,13 @@ class CausalJob(Job):
 
     def _apply(self, ctx, scope: str, df: pd.DataFrame, args: tuple, learnt: tuple) -> None:
         """A scope's `learn` result taken in: the state moved on, the model stored, its anomalies judged."""
-        st, (_, data, _, grown, *_) = self.scopes[scope], args
+        st, (_, data, check, grown, *_) = self.scopes[scope], args
         learner, violations, fitted = learnt
-        st.learner = learner
-        if grown:
-            st.n_rows += len(data)
-        else:
-            st.columns, st.n_rows = list(data.columns), min(len(data), self.max_rows)
-            st.window_start = float(df["t_start"].min())
+        st.learner, st.columns, st.n_rows = learner, list(data.columns), len(learner.model_.data)
+        starts = df.loc[df[st.columns].notna().all(axis=1), "t_start"].to_numpy()
+        # the window's rows went on (grown, or a full window's newest) or started again with the new ones
+        st.starts = (np.concatenate([st.starts, starts]) if check else starts)[-st.n_rows:]
+        st.window_start = float(st.starts.min())
         st.received = float(df["received"].max())
         if violations is not None:
             st.violations = violations
