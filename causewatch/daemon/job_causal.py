@@ -6,7 +6,8 @@ majority rule of analytics.causal.baseline among the versions learnt from baseli
 (each version stores the rule's decision, `baseline_rule`: what it waits for) unless an operator pins
 one. An anomaly (a new dependency on the newest tasks, a mechanism changed since the baseline's own
 tasks, at most BEFORE_ROWS of them; an edge that appeared or disappeared, a strength out of its band)
-is raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength,
+is raised once, updated while it lasts and resolved when gone, or when its app has sent no task for
+quiet_intervals intervals (its program ended). Exports causewatch_edge_strength,
 causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind,evidence} (1 while open; the
 evidence in one line as it was at the opening, so the series, and the alert, keep one identity);
 and its compute's counters (daemon/compute.py: where the learns ran, re-runs, fall-backs from a Dask
@@ -91,6 +92,7 @@ class _Scope:
         self.columns: list[str] = []
         self.inputs: list[str] = []   # the task parameters: the workload's mix, never judged for new dependencies
         self.received = 0.0
+        self.last_task: float | None = None   # when the newest task seen was received (None: none seen yet)
         self.n_rows = 0
         self.starts = np.empty(0)   # t_start of each row of the model's window, in its order
         self.window_start = 0.0
@@ -110,10 +112,12 @@ class CausalJob(Job):
     name = "causal"
 
     def __init__(self, min_rows: int = 50, max_rows: int = 2000, min_new: int = 20, max_depth: int = 2,
-                 confirm: int = 2, interval: float = 60.0, baseline_rows: int = 200, clock=time.time,
-                 compute: LocalCompute | None = None):
+                 confirm: int = 2, interval: float = 60.0, baseline_rows: int = 200, quiet_intervals: int = 3,
+                 clock=time.time, compute: LocalCompute | None = None):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
         self.interval = interval   # seconds between runs (the scheduler reads it)
+        # an app without a task for this many intervals has ended: its open anomalies resolve
+        self.quiet_intervals = quiet_intervals
         # evaluations in a row a finding must be seen in before it is raised, or one at alpha**confirm
         # (a mechanism change: anomalies.changed_mechanisms' `sure`)
         self.confirm = confirm
@@ -127,6 +131,7 @@ class CausalJob(Job):
         self.scopes: dict[str, _Scope] = {}
 
     def run(self, ctx: JobContext) -> None:
+        read_at = self.clock()
         with ctx.read() as cur:
             fresh = {app: readers.tasks.task_df(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
                      for app in readers.tasks.task_apps(cur)}
@@ -140,6 +145,7 @@ class CausalJob(Job):
         for (scope, (df, args)), result in zip(planned, results):
             if not isinstance(result, Exception):
                 self._apply(ctx, scope, df, args, result)
+        self._resolve_quiet(ctx, read_at)
         ctx.exporter.publish(self.name, self._families())
         failed = next((r for r in results if isinstance(r, Exception)), None)
         if failed is not None:
@@ -155,6 +161,22 @@ class CausalJob(Job):
             st.open = {(a["kind"], a["src"], a["dst"]): a["anomaly_id"] for a in found}
             st.evidence = {(a["kind"], a["src"], a["dst"]): anomalies.one_line(
                 a["kind"], a["src"], a["dst"], a["score"], a["threshold"], a["evidence"]) for a in found}
+
+    def _resolve_quiet(self, ctx: JobContext, read_at: float) -> None:
+        """Resolve the open anomalies of each scope whose app sent no task for quiet_intervals intervals
+        before this run read the store (its program ended: an alert must not page for ever)."""
+        quiet = self.quiet_intervals * self.interval
+        for scope, st in self.scopes.items():
+            if st.last_task is None:   # reloaded open, no task of its app stored: quiet from now on
+                st.last_task = read_at
+            if not st.open or read_at - st.last_task <= quiet:
+                continue
+            since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(st.last_task))
+            reason = f"no tasks since {since} ({self.quiet_intervals} causal intervals of {self.interval:g} s)"
+            ctx.write(functools.partial(store.results.record_anomalies, raised=[], updated=[],
+                                        resolved=list(st.open.values()), now=self.clock(), reason=reason))
+            log.info("anomalies %s: %d resolved, %s", scope, len(st.open), reason)
+            st.open, st.evidence, st.seen = {}, {}, {}
 
     def _families(self) -> list:
         """Every scope's gauges, so edges that disappeared stop being exported."""
@@ -183,6 +205,7 @@ class CausalJob(Job):
         st = self.scopes.setdefault(scope, _Scope())
         if df.empty:
             return None
+        st.last_task = max(st.last_task or 0.0, float(df["received"].max()))
         df = features.with_code_phase(df, st.tracker, st.tracked_until)
         st.tracked_until = max(st.tracked_until, float(df["received"].max()))
         if st.learner is not None and set(st.columns) <= set(df.columns):

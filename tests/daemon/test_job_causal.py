@@ -392,3 +392,29 @@ def test_a_full_window_refits_on_its_newest_rows_and_keeps_its_edges(store):
     assert pairs[versions[3][0]] == pairs[versions[2][0]] == pairs[versions[4][0]]
     assert cur.execute("SELECT count(*) FROM anomalies").fetchone() == (0,)
 
+
+def test_an_app_without_tasks_for_its_quiet_intervals_has_its_anomalies_resolved_and_unexported(store):
+    """App lu stops sending tasks and mw goes on: after 3 causal intervals without one, lu's open anomaly
+    is resolved with the reason and its series leaves /metrics; mw's stays open."""
+    raised = [{"scope": f"app:{app}", "kind": "mechanism_changed", "src": "(time)", "dst": "duration",
+               "opened": 900.0, "baseline_id": 1, "model_id": 2, "score": 0.5, "threshold": 0.1,
+               "evidence": {"rows": 40}} for app in ("lu", "mw")]
+    store.run(lambda con: record_anomalies(con, raised=raised, updated=[], resolved=[], now=900.0))
+    _ingest(store, _tasks(0, 0, 10), received=1000.0)   # too few to learn from: tasks seen all the same
+    _ingest(store, _waiting_tasks(0, 100, 10), received=1000.0)
+    now = [1100.0]
+    job = CausalJob(interval=60.0, clock=lambda: now[0])   # quiet_intervals: 3 by default
+    ctx = _ctx(store)
+    job.run(ctx)
+    assert ctx.exporter.exposition().count(b"causewatch_dependency_anomaly{") == 2
+    _ingest(store, _waiting_tasks(1, 110, 10), received=1150.0)
+    now[0] = 1200.0   # lu's newest task is 200 s old, more than 3 x 60 s; mw's 50 s
+    job.run(ctx)
+    rows = store.cursor().execute("SELECT scope, resolved, evidence FROM anomalies ORDER BY scope").fetchall()
+    assert [(scope, resolved) for scope, resolved, _ in rows] == [("app:lu", 1200.0), ("app:mw", None)]
+    assert json.loads(rows[0][2])["resolved_because"] == \
+        "no tasks since 1970-01-01 00:16:40 UTC (3 causal intervals of 60 s)"
+    exposition = ctx.exporter.exposition()
+    assert b'causewatch_dependency_anomaly{dst="duration",evidence="duration given its causes: 0.500 bits > ' \
+           b'0.100 on 40 rows",kind="mechanism_changed",scope="app:mw",src="(time)"} 1.0' in exposition
+    assert b'scope="app:lu"' not in exposition
