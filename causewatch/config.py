@@ -62,12 +62,14 @@ class DaemonConfig:
     fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)
     reprobe_after: float = _limit(86400.0, 0.0, None)  # seconds before a node's probe result is re-taken; 0: never
     # The causal job (daemon/job_causal.py): how often it learns, from how many new task rows at least,
-    # in how many evaluations in a row a departure must be found before it is raised as an anomaly, and
-    # from how many rows a model must be learnt to become the first-stable baseline.
+    # in how many evaluations in a row a departure must be found before it is raised as an anomaly,
+    # from how many rows a model must be learnt to become the first-stable baseline, and after how many
+    # causal_intervals without a task an app's open anomalies resolve (a finished program pages no one).
     causal_interval: float = _limit(60.0, 1.0, 86400.0)
     causal_min_new: int = _limit(20, 1, 100_000)
     causal_confirm: int = _limit(2, 1, 100)
     causal_baseline_rows: int = _limit(200, 1, 1_000_000)
+    causal_quiet_intervals: int = _limit(3, 1, 10_000)
     # The jobs worker's niceness (daemon/worker.py); 19, the default, also means SCHED_IDLE: analyses
     # then take only CPU time nothing else wants, so on a machine whose cores are kept busy they wait.
     analysis_nice: int = _limit(19, 0, 19)

@@ -31,8 +31,9 @@ def lu_tasks(seed, start, count, broken=False):
     })
 
 
-def ingest_tasks(store, df):
-    """Insert task rows `df` into `store` (a daemon.store.Store) as ingest would, in one transaction."""
+def ingest_tasks(store, df, received=None):
+    """Insert task rows `df` into `store` (a daemon.store.Store) as ingest would, in one transaction
+    received at `received` (default: now)."""
     if "bbv" not in df:
         df = df.assign(bbv=None)
 
@@ -41,6 +42,7 @@ def ingest_tasks(store, df):
         con.execute("INSERT INTO tasks (node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
                     "counters, bbv) SELECT node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
                     "counters, bbv FROM t")
-        con.execute("INSERT INTO ingest_log SELECT node, boot, seq, 'task', t_start, ? FROM t", [time.time()])
+        con.execute("INSERT INTO ingest_log SELECT node, boot, seq, 'task', t_start, ? FROM t",
+                    [time.time() if received is None else received])
         con.unregister("t")
     store.run(write)

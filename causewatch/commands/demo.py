@@ -39,8 +39,9 @@ HOG = "import os, sys\nwhile os.getppid() == int(sys.argv[1]):\n    for _ in ran
 # cores of a small demo machine busy, and at the daemon's defaults (SCHED_IDLE, paused while frames wait
 # for the writer) the models would only be learnt after it ends.
 # Each check of new dependencies judges at least 40 new tasks: fewer are a run or two of one task type.
-CAUSAL = {"causal_interval": 3.0, "causal_min_new": 40, "causal_confirm": 2, "analysis_nice": 0,
-          "analysis_pause_max": 0.0}
+# An app's anomalies resolve after 30 s without a task, not 9: ingest under the hog may pause that long.
+CAUSAL = {"causal_interval": 3.0, "causal_min_new": 40, "causal_confirm": 2, "causal_quiet_intervals": 10,
+          "analysis_nice": 0, "analysis_pause_max": 0.0}
 BASELINE_ROWS = DaemonConfig().causal_baseline_rows   # the fewest rows a baseline is learnt from
 # The story's three stretches, each ended by what it needs, within its share of --seconds plus --wait:
 SHARES = {"calm": 0.35, "hog": 0.40, "end": 0.25}

@@ -35,7 +35,7 @@ def default_jobs(cfg: DaemonConfig) -> list[Job]:
         raise ConfigError("fuzzy_terms", f"cannot load the term sets {cfg.fuzzy_terms!r} ({e})") from None
     causal = (ShardCausalJob.from_config(cfg) if cfg.peers else   # a sharded site: the scopes this shard owns
               CausalJob(min_new=cfg.causal_min_new, confirm=cfg.causal_confirm, interval=cfg.causal_interval,
-                        baseline_rows=cfg.causal_baseline_rows))
+                        baseline_rows=cfg.causal_baseline_rows, quiet_intervals=cfg.causal_quiet_intervals))
     causal.compute = compute_for(cfg.analysis_scheduler)   # where its learns run (docs/cluster.md)
     compaction = CompactionJob.from_config(cfg)
     return [causal, FuzzyJob(termsets), ProbeJob(cfg.reprobe_after), RetentionJob.from_config(cfg),

@@ -6,7 +6,8 @@ majority rule of analytics.causal.baseline among the versions learnt from baseli
 (each version stores the rule's decision, `baseline_rule`: what it waits for) unless an operator pins
 one. An anomaly (a new dependency on the newest tasks, a mechanism changed since the baseline's own
 tasks, at most BEFORE_ROWS of them; an edge that appeared or disappeared, a strength out of its band)
-is raised once, updated while it lasts and resolved when gone. Exports causewatch_edge_strength,
+is raised once, updated while it lasts and resolved when gone, or when its app has sent no task for
+quiet_intervals intervals (its program ended). Exports causewatch_edge_strength,
 causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind,evidence} (1 while open; the
 evidence in one line as it was at the opening, so the series, and the alert, keep one identity);
 and its compute's counters (daemon/compute.py: where the learns ran, re-runs, fall-backs from a Dask
@@ -19,6 +20,7 @@ import functools
 import logging
 import time
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -66,15 +68,17 @@ def learn(learner: PCLearner | None, data: pd.DataFrame, check: bool, grow: bool
     """A model update's numeric work (the job's compute runs it: in the jobs worker, or as a task on a Dask
     cluster, so it takes and returns only picklable values and touches no state): the Markov check
     of the new rows against the model they extend (`check`), then partial_fit (`grow`) or a new fit of
-    the newest max_rows, then the MDL submodels. Returns the learner, the violations and the submodels."""
+    the newest max_rows (of the model's window and the new rows when the window is full: `check`
+    without `grow`), then the MDL submodels. Returns the learner, the violations and the submodels."""
     violations = learner.model_.markov_violations(data, ci_test=learner.ci_test) if check else None
     if grow:
         learner.partial_fit(data)
     else:
+        rows = pd.concat([learner.model_.data, data], ignore_index=True) if check else data
         # The KDE test, not learn's AutoTest: its strengths are bits on every kind of data, and
         # they are exported and compared version to version (strength_changed).
         learner = PCLearner(ci_test=KDEMITest(), max_depth=max_depth,
-                            background=Background(tiers=tiers)).fit(data.tail(max_rows))
+                            background=Background(tiers=tiers)).fit(rows.tail(max_rows))
     return learner, violations, submodels(learner.model_)
 
 
@@ -88,7 +92,9 @@ class _Scope:
         self.columns: list[str] = []
         self.inputs: list[str] = []   # the task parameters: the workload's mix, never judged for new dependencies
         self.received = 0.0
+        self.last_task: float | None = None   # when the newest task seen was received (None: none seen yet)
         self.n_rows = 0
+        self.starts = np.empty(0)   # t_start of each row of the model's window, in its order
         self.window_start = 0.0
         self.violations: pd.DataFrame | None = None
         self.tracker = PhaseTracker()
@@ -106,10 +112,12 @@ class CausalJob(Job):
     name = "causal"
 
     def __init__(self, min_rows: int = 50, max_rows: int = 2000, min_new: int = 20, max_depth: int = 2,
-                 confirm: int = 2, interval: float = 60.0, baseline_rows: int = 200, clock=time.time,
-                 compute: LocalCompute | None = None):
+                 confirm: int = 2, interval: float = 60.0, baseline_rows: int = 200, quiet_intervals: int = 3,
+                 clock=time.time, compute: LocalCompute | None = None):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
         self.interval = interval   # seconds between runs (the scheduler reads it)
+        # an app without a task for this many intervals has ended: its open anomalies resolve
+        self.quiet_intervals = quiet_intervals
         # evaluations in a row a finding must be seen in before it is raised, or one at alpha**confirm
         # (a mechanism change: anomalies.changed_mechanisms' `sure`)
         self.confirm = confirm
@@ -123,6 +131,7 @@ class CausalJob(Job):
         self.scopes: dict[str, _Scope] = {}
 
     def run(self, ctx: JobContext) -> None:
+        read_at = self.clock()
         with ctx.read() as cur:
             fresh = {app: readers.tasks.task_df(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
                      for app in readers.tasks.task_apps(cur)}
@@ -136,6 +145,7 @@ class CausalJob(Job):
         for (scope, (df, args)), result in zip(planned, results):
             if not isinstance(result, Exception):
                 self._apply(ctx, scope, df, args, result)
+        self._resolve_quiet(ctx, read_at)
         ctx.exporter.publish(self.name, self._families())
         failed = next((r for r in results if isinstance(r, Exception)), None)
         if failed is not None:
@@ -151,6 +161,22 @@ class CausalJob(Job):
             st.open = {(a["kind"], a["src"], a["dst"]): a["anomaly_id"] for a in found}
             st.evidence = {(a["kind"], a["src"], a["dst"]): anomalies.one_line(
                 a["kind"], a["src"], a["dst"], a["score"], a["threshold"], a["evidence"]) for a in found}
+
+    def _resolve_quiet(self, ctx: JobContext, read_at: float) -> None:
+        """Resolve the open anomalies of each scope whose app sent no task for quiet_intervals intervals
+        before this run read the store (its program ended: an alert must not page for ever)."""
+        quiet = self.quiet_intervals * self.interval
+        for scope, st in self.scopes.items():
+            if st.last_task is None:   # reloaded open, no task of its app stored: quiet from now on
+                st.last_task = read_at
+            if not st.open or read_at - st.last_task <= quiet:
+                continue
+            since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(st.last_task))
+            reason = f"no tasks since {since} ({self.quiet_intervals} causal intervals of {self.interval:g} s)"
+            ctx.write(functools.partial(store.results.record_anomalies, raised=[], updated=[],
+                                        resolved=list(st.open.values()), now=self.clock(), reason=reason))
+            log.info("anomalies %s: %d resolved, %s", scope, len(st.open), reason)
+            st.open, st.evidence, st.seen = {}, {}, {}
 
     def _families(self) -> list:
         """Every scope's gauges, so edges that disappeared stop being exported."""
@@ -179,12 +205,15 @@ class CausalJob(Job):
         st = self.scopes.setdefault(scope, _Scope())
         if df.empty:
             return None
+        st.last_task = max(st.last_task or 0.0, float(df["received"].max()))
         df = features.with_code_phase(df, st.tracker, st.tracked_until)
         st.tracked_until = max(st.tracked_until, float(df["received"].max()))
         if st.learner is not None and set(st.columns) <= set(df.columns):
-            data = df[st.columns].dropna().reset_index(drop=True)  # the model's variables, as they are
+            columns = st.columns   # the model's variables, as they are
         else:
-            data = features.model_variables(df, drop=tuple(features.BOOKKEEPING)).data
+            columns = list(features.model_variables(df, drop=tuple(features.BOOKKEEPING)).data.columns)
+        # the rows complete in them, as _apply finds them again for their start times
+        data = df[columns].dropna().reset_index(drop=True)
         grown = st.learner is not None and list(data.columns) == st.columns
         if grown and len(data) < self.min_new:
             return None  # too few new rows to be worth a refit; they are read again next time
@@ -201,14 +230,13 @@ class CausalJob(Job):
 
     def _apply(self, ctx, scope: str, df: pd.DataFrame, args: tuple, learnt: tuple) -> None:
         """A scope's `learn` result taken in: the state moved on, the model stored, its anomalies judged."""
-        st, (_, data, _, grown, *_) = self.scopes[scope], args
+        st, (_, data, check, grown, *_) = self.scopes[scope], args
         learner, violations, fitted = learnt
-        st.learner = learner
-        if grown:
-            st.n_rows += len(data)
-        else:
-            st.columns, st.n_rows = list(data.columns), min(len(data), self.max_rows)
-            st.window_start = float(df["t_start"].min())
+        st.learner, st.columns, st.n_rows = learner, list(data.columns), len(learner.model_.data)
+        starts = df.loc[df[st.columns].notna().all(axis=1), "t_start"].to_numpy()
+        # the window's rows went on (grown, or a full window's newest) or started again with the new ones
+        st.starts = (np.concatenate([st.starts, starts]) if check else starts)[-st.n_rows:]
+        st.window_start = float(st.starts.min())
         st.received = float(df["received"].max())
         if violations is not None:
             st.violations = violations

@@ -40,13 +40,14 @@ class ShardCausalJob(CausalJob):
     @classmethod
     def from_config(cls, cfg: DaemonConfig) -> ShardCausalJob:
         return cls(cfg.shard, cfg.peer_urls(), cfg.api_token, cfg.peer_timeout, min_new=cfg.causal_min_new,
-                   confirm=cfg.causal_confirm, interval=cfg.causal_interval, baseline_rows=cfg.causal_baseline_rows)
+                   confirm=cfg.causal_confirm, interval=cfg.causal_interval, baseline_rows=cfg.causal_baseline_rows,
+                   quiet_intervals=cfg.causal_quiet_intervals)
 
     def owns(self, scope: str) -> bool:
         return shards.owner(scope, self.members) == self.shard
 
     def run(self, ctx: JobContext) -> None:
-        self.missing_ = {}
+        self.missing_, read_at = {}, self.clock()
         with ctx.read() as cur:
             apps = set(readers.tasks.task_apps(cur))
         for name in self.peers:
@@ -60,6 +61,7 @@ class ShardCausalJob(CausalJob):
         if self.missing_:
             log.warning("causal models: shards not read this run: %s",
                         "; ".join(f"{k}: {v}" for k, v in self.missing_.items()))
+        self._resolve_quiet(ctx, read_at)
         ctx.exporter.publish(self.name, self._families())
 
     def _learn(self, ctx: JobContext, app: str, scope: str) -> None:

@@ -140,10 +140,12 @@ def edge_changes(baseline: CausalModel, newer: CausalModel, min_bits: float = MI
     """Edges of at least `min_bits` that appeared or disappeared between `baseline` and `newer`, and
     strengths that moved by more than `band_bits` and by more than a factor 2**band_ratio (both, so
     that neither noise on a weak edge nor a small change of a strong one is an anomaly). An edge is
-    named in the baseline's direction where it has one, so a re-orientation is not a new anomaly."""
+    named in the baseline's direction where it has one, and a new edge by its ends in name order (its
+    orientation in the evidence), so a re-orientation is not a new anomaly."""
     base = {frozenset((e.src, e.dst)): e for e in baseline.edges()}
     new = {frozenset((e.src, e.dst)): e for e in newer.edges()}
-    found = [Finding("edge_appeared", *_ends(e), e.strength, min_bits, {"strength_bits": e.strength})
+    found = [Finding("edge_appeared", *sorted(p), e.strength, min_bits,
+                     {"strength_bits": e.strength, "oriented": f"{e.src} -> {e.dst}" if e.directed else None})
              for p, e in new.items() if p not in base and e.strength >= min_bits]
     found += [Finding("edge_disappeared", *_ends(e), e.strength, min_bits, {"baseline_strength_bits": e.strength})
               for p, e in base.items() if p not in new and e.strength >= min_bits]

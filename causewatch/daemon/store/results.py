@@ -72,18 +72,24 @@ def update_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float, 
                 [now, model_id, score, threshold, json.dumps(evidence), anomaly_id])
 
 
-def resolve_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float) -> None:
-    con.execute("UPDATE anomalies SET resolved = ?, updated = ? WHERE anomaly_id = ?", [now, now, anomaly_id])
+def resolve_anomaly(con: duckdb.DuckDBPyConnection, anomaly_id: int, now: float, reason: str | None = None) -> None:
+    """Resolved at `now`; a `reason` other than "no longer found" goes into its evidence (`resolved_because`)."""
+    sets, params = "resolved = ?, updated = ?", [now, now]
+    if reason is not None:
+        sets += ", evidence = json_merge_patch(coalesce(evidence, '{}'), ?)"
+        params.append(json.dumps({"resolved_because": reason}))
+    con.execute(f"UPDATE anomalies SET {sets} WHERE anomaly_id = ?", [*params, anomaly_id])
 
 
 def record_anomalies(con: duckdb.DuckDBPyConnection, raised: list[dict], updated: list[tuple], resolved: list[int],
-                     now: float) -> list[int]:
+                     now: float, reason: str | None = None) -> list[int]:
     """One evaluation's anomaly changes in one transaction: `raised` rows (raise_anomaly's), `updated`
-    as update_anomaly's arguments after `now`, `resolved` ids. Returns the raised ones' ids in order."""
+    as update_anomaly's arguments after `now`, `resolved` ids (each with `reason`, if one is given).
+    Returns the raised ones' ids in order."""
     for args in updated:
         update_anomaly(con, args[0], now, *args[1:])
     for anomaly_id in resolved:
-        resolve_anomaly(con, anomaly_id, now)
+        resolve_anomaly(con, anomaly_id, now, reason)
     return [raise_anomaly(con, row) for row in raised]
 
 

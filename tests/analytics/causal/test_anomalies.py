@@ -104,3 +104,19 @@ def test_a_change_clear_enough_for_one_look_is_sure_and_calm_rows_never_are():
         assert not any(f.sure for f in changed_mechanisms(WAITING, before, waiting(300 + seed, 46, wait_per_cpu=1.6),
                                                           given=["type"]))
     assert sure == 10 and found_only >= 2, (sure, found_only)
+
+
+def test_a_new_edge_is_one_finding_whichever_way_it_is_oriented():
+    """An edge the baseline lacks, first undirected, then oriented one way and the other: the same
+    finding each time (its orientation in the evidence), so a re-orientation resolves nothing."""
+    base = chain({("a", "b"): 1.0})
+    keys, oriented = set(), []
+    for src, dst, directed in (("c", "d", False), ("d", "c", True), ("c", "d", True)):
+        newer = CausalModel.from_json({"nodes": ["a", "b", "c", "d"], "edges": [
+            {"src": "a", "dst": "b", "directed": True, "strength": 1.0},
+            {"src": src, "dst": dst, "directed": directed, "strength": 0.5}]})
+        (found,) = edge_changes(base, newer)
+        keys.add(found.key)
+        oriented.append(found.evidence.get("oriented"))
+    assert keys == {("edge_appeared", "c", "d")}
+    assert oriented == [None, "d -> c", "c -> d"]
