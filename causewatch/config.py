@@ -1,7 +1,9 @@
 """Typed configuration for the daemon and the agent, read from TOML once at start.
 
 Unknown keys, wrong types, values out of range and malformed endpoints raise ConfigError naming the key
-and the file line (or flag); the rest of the code receives these dataclasses, never raw dicts.
+and the file line (or flag); the rest of the code receives these dataclasses, never raw dicts. The
+Prometheus-format YAML files (a web configuration, an HTTP client's) are read by `read_yaml` and
+checked a mapping at a time by `YamlSection`, with the same errors.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class DaemonConfig:
     keys: str | None = None           # folder with server.key_secret and authorized/ (agent public keys)
     insecure: bool = False            # allow a non-loopback bind without CURVE keys
     http: str = _fmt("127.0.0.1:9464", "http")   # /metrics and /api/*; "" turns it off
+    # TLS and basic authentication for `http`: exporter-toolkit's web.yml, as node_exporter's (daemon/webconfig.py)
+    web_config_file: str | None = _fmt(None, "file")
     api_token: str = ""               # bearer token for POST /api/* from other hosts (loopback needs none)
     max_frame_bytes: int = _limit(8 * 1024 * 1024, 1024, 2**31 - 1)
     # A transaction of the writer holds at most batch_max_frames frames and batch_max_bytes of them (the
@@ -330,3 +334,72 @@ def is_loopback(endpoint: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def read_yaml(path: str) -> tuple[dict, dict[str, int]]:
+    """A YAML file's top mapping (an empty file: {}), and the line of each key by its dotted path
+    (`tls_server_config.cert_file`), to name it in errors."""
+    import yaml  # only a daemon or a client given such a file parses YAML
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError("config", f"cannot read: {e.strerror}", path) from e
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        values = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError("config", f"not valid YAML ({' '.join(str(e).split())})", path) from None
+    if values is not None and not isinstance(values, dict):
+        raise ConfigError("config", f"expected a mapping of settings, got {type(values).__name__}", path)
+    lines: dict[str, int] = {}
+
+    def walk(node, prefix: str) -> None:
+        for key, value in node.value if isinstance(node, yaml.MappingNode) else ():
+            lines.setdefault(f"{prefix}{key.value}", key.start_mark.line + 1)
+            walk(value, f"{prefix}{key.value}.")
+    walk(node, "")
+    return values or {}, lines
+
+
+YAML_TYPES = {str: "a string", bool: "true or false", int: "an integer", list: "a list of strings",
+              dict: "a mapping"}
+
+
+class YamlSection:
+    """One mapping of a file `read_yaml` read (`prefix`: its dotted path), checked against the keys it
+    may hold; every error names the file, the line and the key's dotted path."""
+
+    def __init__(self, path: str, values: dict, lines: dict[str, int], prefix: str = ""):
+        self.path, self.values, self.lines, self.prefix = path, values, lines, prefix
+
+    def error(self, key: str, reason: str) -> ConfigError:
+        name = f"{self.prefix}{key}"
+        line = self.lines.get(name) or self.lines.get(self.prefix.rstrip("."))
+        return ConfigError(name, reason, f"{self.path}:{line}" if line else self.path)
+
+    def check(self, types: dict[str, type]) -> dict:
+        """Each known key's value (None when absent or empty); an unknown key or a value not of its
+        type (YAML_TYPES) is a ConfigError."""
+        for key, value in self.values.items():
+            if key not in types:
+                raise self.error(str(key), f"unknown key (known here: {', '.join(sorted(types))})")
+            kind = types[key]
+            good = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+            if value is not None and (not good or (kind is list and not all(isinstance(v, str) for v in value))):
+                raise self.error(key, f"expected {YAML_TYPES[kind]}, got {type(value).__name__} {value!r}")
+        return {key: self.values.get(key) for key in types}
+
+    def section(self, key: str) -> "YamlSection":
+        """The mapping under `key` (checked by `check` as a dict; absent: an empty one)."""
+        return YamlSection(self.path, self.values.get(key) or {}, self.lines, f"{self.prefix}{key}.")
+
+    def file(self, key: str) -> str | None:
+        """The readable file `key` names, relative to the file's folder as exporter-toolkit and Prometheus
+        resolve it (None when absent)."""
+        value = self.values.get(key)
+        if value is None:
+            return None
+        path = os.path.join(os.path.dirname(self.path), os.path.expanduser(value))
+        if not os.access(path, os.R_OK) or os.path.isdir(path):
+            raise self.error(key, f"{value}: no such readable file")
+        return path

@@ -1,5 +1,5 @@
-"""Helpers for tests: free ports, a daemon child process, reading DuckDB files, running the CLI,
-the checkout folder of each package.
+"""Helpers for tests: free ports, a daemon child process, test certificates, reading DuckDB files,
+running the CLI, the checkout folder of each package.
 
 Import as `from support import ...` (tests/ is on pytest's pythonpath).
 """
@@ -101,6 +101,37 @@ class DaemonProcess:
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.kill(signal.SIGTERM)
+
+
+def certificates(folder: Path) -> dict[str, Path]:
+    """A test CA and, signed by it, a server's certificate for localhost and 127.0.0.1 and a client's
+    (SAN DNS:client-a), made by the openssl command: {"ca", "server", "server_key", "client", "client_key"}
+    (each a PEM file in `folder`)."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=folder)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=causewatch-test-ca")
+    for name, san, usage in (("server", "DNS:localhost,IP:127.0.0.1", "serverAuth"),
+                             ("client", "DNS:client-a", "clientAuth")):
+        (folder / f"{name}.ext").write_text(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n"
+                                            f"keyUsage=digitalSignature\nextendedKeyUsage={usage}\n"
+                                            "authorityKeyIdentifier=keyid,issuer\n")
+        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
+    return {"ca": folder / "ca.pem", "server": folder / "server.pem", "server_key": folder / "server.key",
+            "client": folder / "client.pem", "client_key": folder / "client.key"}
+
+
+def seed_node(db: Path, node: str) -> None:
+    """Give the store file `db` a node that said hello (hostname host-NODE), for the data verbs to find."""
+    from causewatch.daemon.store import Store  # the daemon's writer, which most tests never load
+    store = Store(str(db))
+    store.run(lambda con: con.execute(
+        "INSERT INTO nodes (node, hostname, cores, memory_bytes, agent_version, boot, first_seen, last_seen) "
+        "VALUES (?, ?, 2, 4000000000, 't', 'b', 1.0, 2.0)", [node, f"host-{node}"]))
+    store.close()
 
 
 def agent_config(tmp_path: Path, endpoint: str, node: str = "node-1", **kw) -> AgentConfig:

@@ -14,6 +14,7 @@ EPILOG = """examples:
   causewatch daemon --bind tcp://0.0.0.0:5555 --keys /etc/causewatch/keys   # CURVE, allow-list
   causewatch keys /etc/causewatch/keys --name server                          # make the server pair
   causewatch daemon --analysis-scheduler tcp://scheduler:8786   # causal learns on a Dask cluster
+  causewatch daemon --http 0.0.0.0:9464 --web-config-file /etc/causewatch/web.yml   # HTTPS, basic auth
   causewatch daemon --shard a --peers b=http://10.0.0.6:9464,c=http://10.0.0.7:9464 --http 10.0.0.5:9464
 """
 
@@ -26,6 +27,9 @@ def add_arguments(p):
     p.add_argument("--insecure", action="store_true", default=None,
                    help="allow a non-loopback bind without CURVE keys")
     p.add_argument("--http", help="host:port for /metrics and /api ('' to turn off; default 127.0.0.1:9464)")
+    p.add_argument("--web-config-file", metavar="FILE",
+                   help="TLS and basic authentication for --http: exporter-toolkit's web.yml, as node_exporter's "
+                        "--web.config.file (reread on SIGHUP; docs/architecture.md, \"HTTP API\")")
     p.add_argument("--analysis-scheduler", metavar="tcp://HOST:PORT",
                    help="a dask.distributed scheduler to run the causal learns on (default '': the daemon's own "
                         "jobs worker; docs/cluster.md)")
@@ -35,7 +39,7 @@ def add_arguments(p):
 
 def load_config(args) -> DaemonConfig:
     return config.load(DaemonConfig, args.config, "daemon", db=args.db, bind=args.bind, keys=args.keys,
-                       insecure=args.insecure, http=args.http, shard=args.shard,
+                       insecure=args.insecure, http=args.http, web_config_file=args.web_config_file, shard=args.shard,
                        peers=args.peers and [p.strip() for p in args.peers.split(",") if p.strip()],
                        analysis_scheduler=args.analysis_scheduler)
 

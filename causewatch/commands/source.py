@@ -3,7 +3,8 @@ daemon's store file (`--db FILE`). Both call the verbs daemon/verbs.py declares,
 and `write(verb, body, **params)`, and give the same answers, so a command answers the same either way.
 
 The daemon stays the only process that holds its DuckDB file; writes (kit registration, a pinned
-baseline) go through its API too.
+baseline) go through its API too. A daemon that asks for a password or serves HTTPS with its own CA is
+reached with a client configuration (--http-config-file, $CAUSEWATCH_HTTP_CONFIG: causewatch/http_client.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
+from causewatch import http_client
 from causewatch.config import DaemonConfig
 from causewatch.daemon import verbs
 from causewatch.errors import InputError, NotFoundError
@@ -29,6 +31,10 @@ def add_source_arguments(parser) -> None:
                        help="several daemons (shards without peers of their own) answering as one: each asked at "
                             "once, the answers merged, a daemon that did not answer named on a PARTIAL line")
     where.add_argument("--db", metavar="FILE", help="a stopped daemon's DuckDB store instead of the daemon")
+    parser.add_argument("--http-config-file", metavar="FILE",
+                        help="the daemon's user, password and CA: Prometheus's HTTP client configuration (basic_auth, "
+                             "authorization, tls_config), as promtool's --http.config.file "
+                             f"(default ${http_client.ENV})")
 
 
 def open_source(args):
@@ -36,9 +42,10 @@ def open_source(args):
     store file when that daemon does not answer and the file exists next to us); none is a clear error."""
     if getattr(args, "db", None):
         return StoreSource(args.db)
+    client = http_client.load(getattr(args, "http_config_file", None))
     if getattr(args, "daemons", None):
-        return ClusterSource(args.daemons.split(","))
-    daemon = DaemonSource(args.daemon)
+        return ClusterSource(args.daemons.split(","), client=client)
+    daemon = DaemonSource(args.daemon, client)
     problem = daemon.unreachable()
     if problem is None:
         return daemon
@@ -93,7 +100,7 @@ def _daemon_url(url: str, option: str = "--daemon") -> str:
     url = url if "://" in url else f"http://{url}"
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"{option} {url!r}: expected http://HOST:PORT")
+        raise InputError(f"{option} {url!r}: expected http://HOST:PORT or https://HOST:PORT")
     return url.rstrip("/")
 
 
@@ -101,8 +108,9 @@ class DaemonSource(_Source):
     """A running daemon, through its HTTP API: JSON for records, Arrow IPC streams for DataFrames (asked
     for with `Accept: verbs.ARROW`; without it the daemon answers a DataFrame in JSON)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, client: http_client.HttpClient | None = None):
         self.url = self.where = _daemon_url(url)
+        self.client = client or http_client.HttpClient()
         self.cluster: dict | None = None   # a cluster answer's {shards, missing, partial}
 
     def unreachable(self) -> str | None:
@@ -133,23 +141,33 @@ class DaemonSource(_Source):
         import urllib.error
         import urllib.request
         request = urllib.request.Request(url, **request)
+        for name, value in self.client.headers.items():
+            request.add_unredirected_header(name, value)
         try:
-            with urllib.request.urlopen(request, timeout=60) as reply:
+            with urllib.request.urlopen(request, timeout=60, context=self.client.context) as reply:
                 data, ctype = reply.read(), reply.headers.get("Content-Type", "")
         except urllib.error.HTTPError as e:
-            detail = e.read().decode(errors="replace")
+            detail = e.read().decode(errors="replace").strip()
             try:
                 detail = json.loads(detail)["error"]
             except (ValueError, KeyError, TypeError):
                 pass
             if e.code == 404:
                 raise NotFoundError(f"{self.url}: {detail}") from None
+            if e.code == 401:
+                raise InputError(f"{self.url}: {self._refused()}") from None
             raise InputError(f"{self.url}: {detail}" if e.code in (400, 403) else
                              f"{request.full_url}: HTTP {e.code} {str(detail)[:200]}") from None
         except (urllib.error.URLError, OSError) as e:
-            raise InputError(f"{self.url}: cannot reach the daemon ({getattr(e, 'reason', e)})") from None
+            raise InputError(f"{self.url}: cannot reach the daemon ({_unreached(getattr(e, 'reason', e))})") from None
         answer, self.cluster = _answer(data, ctype)
         return answer
+
+    def _refused(self) -> str:
+        if self.client.has_user:
+            return f"the daemon refused the user and password of {self.client.path} (basic_auth)"
+        return ("the daemon asks for a user and password: give them in a client configuration, --http-config-file "
+                f"FILE or ${http_client.ENV} (basic_auth: {{username: NAME, password_file: FILE}})")
 
 
 class ClusterSource(_Source):
@@ -159,13 +177,14 @@ class ClusterSource(_Source):
     of its own already answers for its cluster: beside others its shards would count twice, so its
     answer is refused with the advice to ask it alone."""
 
-    def __init__(self, urls: list[str], timeout: float = 60.0):
+    def __init__(self, urls: list[str], timeout: float = 60.0, client: http_client.HttpClient | None = None):
         named = {}
         for url in (_daemon_url(u, "--daemons") for u in urls if u.strip()):
             named.setdefault(urllib.parse.urlsplit(url).netloc, url)
         if len(named) < 2:
             raise InputError(f"--daemons {','.join(urls)!r}: give two daemons or more (one: --daemon URL)")
         self.daemons, self.timeout = named, timeout
+        self.client = client or http_client.HttpClient()
         self.where = ",".join(named)
         self.cluster: dict | None = None
 
@@ -182,7 +201,7 @@ class ClusterSource(_Source):
         if verb.merge.kind == "local":
             raise InputError(f"{verb.path}: {verb.merge.reason}; give one daemon with --daemon URL")
         replies = cluster.ask_all(self.daemons, method, verb.path, params, raw, f"{verbs.ARROW}, application/json",
-                                  "", None, self.timeout)
+                                  "", None, self.timeout, client=self.client)
         for r in replies:
             if r.shards:
                 raise InputError(f"{self.daemons[r.shard]} answers for a cluster of its own (shards {r.shards}); "
@@ -198,6 +217,17 @@ class ClusterSource(_Source):
         except (ValueError, KeyError, TypeError, AttributeError):
             detail = f"HTTP {code} {data[:200].decode(errors='replace')}"
         raise (NotFoundError if code == 404 else InputError)(f"{self.where}: {detail}")
+
+
+def _unreached(reason) -> str:
+    """Why a daemon was not reached, with what to do about a TLS failure (ssl is loaded by then: urllib's)."""
+    import ssl
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return (f"{reason.verify_message or reason}: its certificate is not trusted here; give its CA as tls_config: "
+                f"{{ca_file: FILE}} in --http-config-file or ${http_client.ENV}")
+    if isinstance(reason, ssl.SSLError) and reason.reason == "WRONG_VERSION_NUMBER":
+        return f"{reason}: the daemon does not speak HTTPS there: give http://"
+    return str(reason)
 
 
 def _answer(data: bytes, ctype: str) -> tuple[object, dict | None]:

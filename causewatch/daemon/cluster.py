@@ -42,13 +42,14 @@ class Reply:
 
 
 def ask_all(targets: dict[str, str], method: str, path: str, params: dict, raw: bytes, accept: str, token: str,
-            asker: str | None, timeout: float, meanwhile: Callable[[], Reply] | None = None) -> list[Reply]:
+            asker: str | None, timeout: float, meanwhile: Callable[[], Reply] | None = None,
+            client=None) -> list[Reply]:
     """`fetch` from every {name: url} at once (and `meanwhile()` in this thread, first in the list); a
-    target still silent at the deadline is 'no answer'."""
+    target still silent at the deadline is 'no answer'. `client`: the CLI's http_client.HttpClient."""
     replies = {name: Reply(name, error=f"no answer within {timeout:g} s") for name in targets}
 
     def ask(name, url):
-        replies[name] = fetch(name, url, method, path, params, raw, accept, token, asker, timeout)
+        replies[name] = fetch(name, url, method, path, params, raw, accept, token, asker, timeout, client)
 
     threads = [threading.Thread(target=ask, args=item, name=f"peer-{item[0]}", daemon=True)
                for item in targets.items()]
@@ -63,9 +64,9 @@ def ask_all(targets: dict[str, str], method: str, path: str, params: dict, raw: 
 
 
 def fetch(shard: str, url: str, method: str, path: str, params: dict, raw: bytes, accept: str, token: str,
-          asker: str | None, timeout: float) -> Reply:
-    """Ask one shard: as a peer (PEER header: `asker`, the token), or as a client (`asker` None); never
-    raises."""
+          asker: str | None, timeout: float, client=None) -> Reply:
+    """Ask one shard: as a peer (PEER header: `asker`, the token), or as a client (`asker` None, with
+    `client`'s credentials and TLS context when given); never raises."""
     # imported here: urllib.request (http.client, email, ssl) costs the ingesting daemon ~10 MB, and a
     # lone daemon never asks a peer
     import urllib.error
@@ -77,10 +78,12 @@ def fetch(shard: str, url: str, method: str, path: str, params: dict, raw: bytes
         headers["Authorization"] = f"Bearer {token}"
     if method == "POST":
         headers["Content-Type"] = "application/json"
+    if client is not None:
+        headers.update(client.headers)
     request = urllib.request.Request(f"{url.rstrip('/')}{path}?{query}", data=raw if method == "POST" else None,
                                      headers=headers, method=method)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
+        with urllib.request.urlopen(request, timeout=timeout, context=client and client.context) as reply:
             data = reply.read(MAX_ANSWER + 1)
             if len(data) > MAX_ANSWER:
                 return Reply(shard, error=f"answer over {MAX_ANSWER} bytes")

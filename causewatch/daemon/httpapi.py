@@ -6,6 +6,9 @@ the daemon itself never loads pandas or the analytics).
 POSTs that write are taken from loopback or with the configured bearer token (a POST that only reads,
 as a scheduler extender's, from anywhere); that check, the body's size limit
 and /metrics stay in the daemon, so a scrape never waits for the worker.
+
+A web configuration (webconfig.py) adds HTTPS, its handshake on the request's own thread, and a user and
+password asked of every request, /metrics included (the api_token, which peers send, counts as well).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import hmac
 import ipaddress
 import json
 import logging
+import socket
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Callable
@@ -26,10 +31,14 @@ from prometheus_client.exposition import gzip_accepted
 
 from causewatch.daemon import verbs
 from causewatch.daemon.cluster import PEER
+from causewatch.daemon.webconfig import WebConfig
 from causewatch.daemon.worker import WorkerError
 
 log = logging.getLogger("causewatch.daemon.http")
 MAX_BODY = 16 * 1024 * 1024
+HANDSHAKE_SECONDS = 10.0   # a client silent before its TLS handshake is done holds a thread no longer
+NOT_TLS = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\n\r\n"
+           b"Client sent an HTTP request to an HTTPS server.\n")
 
 
 def _loopback(host: str) -> bool:
@@ -50,11 +59,22 @@ class Api:
     /metrics is not client_python's make_wsgi_app, whose negotiation and gzip rule it shares: that app
     renders every series on each scrape, and the jobs' snapshots are rendered once per publish."""
 
-    def __init__(self, exporter, answer: Callable, token: str = "", cluster=None):
-        """`cluster` (daemon/cluster.py, with peers configured): /api/ answers for every shard."""
+    def __init__(self, exporter, answer: Callable, token: str = "", cluster=None, web: WebConfig | None = None):
+        """`cluster` (daemon/cluster.py, with peers configured): /api/ answers for every shard; `web`: the
+        users asked for and the headers added (webconfig.py)."""
         self.exporter, self.answer, self.token, self.cluster = exporter, answer, token, cluster
+        self.web = web or WebConfig()
 
     def __call__(self, environ: dict, start_response: Callable) -> list[bytes]:
+        web = self.web   # one configuration for the whole request, though a reload swaps it meanwhile
+        if web.headers:
+            start_response = _adding(start_response, web.headers)
+        if web.auth is not None and not self._authenticated(web, environ.get("HTTP_AUTHORIZATION", "")):
+            _, data, ctype = _json(401, {"error": "this daemon asks for a user and password (HTTP basic "
+                                                  "authentication: basic_auth_users of its web configuration)"})
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="causewatch"'),
+                                                ("Content-Type", ctype), ("Content-Length", str(len(data)))])
+            return [data]
         if environ.get("PATH_INFO") == "/metrics":
             return self._metrics(environ, start_response)
         try:
@@ -95,10 +115,9 @@ class Api:
             return answer(method, path, params, b"", accept)
         if method != "POST":
             return _json(405, {"error": f"{method}: the API takes GET and POST"})
-        given = environ.get("HTTP_AUTHORIZATION", "")
         verb = verbs.VERBS.get((method, path))
-        if (verb is None or verb.writes) and not _loopback(environ.get("REMOTE_ADDR", "")) and not (
-                self.token and hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode())):
+        if ((verb is None or verb.writes) and not _loopback(environ.get("REMOTE_ADDR", ""))
+                and not self._has_token(environ.get("HTTP_AUTHORIZATION", ""))):
             return _json(403, {"error": "POST is taken from loopback or with the api_token of the daemon's config "
                                         "(Authorization: Bearer TOKEN)"})
         try:
@@ -115,17 +134,64 @@ class Api:
         known = sorted(self.cluster.peers) if self.cluster is not None else []
         if peer not in known:
             return f"{PEER} {peer!r}: not a peer of this daemon (its peers: {', '.join(known) or 'none'})"
-        given = environ.get("HTTP_AUTHORIZATION", "")
         if self.token:
-            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+            if not self._has_token(environ.get("HTTP_AUTHORIZATION", "")):
                 return f"peer {peer!r}: give this daemon's api_token (Authorization: Bearer TOKEN)"
         elif not _loopback(environ.get("REMOTE_ADDR", "")):
             return f"peer {peer!r}: from another host a peer needs the api_token (none is set here)"
         return None
 
+    def _has_token(self, authorization: str) -> bool:
+        return bool(self.token) and hmac.compare_digest(authorization.encode(), f"Bearer {self.token}".encode())
+
+    def _authenticated(self, web: WebConfig, authorization: str) -> bool:
+        """A configured user's password, or the api_token (a peer's request carries it, not a user's)."""
+        return web.auth.allows(authorization) or self._has_token(authorization)
+
+
+def _adding(start_response: Callable, headers: tuple) -> Callable:
+    def start(status, response_headers, *exc_info):
+        return start_response(status, [*response_headers, *headers], *exc_info)
+    return start
+
 
 class _Server(ThreadingMixIn, WSGIServer):
+    """With `tls` a context, each connection's TLS handshake runs on its request's thread (in accept's,
+    one silent client would hold up all)."""
     daemon_threads = True
+    tls: ssl.SSLContext | None = None
+    allowed_sans: frozenset = frozenset()
+
+    def finish_request(self, request, client_address) -> None:
+        if self.tls is None:
+            return super().finish_request(request, client_address)
+        tls = self._handshake(request, client_address)
+        if tls is not None:
+            try:
+                super().finish_request(tls, client_address)
+            finally:
+                self.shutdown_request(tls)
+
+    def _handshake(self, sock: socket.socket, client_address) -> ssl.SSLSocket | None:
+        """The connection over TLS, or None (refused, said why: a plain HTTP request gets a 400, as Go's
+        servers answer it)."""
+        sock.settimeout(HANDSHAKE_SECONDS)
+        try:
+            first = sock.recv(1, socket.MSG_PEEK)
+            if first != b"\x16":   # not a TLS handshake record: a plain HTTP request, or gone
+                if first:
+                    sock.sendall(NOT_TLS)
+                return None
+            tls = self.tls.wrap_socket(sock, server_side=True)
+        except OSError as e:   # ssl.SSLError among them: no common version or cipher, an unknown CA, …
+            log.info("TLS handshake with %s:%s failed: %s", *client_address[:2], e)
+            return None
+        if self.allowed_sans and not self.allowed_sans & {v for _, v in tls.getpeercert().get("subjectAltName", ())}:
+            log.info("client certificate of %s:%s names none of client_allowed_sans", *client_address[:2])
+            self.shutdown_request(tls)
+            return None
+        tls.settimeout(None)
+        return tls
 
 
 class _Handler(WSGIRequestHandler):
@@ -134,13 +200,22 @@ class _Handler(WSGIRequestHandler):
 
 
 class HttpApi:
-    """`app` served on `address` (HOST:PORT; port 0 picks one) from a thread of its own."""
+    """`app` served on `address` (HOST:PORT; port 0 picks one) from a thread of its own, over TLS when
+    `web` says so."""
 
-    def __init__(self, address: str, app: Callable):
+    def __init__(self, address: str, app: Callable, web: WebConfig | None = None):
         host, _, port = address.rpartition(":")
         self.server = make_server(host or "127.0.0.1", int(port), app, server_class=_Server, handler_class=_Handler)
         self.address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
+        self.use(web or WebConfig())
+        if (web is None or web.auth is None) and not _loopback(self.server.server_address[0]):
+            log.warning("http %s: /metrics and /api/ (node names, command lines, models) are open to whoever reaches "
+                        "this port; give a web configuration with basic_auth_users (--web-config-file)", self.address)
         self._thread = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
+
+    def use(self, web: WebConfig) -> None:
+        """Serve new connections with `web`'s TLS (a renewed certificate, say)."""
+        self.server.tls, self.server.allowed_sans = web.tls, web.allowed_sans
 
     def start(self) -> None:
         self._thread.start()

@@ -1,7 +1,8 @@
 """The causewatch daemon: store, ingest, scheduler and HTTP wired together.
 
 `Daemon(cfg).start()` returns once it is serving; `stop()` commits and acks what it has taken,
-then closes the DuckDB file. `serve()` runs until SIGTERM/SIGINT (systemd: READY=1 on start).
+then closes the DuckDB file. `serve()` runs until SIGTERM/SIGINT (systemd: READY=1 on start); SIGHUP
+reloads the agents' keys and the web configuration.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import signal
 import threading
 
 from causewatch.config import DaemonConfig
-from causewatch.daemon import memory
+from causewatch.daemon import memory, webconfig
 from causewatch.daemon.calls import Entry
 from causewatch.daemon.cluster import Cluster
 from causewatch.daemon.exporter import Exporter
@@ -22,6 +23,7 @@ from causewatch.daemon.scheduler import Scheduler, WorkerJobs
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.lake import folder_for as lake_folder
 from causewatch.daemon.worker import Host, Worker
+from causewatch.errors import ConfigError
 from causewatch.systemd import sd_notify
 
 log = logging.getLogger("causewatch.daemon")
@@ -37,6 +39,7 @@ class Daemon:
     never holds up an API answer. The API worker ends after cfg.api_idle_seconds without a request."""
 
     def __init__(self, cfg: DaemonConfig, jobs: list[Job] | None = None):
+        web = webconfig.load(cfg.web_config_file)   # a bad file stops the start before the store is opened
         memory.arrow_without_pandas()
         memory.arrow_from_malloc()
         memory.few_arenas()
@@ -56,12 +59,28 @@ class Daemon:
         root = lake_folder(cfg.db, cfg.store_lake)   # the shared lake's root: a down shard's history
         cluster = (Cluster(cfg.shard, cfg.peer_urls(), self._answer, cfg.api_token, cfg.peer_timeout,
                            str(root or "")) if cfg.peers else None)
-        self.http = HttpApi(cfg.http, Api(self.exporter, self._answer, cfg.api_token, cluster)) if cfg.http else None
+        self.api = Api(self.exporter, self._answer, cfg.api_token, cluster, web)
+        self.http = HttpApi(cfg.http, self.api, web) if cfg.http else None
         self.endpoint: str | None = None
 
     def _answer(self, *request) -> tuple[int, bytes, str]:
         """On the HTTP request's thread: the API worker takes one request at a time (its lock)."""
         return self.api_worker(Entry.ANSWER, *request)
+
+    def reload_web(self) -> None:
+        """The web configuration read again (a renewed certificate, a changed user): new connections get
+        it; a file that no longer loads is logged and the one in use kept."""
+        if not self.cfg.web_config_file:
+            return
+        try:
+            web = webconfig.load(self.cfg.web_config_file)
+        except ConfigError as e:
+            log.error("web configuration not reloaded, the one in use is kept: %s", e)
+            return
+        self.api.web = web
+        if self.http:
+            self.http.use(web)
+        log.info("web configuration reloaded from %s", self.cfg.web_config_file)
 
     def start(self) -> "Daemon":
         """Builds the jobs in the jobs worker (a bad config, e.g. fuzzy_terms, raises ConfigError here),
@@ -87,15 +106,22 @@ class Daemon:
         self.store.close()
 
     def serve(self) -> None:
-        done = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: done.set())
-        signal.signal(signal.SIGHUP, lambda *_: self.ingest.reload_keys())   # systemd ExecReload=
+        done, hup, wake = threading.Event(), threading.Event(), threading.Event()
+        # the handlers only set flags: the reload runs in the loop below, never inside a handler
+        for sig, event in ((signal.SIGTERM, done), (signal.SIGINT, done), (signal.SIGHUP, hup)):  # HUP: ExecReload=
+            signal.signal(sig, lambda *_, event=event: (event.set(), wake.set()))
         self.start()
         sd_notify("READY=1")
         print(f"causewatch daemon: {self.endpoint}  db={self.cfg.db}  "
               f"http={self.http.address if self.http else 'off'}", flush=True)
-        while not done.wait(min(TRIM_SECONDS, self.cfg.api_idle_seconds / 2)):
+        while not done.is_set():
+            if wake.wait(min(TRIM_SECONDS, self.cfg.api_idle_seconds / 2)):
+                wake.clear()
+                if hup.is_set():
+                    hup.clear()
+                    self.ingest.reload_keys()
+                    self.reload_web()
+                continue
             self.api_worker.retire(self.cfg.api_idle_seconds)
             memory.trim()
         sd_notify("STOPPING=1")

@@ -1,16 +1,19 @@
 """The daemon's WSGI application called directly, without a socket: /metrics through client_python's
 app (gzip, OpenMetrics, name[]), the API's routes through the path the API worker takes (remote.answer
-on a worker.Host over a real DuckDB file), and the daemon-side checks (POST's origin, body size, a dead worker)."""
+on a worker.Host over a real DuckDB file), and the daemon-side checks (POST's origin, body size, a dead
+worker, a web configuration's users and headers)."""
 
+import base64
 import functools
 import gzip
 import io
 import json
 from wsgiref.util import setup_testing_defaults
 
+import bcrypt
 import pytest
 
-from causewatch.daemon import remote, verbs
+from causewatch.daemon import remote, verbs, webconfig
 from causewatch.daemon.exporter import Exporter, gauge_family
 from causewatch.daemon.httpapi import MAX_BODY, Api
 from causewatch.daemon.store import Store
@@ -106,3 +109,24 @@ def test_a_dead_worker_is_a_503(exporter):
 
     status, _, body = call(Api(exporter, dead), "/api/stats")
     assert status == "503 Service Unavailable" and "exit code -9" in json.loads(body)["error"]
+
+
+def test_with_basic_auth_users_every_request_names_a_user_or_carries_the_token(tmp_path, exporter):
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+    (tmp_path / "web.yml").write_text(f"basic_auth_users:\n  ops: '{hashed}'\n"
+                                      "http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
+    store = Store(str(tmp_path / "a.duckdb"))
+    app = Api(exporter, functools.partial(remote.answer, call=Host(store.cursor, store.run, print, exporter)),
+              token="s3cret", web=webconfig.load(str(tmp_path / "web.yml")))
+    try:
+        for path in ("/metrics", "/api/stats"):   # loopback is asked too, as node_exporter asks it
+            status, headers, body = call(app, path)
+            assert status == "401 Unauthorized" and headers["WWW-Authenticate"].startswith("Basic")
+            assert "basic_auth_users" in json.loads(body)["error"] and headers["X-Frame-Options"] == "deny"
+        user = "Basic " + base64.b64encode(b"ops:pw").decode()
+        status, headers, _ = call(app, "/metrics", Authorization=user)
+        assert status == "200 OK" and headers["X-Frame-Options"] == "deny"
+        assert call(app, "/api/stats", Authorization="Bearer s3cret")[0] == "200 OK"   # a peer's request
+        assert call(app, "/api/stats", Authorization="Bearer wrong")[0] == "401 Unauthorized"
+    finally:
+        store.close()

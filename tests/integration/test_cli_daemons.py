@@ -8,20 +8,16 @@ import socket
 import threading
 
 import pytest
+from support import seed_node
 
 from causewatch.cli import main
 from causewatch.config import DaemonConfig
 from causewatch.daemon.cluster import ANSWERED
 from causewatch.daemon.server import Daemon
-from causewatch.daemon.store import Store
 
 
 def _daemon(db, node: str) -> Daemon:
-    store = Store(str(db))
-    store.run(lambda con: con.execute(
-        "INSERT INTO nodes (node, hostname, cores, memory_bytes, agent_version, boot, first_seen, last_seen) "
-        "VALUES (?, ?, 2, 4000000000, 't', 'b', 1.0, 2.0)", [node, f"host-{node}"]))
-    store.close()
+    seed_node(db, node)
     return Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"), jobs=[]).start()
 
 
