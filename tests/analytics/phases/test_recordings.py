@@ -58,7 +58,7 @@ def recording(tmp_path_factory):
     """(path of the gzipped .bb, planted kernel per interval with -1 = mixed) of a fresh recording."""
     missing = _missing_tools()
     if missing:
-        pytest.skip(f"a real recording needs {' and '.join(missing)}")
+        pytest.skip(f"{' and '.join(missing)} missing")
     tmp = tmp_path_factory.mktemp("exp-bbv")
     (tmp / "kern.c").write_text(PROGRAM)
     subprocess.run(["cc", "-O1", "-o", str(tmp / "kern"), str(tmp / "kern.c")], check=True)
