@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench venv clean
+.PHONY: demo test test-fast lint bench venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
@@ -27,6 +27,12 @@ test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q --durations=12 -n 2 --dist loadfile -m 'not serial' $(TESTS); parallel=$$?; \
 	$(VENV)/bin/python -m pytest -q --durations=5 -m serial $(TESTS); serial=$$?; \
 	for rc in $$parallel $$serial; do [ $$rc = 0 ] || [ $$rc = 5 ] || exit $$rc; done
+
+# The inner loop: no services started for a test (daemons as processes, Slurm, Prometheus, Alertmanager, a
+# Dask cluster), no test of many seconds and none that times the machine (markers `service`, `slow`,
+# `serial`, pyproject.toml); installs nothing.
+test-fast: $(STAMP)
+	$(VENV)/bin/python -m pytest -q --durations=8 -n 2 --dist loadfile -m 'not serial and not service and not slow' $(TESTS)
 
 # ruff and the import contracts alone (both also run in `make test`; `lint-imports` alone works too)
 lint: $(STAMP)

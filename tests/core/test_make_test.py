@@ -93,6 +93,7 @@ PARTS = {"test_parallel.py": "def test_parallel():\n    assert {parallel}\n",
          "pytest.ini": "[pytest]\nmarkers = serial: alone\n"}
 
 
+@pytest.mark.slow   # a pytest session with two workers and one without, under make
 @pytest.mark.parametrize(("parallel", "serial", "status"), [(False, True, 1), (True, False, 1), (True, True, 0)])
 def test_the_serial_part_runs_whatever_the_parallel_part_did(tmp_path, parallel, serial, status):
     for name, text in PARTS.items():
@@ -106,6 +107,7 @@ def test_the_serial_part_runs_whatever_the_parallel_part_did(tmp_path, parallel,
     assert status == 0 or f"Error {status}" in out.stderr
 
 
+@pytest.mark.slow   # a pytest session with two workers
 def test_skips_are_summed_up_by_module_with_what_is_missing_and_how_to_get_it(tmp_path):
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
                           "loadfile", "tests/core/test_units.py", "tests/core/test_deploy.py"],

@@ -33,6 +33,8 @@ from causewatch.daemon.store import Store
 from causewatch.daemon.worker import PRELOAD, Host, Worker
 from causewatch.errors import ConfigError
 
+pytestmark = pytest.mark.service   # a Dask LocalCluster
+
 distributed = pytest.importorskip("distributed", reason="dask.distributed missing — `pip install -e "
                                   "'.[cluster]'` (the cluster tests need a real LocalCluster)")
 dask = pytest.importorskip("dask")

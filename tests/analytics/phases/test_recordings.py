@@ -16,6 +16,8 @@ from causewatch.analytics.phases.simpoint import SimPoint
 from causewatch.analytics.phases.tracker import PhaseTracker
 from causewatch.cli import main
 
+pytestmark = pytest.mark.slow   # valgrind recordings and the conformance inputs
+
 CONFORMANCE = Path(__file__).resolve().parents[3].parent / "shared" / "conformance" / "phases"
 
 # Three loop kernels in a fixed schedule; each segment runs one kernel for several 20 k-instruction
