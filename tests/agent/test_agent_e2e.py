@@ -10,12 +10,15 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from support import query, wait_for
 
 from causewatch.agent.sender import Sender
 from causewatch.agent.spool import Spool
 from causewatch.commands.agent import UNDELIVERED
 from causewatch.config import AgentConfig
+
+pytestmark = pytest.mark.service   # an agent and a daemon as processes
 
 HARDWARE = ("cycles", "instructions", "cache_references", "cache_misses", "branch_instructions",
             "branch_misses", "l1d_read_misses", "llc_read_misses")

@@ -121,6 +121,7 @@ def test_any_argv_gives_a_short_label_the_wire_and_prometheus_take(argv):
     assert frame.body["scope"] == label
 
 
+@pytest.mark.service   # an agent and a daemon as processes
 def test_a_launched_script_s_samples_and_phase_vectors_carry_its_name(daemon_process, tmp_path):
     """The real agent and daemon: what is stored is scoped by the script's name, not the interpreter's."""
     d = daemon_process()

@@ -9,6 +9,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from causewatch.agent import ipsampler as bbv
 
@@ -76,6 +77,7 @@ def _two_means_accuracy(vectors: list[dict], truth: np.ndarray) -> float:
     return max((label == truth).mean(), (label != truth).mean())
 
 
+@pytest.mark.slow   # seconds of IP sampling per phase
 def test_two_alternating_phases_give_two_groups_of_vectors():
     p = subprocess.Popen([sys.executable, "-c", TWO_PHASES], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          text=True)

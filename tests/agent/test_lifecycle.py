@@ -19,6 +19,8 @@ from support import free_port
 
 from causewatch.commands.agent import UNDELIVERED
 
+pytestmark = pytest.mark.service   # agents and their launched commands as processes
+
 CHILD = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)"
 
 

@@ -22,6 +22,8 @@ from support import agent_config, free_port, run_cli, wait_for
 from causewatch.agent.sender import Sender
 from causewatch.commands.agent import UNDELIVERED, exit_status
 
+pytestmark = pytest.mark.service   # agents and daemons as processes
+
 SILENT = "does not answer"
 
 

@@ -44,6 +44,7 @@ def test_the_names_issue_26_found_missing():
     assert list(found["bottleneck"]) == [False, True]
 
 
+@pytest.mark.slow   # fresh interpreters load each part
 def test_first_use_in_a_fresh_interpreter():
     """Other tests have imported the submodules by now; a fresh interpreter resolves every name through
     the package's lazy look-up, `import *` included."""

@@ -56,7 +56,7 @@ def test_openmetrics_reads_back_as_the_stored_samples(store, tmp_path):
     assert names["cpu_user_seconds_total.cpu1"] == ("cpu_user_seconds", "cpu_user_seconds_total", "counter", "1")
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) not installed")
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool missing")
 def test_promtool_blocks_hold_every_value(store, tmp_path):
     storage.write_openmetrics(store.con, tmp_path / "s.om")
     blocks = storage.prometheus_blocks(tmp_path / "s.om", tmp_path / "prometheus")

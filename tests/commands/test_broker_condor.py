@@ -16,7 +16,7 @@ from causewatch.daemon.store import create_views, migrate
 from causewatch.daemon.store.results import register_kit
 from causewatch.probe.registry import kit_row
 
-classad = pytest.importorskip("classad2", reason="PyPI htcondor (the test extra) is not installed")
+classad = pytest.importorskip("classad2", reason="classad2 missing — `pip install -e '.[test]'` (PyPI's htcondor)")
 
 RECIPE = Path(__file__).resolve().parents[2] / "deploy/htcondor/causewatch-job.sub"
 KIT = {"format": "causewatch-probe-kit/1", "app": "mw", "kit": "k1", "tasks": 40, "reference": {"node": "ref"},

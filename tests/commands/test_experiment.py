@@ -6,11 +6,13 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pytest
 from support import run_cli
 
 from causewatch.cli import main
 
 
+@pytest.mark.slow   # runs the experiment's program per parameter set
 def test_experiment_records_parameters_and_counters_then_learns(tmp_path):
     program = tmp_path / "work.py"
     program.write_text("import sys\nn = int(sys.argv[1])\nsum(i * i for i in range(n * 20000))\n"

@@ -17,10 +17,8 @@ RULES = ROOT / "deploy/prometheus/causewatch-alerts.yml"
 RULE_TESTS = ROOT / "deploy/prometheus/causewatch-alerts.test.yml"
 DASHBOARD = ROOT / "deploy/grafana/causewatch-dashboard.json"
 ALERTMANAGER = ROOT / "deploy/alertmanager/alertmanager.yml"
-needs_amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool not installed (.ci/run installs "
-                                  "Debian's prometheus-alertmanager package)")
-needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
-                                    reason="promtool not installed (.ci/run installs Debian's prometheus package)")
+needs_amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool missing")
+needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool missing")
 
 # Named by deploy/ ahead of the daemon (issue 13, items 2-3 and 8): each entry is dropped here once
 # the daemon exports it, and the test below fails until it is.

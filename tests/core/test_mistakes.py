@@ -83,6 +83,7 @@ def running(tmp_path_factory):
      ["--http", "in use"]),
     (["probe", "register", "{tmp}", "--db", "{db}"], ["held.duckdb", "running daemon"]),
 ])
+@pytest.mark.service   # a daemon process
 def test_mistakes_next_to_a_running_daemon(running, tmp_path, argv, words):
     fill = dict(tmp=tmp_path, endpoint=running.endpoint, http=running.http, db=running.db, free=free_port())
     r = run_cli(*[a.format(**fill) for a in argv], timeout=60)

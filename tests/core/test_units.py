@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ANALYZE = shutil.which("systemd-analyze")
-pytestmark = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze not installed (apt-get install systemd)")
+pytestmark = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze missing")
 GOALS = {"causewatch-daemon.service": 2.5, "causewatch-agent.service": 4.5}
 
 

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from support import product_files
 
 from causewatch.daemon.store.schema import TABLES
@@ -66,6 +67,7 @@ HEAVY = ("numba", "llvmlite", "scipy", "pandas", "networkx", "sklearn", "causewa
          "causewatch.daemon.readers", "distributed")
 
 
+@pytest.mark.slow   # fresh interpreters load the daemon's and the workers' stacks
 def test_the_ingesting_daemon_loads_no_analysis_stack():
     """The daemon process imports what ingest needs; the analyses and the /api routes run in its spawned
     workers (import-linter checks the project modules; this, in a fresh interpreter, the libraries)."""

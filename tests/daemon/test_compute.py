@@ -33,8 +33,10 @@ from causewatch.daemon.store import Store
 from causewatch.daemon.worker import PRELOAD, Host, Worker
 from causewatch.errors import ConfigError
 
-distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install "
-                                  "'causewatch[cluster]'): the cluster tests need a real LocalCluster")
+pytestmark = pytest.mark.service   # a Dask LocalCluster
+
+distributed = pytest.importorskip("distributed", reason="dask.distributed missing — `pip install -e "
+                                  "'.[cluster]'` (the cluster tests need a real LocalCluster)")
 dask = pytest.importorskip("dask")
 cloudpickle = pytest.importorskip("cloudpickle")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])   # _slow_once reaches the workers by value

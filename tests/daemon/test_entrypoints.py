@@ -32,6 +32,7 @@ def test_what_the_fork_server_preloads_imports_and_holds_the_registry():
     assert importlib.import_module(worker.PRELOAD[0]).entrypoints is entrypoints
 
 
+@pytest.mark.slow   # a fresh interpreter loads the whole analysis stack
 def test_the_preload_starts_no_thread_pool():
     """The fork server forks the workers after its preload: numba's parallel thread pool, or any thread,
     must not exist there yet (a forked child would inherit a pool without its threads)."""

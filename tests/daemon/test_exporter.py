@@ -116,7 +116,7 @@ def test_a_jobs_snapshot_replaces_its_previous_one_whole():
     assert 'causewatch_x{a="3"} 3.0' in text and 'a="1"' not in text and 'a="2"' not in text
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (.ci/run installs it)")
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool missing")
 def test_promtool_accepts_the_whole_exposition():
     exporter = Exporter()
     exporter.nodes.observe([_samples("n1", "node", ["cpu_idle_seconds_total.cpu0", "load1", "disk_read_bytes_total"],

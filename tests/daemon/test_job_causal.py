@@ -28,6 +28,8 @@ from causewatch.daemon.store import Store
 from causewatch.daemon.store.results import record_anomalies, set_baseline
 from causewatch.daemon.worker import Host, Worker
 
+pytestmark = pytest.mark.service   # jobs workers as processes
+
 
 @pytest.fixture
 def store(tmp_path):

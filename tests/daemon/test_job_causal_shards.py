@@ -22,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support import free_port
 from test_job_causal import _ctx, _ingest, _tasks
 
+pytestmark = pytest.mark.slow   # a causal learn on each shard and one on their union
+
 APP = next(f"lu{i}" for i in range(100) if shards.owner(f"app:lu{i}", ["a", "b"]) == "a")
 SCOPE = f"app:{APP}"
 

@@ -30,6 +30,8 @@ from causewatch.errors import ConfigError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support import query
 
+pytestmark = pytest.mark.service   # daemons as processes, killed mid-move
+
 DAY = 86400.0
 T0 = 1_790_000_000.0 - 1_790_000_000.0 % DAY   # a UTC midnight: the data start a day
 KEY = ["node", "scope", "metric", "ts"]

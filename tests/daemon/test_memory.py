@@ -5,6 +5,10 @@ harm to the code run afterwards."""
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow   # each test loads its libraries in a fresh interpreter
+
 
 def _run(code: str) -> str:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -20,6 +20,8 @@ from causewatch.daemon import worker as worker_module
 from causewatch.daemon.server import Daemon
 from causewatch.daemon.worker import LOWEST_PRIORITY, Worker, WorkerError, ask
 
+pytestmark = pytest.mark.service   # worker processes, a daemon's among them
+
 
 @pytest.fixture
 def worker():

@@ -28,8 +28,8 @@ from causewatch.daemon.server import Daemon
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS, ALERTMANAGER = shutil.which("prometheus"), shutil.which("prometheus-alertmanager")
-pytestmark = pytest.mark.skipif(not (PROMETHEUS and ALERTMANAGER), reason="needs Debian's prometheus and "
-                                "prometheus-alertmanager packages (.ci/run installs both as root)")
+MISSING = [name for name, path in [("prometheus", PROMETHEUS), ("prometheus-alertmanager", ALERTMANAGER)] if not path]
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"{' and '.join(MISSING)} missing")
 HOLD, SCRAPE, GROUP_WAIT = 2, 1, 1   # seconds, in place of deploy/'s minutes
 
 

@@ -44,9 +44,8 @@ def exe(name: str) -> str:
 
 missing = [p for p in NEEDED if exe(p) == p]
 pytestmark = [
-    pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} not installed (.ci/run installs Debian's "
-                                             "slurmctld slurmd slurm-client munge as root)"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="slurmd and munged need root to start here"),
+    pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} missing"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="slurmd and munged start only as root: run `make test` as root"),
 ]
 SLURM = {"node-a": "n1", "node-b": "n2", "node-c": "n3"}      # causewatch node -> Slurm node (the config map)
 # Seconds each node's probe worker sleeps per task: node-a has no agent (never probed); for mw node-c is

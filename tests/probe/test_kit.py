@@ -83,7 +83,8 @@ def test_cprofile_source_folds_by_function():
         src.record(Worker(command=SH), "x")
 
 
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind missing")
+@pytest.mark.slow   # three runs under valgrind
 def test_valgrind_source_gives_exact_function_vectors():
     src = bbvsource.source_for("auto", Worker(command=SH))
     assert src.name == "valgrind"

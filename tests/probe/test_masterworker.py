@@ -8,6 +8,8 @@ import pytest
 
 from causewatch.probe.workloads import masterworker as mw
 
+pytestmark = pytest.mark.service   # the master's spawned worker processes
+
 
 def test_task_list_is_seeded_and_phased():
     tasks = mw.make_tasks(60, seed=3)

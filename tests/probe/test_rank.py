@@ -62,6 +62,7 @@ def test_rank_uses_each_nodes_latest_result(tmp_path):
         verbs.RANK.call(con)
 
 
+@pytest.mark.slow   # four CLI processes
 def test_rank_command_reads_a_stopped_daemons_store(tmp_path):
     store(tmp_path / "s.duckdb", [("a", 1.0, "mw", 30.0), ("b", 1.0, "mw", 20.0)]).close()
     out = run_cli("rank", "mw", "--db", str(tmp_path / "s.duckdb"), "--json")

@@ -11,6 +11,8 @@ from scipy import special, stats
 
 from causewatch.analytics.causal import AutoTest, Dataset
 
+pytestmark = pytest.mark.slow   # p-values over hundreds of draws per test
+
 DRAWS = 120
 ROWS = 300
 

@@ -14,8 +14,7 @@ from causewatch.analytics.causal.model import CausalModel
 from causewatch.analytics.causal.pc import PCLearner
 
 SVG = "{http://www.w3.org/2000/svg}"
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
-                               reason="Graphviz dot not installed (apt-get install graphviz)")
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="dot missing")
 ENGINES = ["builtin", pytest.param("dot", marks=needs_dot)]
 
 

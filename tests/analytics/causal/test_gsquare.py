@@ -70,6 +70,7 @@ def reference_permutation_p(codes, draws, rng):
 
 
 @pytest.mark.parametrize("seed", range(3))
+@pytest.mark.slow   # thousands of permutations against a plain loop
 def test_the_permutation_p_matches_a_plain_reference(seed):
     counter = Counter(Counter.from_codes(_sparse_null(seed)).codes)
     p = counter.p_value((0,), (1,), (2,), ceiling=1.0)[0]

@@ -2,6 +2,8 @@
 performance modeling of computer programs*: Fig. 1, and the LU-decomposition model of Fig. 4 / Fig. 9
 with its information equivalences resolved by the complexity criterion, §6.2 and Eq. 15)."""
 
+import pytest
+
 from causewatch.analytics.causal import papers
 from causewatch.analytics.causal.pc import PCLearner
 
@@ -40,6 +42,7 @@ def test_lu_model_keeps_ops_for_t_comp_and_finds_the_cycle_relations():
     assert not any({e.src, e.dst} == {"n", "t_comp"} for e in model.edges())
 
 
+@pytest.mark.slow   # a learn per seed
 def test_lu_model_over_seeds_keeps_the_simpler_relation_and_finds_c_op_to_t_comp():
     # The same model on six data sets at each of three noise levels: the complexity criterion keeps
     # ops for t_comp on every one, no n – t_comp edge and no c_op -> instr_op, and no adjacency the

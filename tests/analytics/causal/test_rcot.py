@@ -50,6 +50,7 @@ def test_rcot_level_and_power_on_a_nonlinear_conditional_problem():
 
 
 @pytest.mark.parametrize("columns,levels", [(3, 4), (1, 60)], ids=["64-combinations", "60-levels"])
+@pytest.mark.slow   # the power over many draws
 def test_many_levels_in_z_keep_the_power(columns, levels):
     # z: discrete columns and two continuous ones, 500 rows, y = 0.25·x + …. Level interactions per
     # combination of three 4-level columns made 1,029 features and found this on 3 of these 10 draws,

@@ -31,7 +31,7 @@ def test_exact_shapes_against_formulas():
 
 
 def test_exact_against_scikit_fuzzy_on_random_parameters():
-    skfuzzy = pytest.importorskip("skfuzzy")
+    skfuzzy = pytest.importorskip("skfuzzy", reason="skfuzzy missing — `pip install -e '.[test]'` (scikit-fuzzy)")
     for _ in range(50):
         p = np.sort(RNG.uniform(-5, 5, 4))
         x = np.concatenate([RNG.uniform(-7, 7, 400), p])

@@ -52,6 +52,7 @@ def test_interpreter_recording_through_the_cli(bb_gz, tmp_path, capsys):
     assert adjusted_rand_index(sp_labels[scored], labels[scored]) >= sp_ari - 0.02
 
 
+@pytest.mark.slow   # a recording per seed
 def test_a_kernels_first_pass_stays_in_its_phase_on_every_seed():
     """The held-out case of issue 31: three phases over 16 segments at 10 M-instruction intervals. The
     interpreter's first pass over `text` (its allocator warming) differs from the later passes by ~1e-4 of

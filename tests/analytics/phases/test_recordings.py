@@ -16,6 +16,8 @@ from causewatch.analytics.phases.simpoint import SimPoint
 from causewatch.analytics.phases.tracker import PhaseTracker
 from causewatch.cli import main
 
+pytestmark = pytest.mark.slow   # valgrind recordings and the conformance inputs
+
 CONFORMANCE = Path(__file__).resolve().parents[3].parent / "shared" / "conformance" / "phases"
 
 # Three loop kernels in a fixed schedule; each segment runs one kernel for several 20 k-instruction
@@ -58,7 +60,7 @@ def recording(tmp_path_factory):
     """(path of the gzipped .bb, planted kernel per interval with -1 = mixed) of a fresh recording."""
     missing = _missing_tools()
     if missing:
-        pytest.skip(f"a real recording needs {' and '.join(missing)}")
+        pytest.skip(f"{' and '.join(missing)} missing")
     tmp = tmp_path_factory.mktemp("exp-bbv")
     (tmp / "kern.c").write_text(PROGRAM)
     subprocess.run(["cc", "-O1", "-o", str(tmp / "kern"), str(tmp / "kern.c")], check=True)
