@@ -140,14 +140,22 @@ class DaemonSource(_Source):
     def _call(self, url: str, **request):
         # imported here: urllib.request (http.client, email) is a third of every data verb's start-up,
         # `--help` included, and only talking to a daemon needs it
+        import http.client
         import urllib.error
         import urllib.request
+
+        from causewatch.commands import peer
         request = urllib.request.Request(url, **request)
         for name, value in self.client.headers.items():
             request.add_unredirected_header(name, value)
         try:
-            with urllib.request.urlopen(request, timeout=60, context=self.client.context) as reply:
+            with peer.opener(self.client.context).open(request, timeout=60) as reply:
                 data, ctype = reply.read(), reply.headers.get("Content-Type", "")
+        except peer.NotHttp as e:
+            raise InputError(peer.explain(self.url, e.head, defaults.HTTP)) from None
+        except http.client.HTTPException as e:
+            raise InputError(f"{self.url}: not an HTTP API's answer ({e!r}); give the daemon's --http address "
+                             f"(default {defaults.HTTP})") from None
         except urllib.error.HTTPError as e:
             detail = e.read().decode(errors="replace").strip()
             try:
