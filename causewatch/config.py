@@ -17,7 +17,7 @@ import tomllib
 import urllib.parse
 from pathlib import Path
 
-from causewatch import shards
+from causewatch import defaults, shards
 from causewatch.errors import ConfigError
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
@@ -34,11 +34,11 @@ def _fmt(default, check: str):
 
 @dataclasses.dataclass
 class DaemonConfig:
-    db: str = "causewatch.duckdb"
+    db: str = defaults.DB
     bind: str = _fmt(DEFAULT_ENDPOINT, "endpoint")
     keys: str | None = None           # folder with server.key_secret and authorized/ (agent public keys)
     insecure: bool = False            # allow a non-loopback bind without CURVE keys
-    http: str = _fmt("127.0.0.1:9464", "http")   # /metrics and /api/*; "" turns it off
+    http: str = _fmt(defaults.HTTP, "http")   # /metrics and /api/*; "" turns it off
     # TLS and basic authentication for `http`: exporter-toolkit's web.yml, as node_exporter's (daemon/webconfig.py)
     web_config_file: str | None = _fmt(None, "file")
     api_token: str = ""               # bearer token for POST /api/* from other hosts (loopback needs none)

@@ -13,9 +13,10 @@ import dataclasses
 import os
 from pathlib import Path
 
+from causewatch import defaults
 from causewatch.config import YamlSection, read_yaml
 
-ENV = "CAUSEWATCH_HTTP_CONFIG"
+ENV = defaults.HTTP_CONFIG_ENV
 TOP = {"basic_auth": dict, "authorization": dict, "tls_config": dict}
 BASIC = {"username": str, "password": str, "password_file": str}
 AUTHORIZATION = {"type": str, "credentials": str, "credentials_file": str}

@@ -38,6 +38,9 @@ AGENT_TYPES = ("hello", "samples", "bbv", "task", "region", "probe_result", "hea
 DAEMON_TYPES = ("ack", "nack", "run_probe", "credit")
 # ZMTP handshake property by which an agent says it waits for the daemon's `credit` grants (see docs/architecture.md)
 CREDIT_PROPERTY = "X-Credit"
+# ZMTP handshake property by which the daemon's ROUTER names its HTTP API's URL: a client that
+# reached the agents' port by mistake can say where the API is
+HTTP_PROPERTY = "X-Http"
 _SEQ_MAX = 2**63 - 1
 # Sample times, unix seconds, lie within +-MAX_TIME: the store keeps them as integer milliseconds, exact
 # below 2^53 ms (about 278,000 years either side of 1970).

@@ -10,17 +10,15 @@ reached with a client configuration (--http-config-file, $CAUSEWATCH_HTTP_CONFIG
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import urllib.parse
 from pathlib import Path
 
-from causewatch import http_client
-from causewatch.config import DaemonConfig
+from causewatch import defaults
 from causewatch.daemon import verbs
 from causewatch.errors import InputError, NotFoundError
 
-DEFAULT_DAEMON = f"http://{DaemonConfig.http}"
+DEFAULT_DAEMON = f"http://{defaults.HTTP}"
 
 
 def add_source_arguments(parser) -> None:
@@ -34,7 +32,7 @@ def add_source_arguments(parser) -> None:
     parser.add_argument("--http-config-file", metavar="FILE",
                         help="the daemon's user, password and CA: Prometheus's HTTP client configuration (basic_auth, "
                              "authorization, tls_config), as promtool's --http.config.file "
-                             f"(default ${http_client.ENV})")
+                             f"(default ${defaults.HTTP_CONFIG_ENV})")
 
 
 def open_source(args):
@@ -42,6 +40,7 @@ def open_source(args):
     store file when that daemon does not answer and the file exists next to us); none is a clear error."""
     if getattr(args, "db", None):
         return StoreSource(args.db)
+    from causewatch import http_client  # here: it loads the config's YAML reading, which --help needs none of
     client = http_client.load(getattr(args, "http_config_file", None))
     if getattr(args, "daemons", None):
         return ClusterSource(args.daemons.split(","), client=client)
@@ -49,8 +48,8 @@ def open_source(args):
     problem = daemon.unreachable()
     if problem is None:
         return daemon
-    if args.daemon == DEFAULT_DAEMON and Path(DaemonConfig.db).is_file():
-        return StoreSource(DaemonConfig.db)
+    if args.daemon == DEFAULT_DAEMON and Path(defaults.DB).is_file():
+        return StoreSource(defaults.DB)
     raise InputError(f"cannot reach the daemon at {daemon.url} ({problem}); start it, give --daemon URL, "
                      "or read a stopped daemon's store with --db FILE")
 
@@ -108,7 +107,9 @@ class DaemonSource(_Source):
     """A running daemon, through its HTTP API: JSON for records, Arrow IPC streams for DataFrames (asked
     for with `Accept: verbs.ARROW`; without it the daemon answers a DataFrame in JSON)."""
 
-    def __init__(self, url: str, client: http_client.HttpClient | None = None):
+    def __init__(self, url: str, client=None):
+        """`client`: the daemon's credentials, an http_client.HttpClient (None: none)."""
+        from causewatch import http_client  # here, as in open_source
         self.url = self.where = _daemon_url(url)
         self.client = client or http_client.HttpClient()
         self.cluster: dict | None = None   # a cluster answer's {shards, missing, partial}
@@ -117,6 +118,7 @@ class DaemonSource(_Source):
         """Why nothing listens at the daemon's host and port, or None. A TCP connect, not a verb: asking
         `stats` here counted every table and the samples of every metric, lake included, before each
         command's own request; what the daemon answers, the command's own request tells."""
+        import socket  # here, as urllib.request below: a verb's --help needs neither
         parts = urllib.parse.urlsplit(self.url)
         try:
             socket.create_connection((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),
@@ -138,14 +140,22 @@ class DaemonSource(_Source):
     def _call(self, url: str, **request):
         # imported here: urllib.request (http.client, email) is a third of every data verb's start-up,
         # `--help` included, and only talking to a daemon needs it
+        import http.client
         import urllib.error
         import urllib.request
+
+        from causewatch.commands import peer
         request = urllib.request.Request(url, **request)
         for name, value in self.client.headers.items():
             request.add_unredirected_header(name, value)
         try:
-            with urllib.request.urlopen(request, timeout=60, context=self.client.context) as reply:
+            with peer.opener(self.client.context).open(request, timeout=60) as reply:
                 data, ctype = reply.read(), reply.headers.get("Content-Type", "")
+        except peer.NotHttp as e:
+            raise InputError(peer.explain(self.url, e.head, defaults.HTTP)) from None
+        except http.client.HTTPException as e:
+            raise InputError(f"{self.url}: not an HTTP API's answer ({e!r}); give the daemon's --http address "
+                             f"(default {defaults.HTTP})") from None
         except urllib.error.HTTPError as e:
             detail = e.read().decode(errors="replace").strip()
             try:
@@ -167,7 +177,7 @@ class DaemonSource(_Source):
         if self.client.has_user:
             return f"the daemon refused the user and password of {self.client.path} (basic_auth)"
         return ("the daemon asks for a user and password: give them in a client configuration, --http-config-file "
-                f"FILE or ${http_client.ENV} (basic_auth: {{username: NAME, password_file: FILE}})")
+                f"FILE or ${defaults.HTTP_CONFIG_ENV} (basic_auth: {{username: NAME, password_file: FILE}})")
 
 
 class ClusterSource(_Source):
@@ -177,7 +187,9 @@ class ClusterSource(_Source):
     of its own already answers for its cluster: beside others its shards would count twice, so its
     answer is refused with the advice to ask it alone."""
 
-    def __init__(self, urls: list[str], timeout: float = 60.0, client: http_client.HttpClient | None = None):
+    def __init__(self, urls: list[str], timeout: float = 60.0, client=None):
+        """`client`: the daemons' credentials, an http_client.HttpClient (None: none)."""
+        from causewatch import http_client  # here, as in open_source
         named = {}
         for url in (_daemon_url(u, "--daemons") for u in urls if u.strip()):
             named.setdefault(urllib.parse.urlsplit(url).netloc, url)
@@ -224,7 +236,7 @@ def _unreached(reason) -> str:
     import ssl
     if isinstance(reason, ssl.SSLCertVerificationError):
         return (f"{reason.verify_message or reason}: its certificate is not trusted here; give its CA as tls_config: "
-                f"{{ca_file: FILE}} in --http-config-file or ${http_client.ENV}")
+                f"{{ca_file: FILE}} in --http-config-file or ${defaults.HTTP_CONFIG_ENV}")
     if isinstance(reason, ssl.SSLError) and reason.reason == "WRONG_VERSION_NUMBER":
         return f"{reason}: the daemon does not speak HTTPS there: give http://"
     return str(reason)

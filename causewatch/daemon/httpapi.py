@@ -213,6 +213,11 @@ class HttpApi:
                         "this port; give a web configuration with basic_auth_users (--web-config-file)", self.address)
         self._thread = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
 
+    @property
+    def url(self) -> str:
+        """Where the API is: an https:// URL while it serves TLS."""
+        return f"{'https' if self.server.tls else 'http'}://{self.address}"
+
     def use(self, web: WebConfig) -> None:
         """Serve new connections with `web`'s TLS (a renewed certificate, say)."""
         self.server.tls, self.server.allowed_sans = web.tls, web.allowed_sans

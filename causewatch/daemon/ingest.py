@@ -157,11 +157,14 @@ class Ingest:
         self._threads: list[threading.Thread] = []
 
     # ---- lifecycle ----
-    def start(self) -> str:
-        """Bind, start both threads; return the bound endpoint (with the real port for tcp://*:0)."""
+    def start(self, http: str = "") -> str:
+        """Bind, start both threads; return the bound endpoint (with the real port for tcp://*:0).
+        `http`: the HTTP API's URL, named in every handshake (wire.HTTP_PROPERTY)."""
         raise_nofile_limit()
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
+        if http:
+            self._router.setsockopt(zmq.METADATA, f"{wire.HTTP_PROPERTY}:{http}".encode())
         # No ROUTER_HANDOVER: a routing id is never taken over by a later connection.
         # No ZMTP heartbeats from the daemon: libzmq 4.3.5 (and master) aborts the process when its
         # heartbeat timer fires on a connection whose input was stopped (pipe full) and then reset by

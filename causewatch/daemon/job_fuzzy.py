@@ -17,6 +17,7 @@ from causewatch.daemon.jobs import Job, JobContext
 GAUGE = "causewatch_bottleneck_severity"
 HELP = ("Fuzzy bottleneck severity of a code region for a metric: degree of the most severe term "
         "times its level k/K (0 = only near the threshold)")
+LABELS = ["node", "app", "region", "metric"]
 COLUMNS = ["ts", "node", "app", "region", "source", "metric", "value", "term", "degree", "severity"]
 
 
@@ -36,6 +37,7 @@ class FuzzyJob(Job):
         if len(found):
             ctx.write(functools.partial(store.results.insert_rows, table="scores",
                                         rows=pa.Table.from_pandas(found, preserve_index=False)))
-        worst = found.groupby(["node", "region", "metric"], sort=False)["severity"].max()
-        series = [({"node": n, "region": r, "metric": m}, s) for (n, r, m), s in worst.items()]
-        ctx.exporter.publish(self.name, [gauge_family(GAUGE, HELP, ["node", "region", "metric"], series)])
+        # by app too: apps that name a region alike (`render`) are apart in the scores, so also here
+        worst = found.groupby(LABELS, sort=False)["severity"].max()
+        series = [(dict(zip(LABELS, key)), s) for key, s in worst.items()]
+        ctx.exporter.publish(self.name, [gauge_family(GAUGE, HELP, LABELS, series)])

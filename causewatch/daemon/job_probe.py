@@ -1,7 +1,8 @@
 """Auto-probing: run_probe to a node for each registered kit it has no result for, whose result was
 taken under other facts (a new boot, other hardware), or whose result is older than `reprobe_after`.
 
-run() re-asks connected nodes on that schedule and republishes causewatch_predicted_task_seconds{app,node}.
+run() re-asks connected nodes on that schedule and republishes each node's prediction as `rank` gives it:
+causewatch_predicted_task_seconds{app,node} per task, causewatch_predicted_run_task_seconds{app,node} per run.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import time
 from causewatch.daemon import readers, store
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import Job, JobContext
+from causewatch.probe.rank import rank_nodes
 
 log = logging.getLogger("causewatch.daemon.job_probe")
 GAUGE = "causewatch_predicted_task_seconds"
-GAUGE_HELP = "Task-seconds of an application's whole run on a node, predicted by its latest software probe"
+GAUGE_HELP = "Seconds per task of an application on a node, predicted by its latest software probe (as rank)"
+RUN_GAUGE = "causewatch_predicted_run_task_seconds"
+RUN_HELP = "Task-seconds (the sum of task times) of one run of an application's probe kit on a node, predicted"
+LABELS = ["app", "node"]
 
 
 def changed_facts(then: dict | None, now: dict | None) -> list[str]:
@@ -78,7 +83,7 @@ class ProbeJob(Job):
         request) is older than reprobe_after; a kit registered while they run reaches them here too."""
         now = time.time()
         with ctx.read() as cur:
-            rows = readers.probes.predicted_times(cur)
+            latest = {app: readers.probes.latest_probes(cur, app) for app in readers.probes.probed_apps(cur)}
             nodes, newest = readers.report.nodes(cur), readers.probes.newest_probes(cur)
             kits = readers.probes.registered_kits(cur)
         for node in (n["node"] for n in nodes):
@@ -91,5 +96,14 @@ class ProbeJob(Job):
                     why = self._stale(max(result["ts"] if result else asked, asked or 0.0), now)
                 if why:
                     self._ask(ctx, node, kit, why, now)
-        series = [({"app": app, "node": node}, seconds) for app, node, seconds in rows]
-        ctx.exporter.publish(self.name, [gauge_family(GAUGE, GAUGE_HELP, ["app", "node"], series)])
+        ctx.exporter.publish(self.name, predicted_families(latest, kits, now))
+
+
+def predicted_families(latest: dict[str, list[dict]], kits: list[dict], now: float) -> list:
+    """The gauges of each node's newest prediction for each app ({app: latest_probes rows}), ranked as
+    the `rank` verb ranks them: per task (none for a result whose kit is no longer registered, which
+    gives no task count) and per run of the kit."""
+    ranked = [n for app, rows in latest.items() for n in rank_nodes(app, rows, kits, now)]
+    per_task = [(n, n["task_seconds"]) for n in ranked if n["task_seconds"] is not None]
+    per_run = [(n, n["run_task_seconds"]) for n in ranked]
+    return [gauge_family(GAUGE, GAUGE_HELP, LABELS, per_task), gauge_family(RUN_GAUGE, RUN_HELP, LABELS, per_run)]

@@ -88,7 +88,7 @@ class Daemon:
         if self.scheduler is not None:
             self.scheduler.start()
             self.ingest.on_hello = self.scheduler.hello
-        self.endpoint = self.ingest.start()
+        self.endpoint = self.ingest.start(self.http.url if self.http else "")
         if self.http:
             self.http.start()
         log.info("serving %s (db %s, http %s)", self.endpoint, self.cfg.db, self.http and self.http.address)

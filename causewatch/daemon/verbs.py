@@ -8,9 +8,8 @@ body, **params). The declarations load no pandas: the CLI's daemon source builds
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from causewatch.errors import InputError
 
@@ -26,14 +25,12 @@ class Text(str):
         return obj
 
 
-@dataclass(frozen=True)
-class Param:
+# Param and Merge are named tuples, not dataclasses: every data verb's CLI imports this module, `--help`
+# too, and dataclasses loads inspect and ast.
+class Param(namedtuple("Param", "name kind many default", defaults=(str, False, None))):
     """A query parameter, which is also the reader's keyword: `kind` converts a query value, `many`
     takes every value given (a list), `default` stands in when it is not given."""
-    name: str
-    kind: Callable = str
-    many: bool = False
-    default: Any = None
+    __slots__ = ()
 
 
 # What a cluster does with the shards' answers to a verb (daemon/cluster.py has one joiner each):
@@ -49,18 +46,15 @@ MERGE_KINDS = {
 }
 
 
-@dataclass(frozen=True)
-class Merge:
+class Merge(namedtuple("Merge", "kind order cut reason")):
     """A verb's merge rule: `kind` one of MERGE_KINDS, `order` (column, descending) keys of the merged
     rows, `cut` the parameter that cuts them, `reason` why the verb is one shard's."""
-    kind: str
-    order: tuple = ()
-    cut: str | None = None
-    reason: str = ""
+    __slots__ = ()
 
-    def __post_init__(self):
-        if self.kind not in MERGE_KINDS:
-            raise ValueError(f"merge kind {self.kind!r}: expected one of {', '.join(MERGE_KINDS)}")
+    def __new__(cls, kind: str, order: tuple = (), cut: str | None = None, reason: str = ""):
+        if kind not in MERGE_KINDS:
+            raise ValueError(f"merge kind {kind!r}: expected one of {', '.join(MERGE_KINDS)}")
+        return super().__new__(cls, kind, order, cut, reason)
 
 
 def frames(*order: tuple[str, bool]) -> Merge:

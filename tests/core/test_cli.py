@@ -37,11 +37,26 @@ def test_help_has_examples(name, capsys):
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["learn", "--help"], ["bottlenecks", "--help"],
                                   ["phases", "--help"], ["experiment", "--help"], ["daemon", "--help"], []])
 def test_version_and_help_load_no_heavy_library(argv):
+    assert _loaded(argv, HEAVY) == "[]"
+
+
+def _loaded(argv: list[str], modules: tuple[str, ...]) -> str:
+    """Which of `modules` `causewatch ARGV` has imported when it is done, in a fresh interpreter."""
     code = ("import sys\nfrom causewatch.cli import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in %r if m in sys.modules))" % (argv, HEAVY))
+            "print(sorted(m for m in %r if m in sys.modules))" % (argv, modules))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "[]"
+    return r.stdout.strip().splitlines()[-1]
+
+
+# What a data verb's --help needs of the daemon is two defaults (causewatch/defaults.py), not the config
+# that takes them, which loads TOML, dataclasses and the shards' hashing.
+CONFIG = ("causewatch.config", "tomllib", "dataclasses")
+
+
+@pytest.mark.parametrize("verb", ["query", "bottlenecks", "anomalies", "rank", "nodes", "model", "learn", "phases"])
+def test_a_data_verbs_help_loads_no_config(verb):
+    assert _loaded([verb, "--help"], CONFIG) == "[]"
 
 
 def test_bare_causewatch_lists_the_verbs():

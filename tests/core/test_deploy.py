@@ -7,10 +7,18 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import duckdb
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from causewatch.daemon import node_metrics
+from causewatch.daemon import node_metrics, routes, verbs  # noqa: F401 (routes binds the verbs' handlers)
+from causewatch.daemon.exporter import Exporter
+from causewatch.daemon.job_probe import ProbeJob
+from causewatch.daemon.jobs import JobContext
+from causewatch.daemon.store import create_views, migrate
+from causewatch.daemon.store.results import register_kit
+from causewatch.probe.registry import kit_row
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/prometheus/causewatch-alerts.yml"
@@ -93,6 +101,40 @@ def test_dashboard_links_the_model_picture_of_the_chosen_scope():
     # the node's CPU (per-CPU counters only, so a sum by node is CPUs in use) and memory (issue 29)
     assert any(e.startswith("sum by (node) (rate(causewatch_cpu_seconds_total{") for e in exprs)
     assert any("causewatch_memory_available_bytes" in e for e in exprs)
+
+
+def _probed_store(path: Path) -> duckdb.DuckDBPyConnection:
+    """A store with a kit of 8 tasks a run registered and two nodes' probe results (whole-run task-s)."""
+    con = duckdb.connect(str(path))
+    migrate(con)
+    create_views(con)
+    phase = {"phase": 0, "weight": 1.0, "input": {"id": "t", "type": "dict", "size": 5, "seed": 1},
+             "ref_seconds": 0.05, "ref_lo": 0.04, "ref_hi": 0.06}
+    register_kit(con, kit_row({"format": "causewatch-probe-kit/1", "app": "mw", "kit": "k1", "tasks": 8,
+                               "worker": {"callable": "causewatch.probe.workloads.masterworker:run_task"},
+                               "reference_seconds": 0.4, "reference_lo": 0.3, "reference_hi": 0.5,
+                               "warmup": 0, "repeats": 2, "phases": [phase]}))
+    con.executemany("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, ratio, "
+                    "probe_seconds, phases) VALUES (?, 'b', 1, 1.0, 'mw', 'k1', ?, ?, ?, 1.0, 0.5, NULL)",
+                    [("n1", 0.464, 0.4, 0.5), ("n2", 0.31, 0.3, 0.32)])
+    return con
+
+
+def test_the_predicted_task_time_panel_plots_ranks_seconds_per_task(tmp_path):
+    """The panel read whole-run task-seconds (0.464) where `rank` said 0.058 s per task: it must read a
+    series of the probe job's scrape whose value for each node is rank's per-task prediction."""
+    board = json.loads(DASHBOARD.read_text())
+    panel = next(p for p in board["panels"] if p["title"].startswith("Predicted task time"))
+    (target,) = panel["targets"]
+    assert re.fullmatch(r"causewatch_[a-z_]+", target["expr"]), "the panel plots one exported series as it is"
+    assert panel["fieldConfig"]["defaults"]["unit"] == "s"
+    con = _probed_store(tmp_path / "cw.duckdb")
+    ctx = JobContext(read=con.cursor, write=lambda fn: fn(con), send=lambda *a: False, exporter=Exporter())
+    ProbeJob().run(ctx)
+    scraped = {s.labels["node"]: s.value for f in text_string_to_metric_families(ctx.exporter.exposition().decode())
+               for s in f.samples if s.name == target["expr"] and s.labels["app"] == "mw"}
+    ranked = {n["node"]: n["task_seconds"] for n in verbs.RANK.call(con, app="mw")["nodes"]}
+    assert scraped == pytest.approx(ranked) and ranked == pytest.approx({"n1": 0.058, "n2": 0.03875})
 
 
 def test_every_rule_holds_before_it_fires_and_says_its_severity():

@@ -67,7 +67,8 @@ def test_bottlenecks_route_and_gauge_after_a_cycle(live):
     assert code == 200 and found[("PARTICLE_LOAD", "l2_miss_ratio")]["severity"] == pytest.approx(0.495, abs=1e-3)
     live.scheduler.run_due(float("inf"), {})
     metrics = get(live, "/metrics")[1]
-    assert 'causewatch_bottleneck_severity{metric="l2_miss_ratio",node="n1",region="PARTICLE_LOAD"} 0.49' in metrics
+    assert ('causewatch_bottleneck_severity{app="3dpic",metric="l2_miss_ratio",node="n1",region="PARTICLE_LOAD"} 0.49'
+            in metrics)
 
 
 def test_stats_and_unknown_route(live):

@@ -53,7 +53,7 @@ def test_job_stores_scores_and_exports_severity(con):
                     (NOW, "n1", "PARTICLE_LOAD", "region", "l2_miss_ratio", "high", 0.495, 0.495)]
     gauges = _gauges(ctx)
     assert len(gauges) == 2
-    assert gauges[1].startswith(f'{GAUGE}{{metric="l2_miss_ratio",node="n1",region="PARTICLE_LOAD"}} 0.495')
+    assert gauges[1].startswith(f'{GAUGE}{{app="3dpic",metric="l2_miss_ratio",node="n1",region="PARTICLE_LOAD"}} 0.495')
 
 
 def test_job_republishes_only_current_bottlenecks(con):
@@ -72,3 +72,14 @@ def test_job_on_an_empty_store(tmp_path):
     ctx = _ctx(con)
     FuzzyJob(clock=lambda: NOW).run(ctx)
     assert con.execute("SELECT count(*) FROM scores").fetchone()[0] == 0 and _gauges(ctx) == []
+
+
+def test_same_named_regions_of_two_apps_are_two_series(con):
+    """Five apps' `render` regions on one node were one series, the worst app's severity for all."""
+    con.executemany("INSERT INTO regions VALUES ('n3', 'b', 1, ?, 'render', ?, 1, 1, NULL, ?, NULL, NULL)",
+                    [(app, NOW - 60, json.dumps({"L2_TCM": m, "L2_TCA": 1.0})) for app, m in (("a", 0.95), ("b", 0.8))])
+    ctx = _ctx(con)
+    FuzzyJob(clock=lambda: NOW).run(ctx)
+    render = [g.split(" ")[0] for g in _gauges(ctx) if 'region="render"' in g]
+    assert render == [f'{GAUGE}{{app="a",metric="l2_miss_ratio",node="n3",region="render"}}',
+                      f'{GAUGE}{{app="b",metric="l2_miss_ratio",node="n3",region="render"}}']

@@ -61,7 +61,8 @@ def test_hello_from_a_new_node_gets_every_kit_it_has_no_result_for(tmp_path):
     assert [b["kit"] for _, _, b in sent] == ["k2"]
     ProbeJob().run(ctx)
     text = ctx.exporter.exposition().decode()
-    assert 'causewatch_predicted_task_seconds{app="mw",node="n1"} 12.0' in text
+    assert 'causewatch_predicted_task_seconds{app="mw",node="n1"} 1.2' in text   # per task: 10 tasks a run
+    assert 'causewatch_predicted_run_task_seconds{app="mw",node="n1"} 12.0' in text
 
 
 def test_new_agent_is_probed_and_ranked(tmp_path):

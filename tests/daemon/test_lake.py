@@ -2,6 +2,7 @@
 before and after a move, a daemon killed mid-move leaves each value hot or cold exactly once, late rows
 reach the lake at the next run, retention drops whole days, and a moved store still reads its lake."""
 
+import argparse
 import functools
 import os
 import random
@@ -18,8 +19,9 @@ import pandas as pd
 import pytest
 
 from causewatch import wire
+from causewatch.commands.source import open_source
 from causewatch.config import DaemonConfig, load
-from causewatch.daemon import readers, store
+from causewatch.daemon import readers, store, verbs
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_compaction import CHUNK, CompactionJob
 from causewatch.daemon.job_retention import RetentionJob
@@ -288,6 +290,24 @@ def test_a_store_moved_whole_still_reads_its_lake(tmp_path, filled):
     s = Store(str(moved / "c.duckdb"))
     pd.testing.assert_frame_equal(all_samples(s), expected, check_exact=True)
     s.close()
+
+
+def test_a_moved_store_reads_its_lake_with_db_and_no_daemon(tmp_path, filled):
+    """A backup restored elsewhere: `--db NEWPATH` reads the lake's rows without a daemon re-pointing
+    the views first, and the file, opened read-only, is left as it was."""
+    compact(filled, T0 + 1.5 * DAY)
+    expected = all_samples(filled)
+    filled.close()
+    moved = tmp_path / "restored"
+    shutil.move(str(tmp_path / "store"), moved)
+    db = moved / "c.duckdb"
+    before = db.read_bytes()
+    with open_source(argparse.Namespace(db=str(db))) as source:
+        got = source.read(verbs.SAMPLES).sort_values(KEY, ignore_index=True)
+        stats = source.read(verbs.STATS)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert stats["tables"]["samples"] == len(expected)
+    assert db.read_bytes() == before
 
 
 def test_a_listed_file_that_is_gone_is_named_and_the_rest_still_reads(filled, caplog):

@@ -1,14 +1,18 @@
 """`--daemons A,B`: several daemons without peers answer a data verb as one, through the same merge a
 daemon with peers uses; a daemon that does not answer is named on a PARTIAL line, never left out
-silently; what cannot be merged (a learn, a daemon answering for a cluster of its own) is refused."""
+silently; what cannot be merged (a learn, a daemon answering for a cluster of its own) is refused.
+`--daemon` at a port that is not HTTP (the agents' ZeroMQ port) is named at once, with the API's."""
 
 import http.server
 import json
 import socket
+import socketserver
 import threading
+import time
 
 import pytest
-from support import seed_node
+import zmq
+from support import DaemonProcess, seed_node
 
 from causewatch.cli import main
 from causewatch.config import DaemonConfig
@@ -107,3 +111,65 @@ def test_one_way_to_say_where(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["nodes", "--daemon", "http://127.0.0.1:1", "--daemons", "a:1,b:2"])
     assert stop.value.code == 2 and "not allowed with argument --daemon" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def daemon_process(tmp_path_factory):
+    daemon = DaemonProcess(tmp_path_factory.mktemp("zmtp") / "cw.duckdb").start()
+    yield daemon
+    daemon.stop()
+
+
+def _asked_within(capsys, seconds: float, *argv) -> tuple[int, str]:
+    start = time.monotonic()
+    code, _, err = _ask(capsys, *argv)
+    assert time.monotonic() - start < seconds, f"answered after {time.monotonic() - start:.1f} s: {err}"
+    return code, err
+
+
+def test_the_agents_port_is_named_with_the_http_api_at_once(daemon_process, capsys):
+    """It hung 65 s, then said "timed out": the ROUTER's greeting names it, its handshake the API."""
+    port = daemon_process.endpoint.removeprefix("tcp://")
+    code, err = _asked_within(capsys, 3.0, "anomalies", "--daemon", port)
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{port} is the agents' ZeroMQ port; the HTTP API is on http://{daemon_process.http} (give" in err
+    code, out, err = _ask(capsys, "nodes", "--json", "--daemon", daemon_process.http)   # and the API answers
+    assert code == 0 and json.loads(out) == [], err
+
+
+@pytest.mark.parametrize("named, api", [(None, "the daemon's --http address (default 127.0.0.1:9464)"),
+                                         ("http://0.0.0.0:9999", "http://127.0.0.1:9999 (give that as --daemon)")],
+                         ids=["names-none", "names-every-address"])
+def test_another_zeromq_port_is_named_with_what_it_says_of_the_api(capsys, named, api):
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    if named:
+        router.setsockopt(zmq.METADATA, f"X-Http:{named}".encode())
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        code, err = _asked_within(capsys, 3.0, "nodes", "--daemon", f"127.0.0.1:{port}")
+    finally:
+        router.close()
+    assert code == 2 and f"127.0.0.1:{port} is " in err and "ZeroMQ port" in err and f"the HTTP API is on {api}" in err
+
+
+class _Speaks(socketserver.BaseRequestHandler):
+    """A server that speaks first, as sshd does, or answers the request, never in HTTP (`said`, set on the server)."""
+    def handle(self):
+        self.request.sendall(self.server.said)
+        time.sleep(5)
+
+
+@pytest.mark.parametrize("said, named", [(b"SSH-2.0-OpenSSH_9.2p1\r\n", "answers, but not in HTTP (it sent b'SSH-2"),
+                                         (b"HTTP/9 nonsense\r\n\r\n", "not an HTTP API's answer (BadStatusLine")],
+                         ids=["a-banner", "a-broken-status-line"])
+def test_any_other_port_that_is_not_http_is_named(capsys, said, named):
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Speaks)
+    server.daemon_threads, server.said = True, said
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        code, err = _asked_within(capsys, 3.0, "anomalies", "--daemon", f"127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 2 and f"127.0.0.1:{server.server_address[1]}" in err and named in err, err

@@ -129,6 +129,14 @@ def test_the_cli_verbs_with_a_client_configuration_and_without(site):
     assert r.returncode == 2 and "bad.yml:3: basic_auth.pasword_file: unknown key" in r.stderr, r.stderr
 
 
+def test_the_agents_port_names_the_api_over_https(site):
+    daemon, _, _ = site
+    port = daemon.endpoint.removeprefix("tcp://")
+    r = run_cli("nodes", "--daemon", port)
+    assert r.returncode == 2 and f"{port} is the agents' ZeroMQ port; the HTTP API is on https://{daemon.http} " \
+        in r.stderr, r.stderr
+
+
 def test_https_to_a_plain_http_daemon_says_to_give_http(tmp_path):
     plain = Daemon(DaemonConfig(db=str(tmp_path / "p.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
                    jobs=[]).start()

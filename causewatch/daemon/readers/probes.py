@@ -39,9 +39,3 @@ def latest_probes(con: Cursor, app: str) -> list[dict]:
     for row in rows:
         row["phases"] = json.loads(row["phases"]) if row["phases"] else []
     return rows
-
-
-def predicted_times(con: Cursor) -> list[tuple[str, str, float]]:
-    """(app, node, predicted seconds) of every node's latest probe of every app."""
-    return con.execute("SELECT app, node, arg_max(predicted_seconds, ts) FROM probe_results "
-                       "GROUP BY app, node ORDER BY app, node").fetchall()

@@ -12,6 +12,8 @@ import pandas as pd
 import pyarrow as pa
 
 from causewatch.daemon.cursor import Cursor
+from causewatch.daemon.store.lake import folder_for
+from causewatch.daemon.store.views import create_views
 from causewatch.errors import InputError
 
 
@@ -33,11 +35,23 @@ def open_store(path: str, need: tuple[str, ...] = ()) -> duckdb.DuckDBPyConnecti
     if missing:
         con.close()
         raise InputError(f"{path}: not a causewatch store (no table {', '.join(sorted(missing))})")
+    _views_over_lake_beside(con, path)
     return con
 
 
+def _views_over_lake_beside(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """The views over the lake beside the file (`x.lake/`), as this connection's own: the file's views
+    name the lake where the store was last opened for writing, which a store moved or restored
+    elsewhere no longer is."""
+    lake = folder_for(path)
+    if lake is not None and lake.is_dir() and "lake_files" in table_names(con):
+        create_views(con, lake, temporary=True)
+
+
 def table_names(con: Cursor) -> list[str]:
-    return [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()]
+    """The file's tables and views (a view a connection shadows with its own, once)."""
+    return [r[0] for r in con.execute("SELECT DISTINCT table_name FROM information_schema.tables "
+                                      "ORDER BY 1").fetchall()]
 
 
 def read_table(con: Cursor, table: str) -> pd.DataFrame:

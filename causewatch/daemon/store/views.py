@@ -5,7 +5,8 @@ Readers (verbs, routes, analyses, PERFQL) name `samples`, `samples_minute` and `
 they always had; the base tables under them key each row by an integer id (`series`, `bbv_keys`) and
 keep times of samples as integer milliseconds. `samples` is hot ∪ cold: the DuckDB rows and the lake's
 listed Parquet files (daemon/store/lake.py). The views are not migrations: `create_views` runs at each
-`Store` open (CREATE OR REPLACE), so the lake's files are named where the store is opened.
+`Store` open (CREATE OR REPLACE), so the lake's files are named where the store is opened; a read-only
+open makes them as its connection's temporary views (readers.shared.open_store).
 """
 
 from __future__ import annotations
@@ -23,11 +24,9 @@ _HOT_SAMPLES = """SELECT s.node, h.ts / 1000 AS ts, s.scope, s.metric, h.value
     FROM samples_hot h JOIN series s USING (series_id)"""
 # What roll-ups aggregate: the raw samples in the base tables' terms (series id, ms), hot and cold.
 _HOT_RAW = "SELECT series_id, ts, value FROM samples_hot"
-_SAMPLES_MINUTE = """CREATE OR REPLACE VIEW samples_minute AS
-    SELECT s.node, s.scope, s.metric, a.minute / 1000 AS minute, a.count, a.mean, a.min, a.max
+_SAMPLES_MINUTE = """SELECT s.node, s.scope, s.metric, a.minute / 1000 AS minute, a.count, a.mean, a.min, a.max
     FROM samples_minute_agg a JOIN series s USING (series_id)"""
-_BBV = """CREATE OR REPLACE VIEW bbv AS
-    SELECT v.node, v.boot, v.seq, v.target, v.kind, v.t_start, v.t_end, k.key, c.count, v.pid, v.lost
+_BBV = """SELECT v.node, v.boot, v.seq, v.target, v.kind, v.t_start, v.t_end, k.key, c.count, v.pid, v.lost
     FROM bbv_counts c JOIN bbv_vectors v USING (vector_id) JOIN bbv_keys k USING (key_id)"""
 
 
@@ -46,17 +45,20 @@ def cold_files(con: duckdb.DuckDBPyConnection, lake: Path | None) -> str | None:
     return f"read_parquet([{quoted}], hive_partitioning = true)"
 
 
-def create_views(con: duckdb.DuckDBPyConnection, lake: Path | None = None) -> None:
-    """(Re)create every view of VIEWS over the migrated base tables and the lake's listed files."""
+def create_views(con: duckdb.DuckDBPyConnection, lake: Path | None = None, temporary: bool = False) -> None:
+    """(Re)create every view of VIEWS over the migrated base tables and the lake's listed files;
+    `temporary`: as this connection's own views, which shadow the file's (a read-only open cannot
+    replace those, and they name the lake where the store was last opened for writing)."""
     cold = cold_files(con, lake)
     samples, raw = _HOT_SAMPLES, _HOT_RAW
     if cold:
         samples += f" UNION ALL SELECT node, ts / 1000 AS ts, scope, metric, value FROM {cold}"
         raw += f" UNION ALL SELECT s.series_id, c.ts, c.value FROM {cold} c JOIN series s USING (node, scope, metric)"
-    con.execute(f"CREATE OR REPLACE VIEW samples AS {samples}")
-    con.execute(f"CREATE OR REPLACE VIEW samples_raw AS {raw}")
-    con.execute(_SAMPLES_MINUTE)
-    con.execute(_BBV)
+    create = "CREATE OR REPLACE TEMP VIEW" if temporary else "CREATE OR REPLACE VIEW"
+    con.execute(f"{create} samples AS {samples}")
+    con.execute(f"{create} samples_raw AS {raw}")
+    con.execute(f"{create} samples_minute AS {_SAMPLES_MINUTE}")
+    con.execute(f"{create} bbv AS {_BBV}")
 
 
 def samples_filter(metrics: list[str] | None = None, scope: str | None = None) -> tuple[str, list]:
