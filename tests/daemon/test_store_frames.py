@@ -20,7 +20,7 @@ def frames(seqs, node="n1", boot="b1"):
 
 
 def test_resend_is_stored_once_and_late_frames_are_stored(tmp_path):
-    """Issue 12 defect 1: a frame arriving after a higher seq (4 after 5) was refused and lost."""
+    """A frame arriving after a higher seq (4 after 5) was refused and lost."""
     store = Store(str(tmp_path / "s.duckdb"))
     first = store.commit_frames(frames([1, 3, 2, 5]))
     assert [f.seq for f in first.stored] == [1, 3, 2, 5]
@@ -54,7 +54,7 @@ def test_null_values_are_stored_as_null(tmp_path):
 
 @pytest.mark.parametrize("rows", [3, 400])   # groups below and above frames.JOIN_BELOW values
 def test_a_batch_is_stored_series_by_series_in_time_order(tmp_path, rows):
-    """Issue 27: rows go series by series (the frames of one node, scope and names stacked, laid out by
+    """Rows go series by series (the frames of one node, scope and names stacked, laid out by
     column), so DuckDB compresses each series' run; every value, null and time kept. Frames in arrival
     order interleave two nodes, one name list changes, a null-free frame joins one with nulls, and
     frames of one group differ in length (groups of several shapes in one batch)."""

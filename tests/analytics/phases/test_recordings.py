@@ -109,7 +109,7 @@ def test_real_recording_phases_match_the_planted_kernels(recording, tmp_path, ca
 
 
 def test_real_recording_phases_are_named_by_their_kernels(recording, tmp_path, capsys):
-    """Issue 32: each phase says what it does. With exp-bbv's pc file, every kernel's phase names the
+    """Each phase says what it does. With exp-bbv's pc file, every kernel's phase names the
     kernel as its top function, nearly all of the phase; without it, the blocks are named by id."""
     bb_gz, truth = recording
     assert main(["phases", str(bb_gz), "--pc-file", str(bb_gz.parent / "kern.pc"), "--json",
