@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from causewatch import wire
-from causewatch.daemon.store import Store
+from causewatch.daemon.store import Store, columns
 from causewatch.daemon.store.frames import LAST_SEEN_EVERY
 from causewatch.errors import WireError
 
@@ -384,3 +384,22 @@ def test_the_writer_loads_no_pandas_in_the_ingesting_process(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[1,", "4,", "1,", "1,", "1,", "1,", "1]", "False"]
+
+
+def test_a_registered_table_is_named_for_its_block_and_a_failed_statement_keeps_its_own_error():
+    """The writer names each Arrow table for its SQL (no replacement scan of a Python local): the name
+    is gone after the block, and in a transaction a failed statement raises as it came (the aborted
+    transaction refuses unregister; its rollback drops the name)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (a BIGINT PRIMARY KEY)")
+    with columns.registered(con, "incoming", pa.table({"a": [1, 2]})):
+        con.execute("INSERT INTO t SELECT * FROM incoming")
+    with pytest.raises(duckdb.CatalogException):
+        con.execute("SELECT * FROM incoming")
+    con.begin()
+    with pytest.raises(duckdb.ConstraintException), columns.registered(con, "incoming", pa.table({"a": [2]})):
+        con.execute("INSERT INTO t SELECT * FROM incoming")
+    con.rollback()
+    with pytest.raises(duckdb.CatalogException):
+        con.execute("SELECT * FROM incoming")
+    assert con.execute("SELECT a FROM t ORDER BY a").fetchall() == [(1,), (2,)]
