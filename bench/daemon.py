@@ -3,7 +3,7 @@ processes counts 1/n to each) of each of its processes after a run with two agen
 the agents are idle, and the first call of each data verb on a freshly started daemon, quiet and with
 --load busy loops beside it.
 
-Goals (issue 32): the daemon's processes together <= 400 MB PSS with 2 agents after 15 minutes and
+Goals: the daemon's processes together <= 400 MB PSS with 2 agents after 15 minutes and
 <= 5 % of a core while idle between analysis cycles; at load 8 on two cores `nodes` <= 1 s and
 `bottlenecks`, `query`, `learn tasks` <= 3 s.
 
@@ -97,7 +97,7 @@ class Daemon:
 
 def label(p: psutil.Process) -> str:
     """The process's part: daemon, fork server, resource tracker, causewatch-jobs, causewatch-api (the
-    workers name themselves; a daemon before issue 32 spawned them unnamed: "worker PID")."""
+    workers name themselves; an older daemon spawned them unnamed: "worker PID")."""
     cmd = " ".join(p.cmdline())
     if p.name().startswith("causewatch-"):
         return p.name()

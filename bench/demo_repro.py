@@ -8,7 +8,7 @@ intervals; then the agreement across runs: edges in every run or only some, runs
 anomalies by cause, and whether each node's predictions lie within every other run's interval; last,
 per load, the runs that showed the story and the 1-minute load average while they ran, when each
 had its baseline and whether the causal job formed it (not the demo's pin), and how soon into the hog
-its anomaly opened (issue 29's goal: within 60 s). Anomalies are
+its anomaly opened (goal: within 60 s). Anomalies are
 marked [hog] (on the contended resource's variable), [during] (another variable, raised while the hog
 ran) or [outside] (raised outside its stretch), beside the report's cause (the hog, other work,
 unexplained).
@@ -33,7 +33,7 @@ WAIT = "cpu_wait_seconds"   # the hog's variable (causewatch.commands.demo.WAIT)
 
 
 BUSY = "while True: pass"
-HOG_GOAL = 60.0             # issue 29: the anomaly opens within this many seconds of the hog's start
+HOG_GOAL = 60.0             # the anomaly opens within this many seconds of the hog's start
 
 
 def run_demo(folder: Path, seconds: float) -> dict:

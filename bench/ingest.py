@@ -16,7 +16,7 @@ settings, one commit per statement of the daemon's batch_max_frames frames), the
 >= 85 % at 100 and at 1,000 agents), CPU seconds of the daemon and of the senders, and the daemon's
 peak RSS and open descriptors. The raw and end-to-end runs alternate, --rounds end-to-end runs each
 between two raw ones, and the median of the rounds' ratios is the figure.
-CPU per value (issue 27): the daemon's CPU-seconds are its own utime + stime from /proc/<pid>/stat
+CPU per value: the daemon's CPU-seconds are its own utime + stime from /proc/<pid>/stat
 (all its threads, not its worker children) while timed; the raw runs' are this process's CPU time
 over the inserts alone. Goal: daemon CPU per value <= 1.15x the raw insert's. With --baseline DIR
 (another checkout with its own .venv, e.g. `git worktree add /work/wt-ingest-old 4f8bcc0`), each

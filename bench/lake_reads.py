@@ -1,5 +1,5 @@
 """Benchmark: reads over hot ∪ cold through the store's `samples` view, against the same SQL written by
-hand over the very same Parquet files (issue 27's goal: each <= 1.25x), in CPU-seconds of this process.
+hand over the very same Parquet files (goal: each <= 1.25x), in CPU-seconds of this process.
 
 One simulated day: --nodes nodes x --metrics gauges every --step s (jittered to the ms, 2 decimals),
 inserted into samples_hot, then the real compaction moves all but the last hour to the lake. Queries:

@@ -2,7 +2,7 @@
 over 10 projection seeds, ours against SimPoint 3.2's method (and SimPoint itself with SIMPOINT=path).
 
 Each recording is a C program of 3-5 loop kernels drawn from a pool (deterministic control flow, short
-bodies: the hard case of issue 16) in a random schedule, compiled -O1 or -O2 and run under valgrind's
+bodies: the hard case) in a random schedule, compiled -O1 or -O2 and run under valgrind's
 exp-bbv at 20 k-100 k-instruction intervals with a fixed argv and environment; an interval's planted
 phase is the kernel it spends >= 95 % of its instructions in (else not scored). "SimPoint's method" is
 ours with init="samp", variance_floor=0: uniform k-means starts and SimPoint's unfloored BIC.

@@ -8,7 +8,7 @@ clusters every input with N projection seeds and prints the ARI spread and k ran
 recorded spread (summary.json's other_seed_pairs). Our RSS is shown above an idle interpreter that
 imported the same modules (the floor no Python tool gets under), next to SimPoint's peak RSS.
 Inputs: the shared set's real/ and synthetic/ and the interpreter recordings in
-tests/analytics/phases/interp/ (issue 31).
+tests/analytics/phases/interp/.
 Usage: python bench/phases.py [--runs 3] [--seeds 0] [--inputs DIR] [NAME ...]
 """
 

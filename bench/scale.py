@@ -1,4 +1,4 @@
-"""Scale-out benchmark (issue 28): N shard daemons on loopback against one lone daemon, the same simulated
+"""Scale-out benchmark: N shard daemons on loopback against one lone daemon, the same simulated
 agents (bench/ingest.py's SimAgent: the real protocol, credit and acks, frames packed once) spread over
 the shards by rendezvous hashing of their node names, as agents with `daemons` configured are.
 

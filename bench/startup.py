@@ -1,6 +1,6 @@
 """Start-up and weight: `causewatch --version`/`--help` time, agent ready time and RSS, agent-only install size.
 
-Goals (issue 14): --version and any --help <= 0.15 s; agent ready (READY=1 on $NOTIFY_SOCKET) <= 0.5 s;
+Goals: --version and any --help <= 0.15 s; agent ready (READY=1 on $NOTIFY_SOCKET) <= 0.5 s;
 agent RSS <= 60 MB with counters and 1 kHz IP sampling; an agent-only install <= 60 MB on disk.
 Times are medians of --repeats runs, printed next to `python -c pass` and, for the agent, next to
 importing the libraries it cannot start without (its floor on this machine), measured in the same run.

@@ -1,4 +1,4 @@
-"""Storage benchmark (issue 27): bytes per value of the hot DuckDB store, the Parquet lake and a real
+"""Storage benchmark: bytes per value of the hot DuckDB store, the Parquet lake and a real
 Prometheus TSDB on the very same samples, in the same run; and store bytes per node-day.
 
 RECORDING (once, cached). The real agent (`causewatch agent -- CMD`, its defaults: node psutil metrics

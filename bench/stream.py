@@ -5,7 +5,7 @@
 (c) ingest rate of real senders into a daemon child process while re-learns run back to back in its
     jobs worker, against the same daemon idle (goal: within 10 %); with the worker paused while the
     writer has a backlog (the default), without (analysis_pause_max = 0), and raised to nice 10 one
-    second into each re-learn (analysis_starved_seconds = 1: a starved learner's share, issue 29);
+    second into each re-learn (analysis_starved_seconds = 1: a starved learner's share);
 (d) store bytes per node-day of a simulated node (1 Hz x 65 metrics + one phase vector a second).
 
     .venv/bin/python bench/stream.py                       # everything, full sizes

@@ -19,12 +19,14 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pytest
 
 from causewatch import wire
 from causewatch.config import AgentConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "causewatch"
+SHARED = ROOT.parent / "shared"   # the project's shared data: beside a checkout, in no clone
 
 
 def product_files():
@@ -37,6 +39,15 @@ def package_folders() -> dict[str, Path]:
     """Each package of the distribution and its checkout folder (causewatch.analytics.causal ->
     causewatch/analytics/causal): every folder under causewatch/ with an __init__.py."""
     return {".".join(init.parent.relative_to(ROOT).parts): init.parent for init in sorted(PACKAGE.rglob("__init__.py"))}
+
+
+def shared_data(name: str) -> Path:
+    """The folder of the project's shared data `name` (conformance recordings, papers); a test that reads
+    it goes through here, and is skipped, saying why, where the data is absent."""
+    path = SHARED / name
+    if not path.is_dir():
+        pytest.skip(f"shared data {name!r} missing — it lies beside a checkout, not in a clone")
+    return path
 
 
 def _port_slice() -> range:

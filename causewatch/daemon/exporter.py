@@ -160,7 +160,7 @@ class NodeState:
         yield stored
         by_name: dict[str, list] = {}
         # an all-CPU value beside the per-CPU ones of the same series would be counted twice by a sum
-        # (issue 29: 3.99 busy CPUs on a 2-core node): node_exporter exports per CPU only
+        # (3.99 busy CPUs had been shown on a 2-core node): node_exporter exports per CPU only
         per_cpu = {(name, tuple(kv for kv in labels if kv[0] != "cpu")) for name, labels in values
                    if any(k == "cpu" for k, _ in labels)}
         for (name, labels), value in values.items():

@@ -166,7 +166,7 @@ class Worker:
         counts the pauses.
     starved_after : seconds a request may run before the child is raised to SCHED_OTHER at
         `starved_nice` until it ends (0: never): at SCHED_IDLE it gets no CPU while every core is busy,
-        and contention is when the analyses must run (issue 29: no model was learnt during a CPU hog).
+        and contention is when the analyses must run (no model had been learnt during a CPU hog).
         Nice 10 is about a tenth of a nice-0 process's share: a learner beside a hog still learns, and
         ingest beside it keeps ~90 % (at nice 0 bench/stream.py measured 36 %). The pacing above still
         stops it while ingest has a backlog. Raising needs CAP_SYS_NICE or an RLIMIT_NICE of

@@ -1,4 +1,4 @@
-"""Issue 32: every launched Python program was `scope="cmd:python"`. A launched command's scope now
+"""Every launched Python program was `scope="cmd:python"`. A launched command's scope now
 names what runs (the script an interpreter runs, the module of `python -m`, the command a wrapper
 starts), and stays a short, plain label whatever the argv holds."""
 

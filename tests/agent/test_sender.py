@@ -122,7 +122,7 @@ def _handshake(s):
 
 
 def test_nothing_is_sent_between_disconnect_and_the_next_handshake(tmp_path):
-    """Issue 12 defect 1: frames written after DISCONNECTED went into the dead connection, so later seqs
+    """Frames written after DISCONNECTED went into the dead connection, so later seqs
     reached the restarted daemon first. The sender thread is not started: the test drives it."""
     router = zmq.Context.instance().socket(zmq.ROUTER)
     port = router.bind_to_random_port("tcp://127.0.0.1")
@@ -154,7 +154,7 @@ def test_nothing_is_sent_between_disconnect_and_the_next_handshake(tmp_path):
 
 
 def test_a_nack_that_blames_no_frame_keeps_it_spooled_and_resends_it(tmp_path):
-    """Issue 12 defect 1: the sender deleted every nacked frame from its spool, even on a store error."""
+    """The sender deleted every nacked frame from its spool, even on a store error."""
     router = zmq.Context.instance().socket(zmq.ROUTER)
     port = router.bind_to_random_port("tcp://127.0.0.1")
     s = Sender(agent_config(tmp_path, f"tcp://127.0.0.1:{port}"), resend_after=0.5).start()
@@ -173,7 +173,7 @@ def test_a_nack_that_blames_no_frame_keeps_it_spooled_and_resends_it(tmp_path):
 
 
 def test_sender_adopts_the_frames_an_instrumented_program_spooled(daemon, tmp_path):
-    """Issue 12 defect 9: records spooled by a program that found no agent were never resent."""
+    """Records spooled by a program that found no agent were never resent."""
     cfg = agent_config(tmp_path, "tcp://127.0.0.1:9")   # nothing listens there
     orphan = Sender(dataclasses.replace(cfg, spool=f"{cfg.spool}/instrument"))
     for i in range(5):

@@ -1,4 +1,4 @@
-"""Issue 32 item 1: an agent aimed at a wrong or dead daemon was silent for as long as it ran and exited 0.
+"""An agent aimed at a wrong or dead daemon was silent for as long as it ran and exited 0.
 
 Now it says once at WARNING that the daemon does not answer (and once when it answers again), keeps
 spooling, and exits 3 when frames were left unacked, naming the spool. Real agent processes and daemons.

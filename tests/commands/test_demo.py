@@ -105,7 +105,7 @@ def test_the_report_gives_each_anomaly_its_cause_and_says_the_story_was_shown(st
     assert rep["story"]["line"] == (
         "story shown: mechanism_changed on cpu_wait_seconds raised 10.0 s into the hog, resolved 6.0 s after it "
         "stopped; 2 anomalies not from the hog (other work 1, unexplained 1: causes in the report)")
-    # the alerts they would page with (issue 29): deploy/'s rules, newest of each; the edge is a ticket
+    # the alerts they would page with: deploy/'s rules, newest of each; the edge is a ticket
     page = {p["alert"]: p for p in rep["page"]}
     assert set(page) == {"CausewatchMechanismChanged", "CausewatchAnomalousDependency"}
     mechanism = page["CausewatchMechanismChanged"]

@@ -28,7 +28,7 @@ ALERTMANAGER = ROOT / "deploy/alertmanager/alertmanager.yml"
 needs_amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool missing")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool missing")
 
-# Named by deploy/ ahead of the daemon (issue 13, items 2-3 and 8): each entry is dropped here once
+# Named by deploy/ ahead of the daemon: each entry is dropped here once
 # the daemon exports it, and the test below fails until it is.
 NOT_YET_EXPORTED: dict[str, str] = {}   # name -> what it will be, while deploy/ refers to it before the code does
 
@@ -98,7 +98,7 @@ def test_dashboard_links_the_model_picture_of_the_chosen_scope():
     exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
     assert any("causewatch_dependency_anomaly" in e for e in exprs)
     assert any("causewatch_edge_strength{" in e for e in exprs)
-    # the node's CPU (per-CPU counters only, so a sum by node is CPUs in use) and memory (issue 29)
+    # the node's CPU (per-CPU counters only, so a sum by node is CPUs in use) and memory
     assert any(e.startswith("sum by (node) (rate(causewatch_cpu_seconds_total{") for e in exprs)
     assert any("causewatch_memory_available_bytes" in e for e in exprs)
 
@@ -138,7 +138,7 @@ def test_the_predicted_task_time_panel_plots_ranks_seconds_per_task(tmp_path):
 
 
 def test_every_rule_holds_before_it_fires_and_says_its_severity():
-    """An on-call engineer is paged for what lasts, not at once (issue 29: three of four anomalies paged
+    """An on-call engineer is paged for what lasts, not at once (three of four anomalies had paged
     with no hold time); the anomaly alerts carry the link to the model picture."""
     rules = RULES.read_text().split("- alert: ")[1:]   # no YAML parser among our dependencies: by text
     assert len(rules) == 9

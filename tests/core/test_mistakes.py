@@ -1,4 +1,4 @@
-"""Every everyday mistake exits 2 with one line naming what was wrong (issue 14's list), never a traceback.
+"""Every everyday mistake exits 2 with one line naming what was wrong, never a traceback.
 
 In-process cases call causewatch.cli.main; the cases that need a running daemon (ports in use, a locked
 store) run the real command as a child process next to a real daemon.

@@ -1,6 +1,6 @@
 """The shipped systemd units pass `systemd-analyze verify` and stay hardened by `systemd-analyze security`.
 
-Goals from issue 14: exposure <= 2.5 for the daemon and <= 4.5 for the agent (Debian's prometheus: 4.0).
+Goals: exposure <= 2.5 for the daemon and <= 4.5 for the agent (Debian's prometheus: 4.0).
 """
 
 import re

@@ -1,6 +1,7 @@
 """The walls that import-linter cannot see: SQL against the daemon's tables only in its readers
 (daemon/readers/) and writers (daemon/store/); project imports at module top outside the CLI's
-commands (a function-local import hides a passage between parts)."""
+commands (a function-local import hides a passage between parts); no tracker numbers, paths beside
+the checkout or DuckDB reading Python locals by name in what a clone ships."""
 
 import ast
 import re
@@ -8,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from support import product_files
+from support import ROOT, product_files
 
 from causewatch.daemon.store.schema import TABLES
 
@@ -61,6 +62,57 @@ def test_the_walls_test_guards_every_table_of_the_schema():
     assert SQL.search("SELECT model_id FROM baselines WHERE scope = ?")
     assert SQL.search("DELETE FROM samples_minute WHERE minute < ?")
     assert all(SQL.search(f"SELECT * FROM {table}") for table in TABLES)
+
+
+# each pattern assembled from parts, so that this file does not match it
+TRACKER_NUMBER = re.compile(r"\b" + "iss" + r"ues? #?[0-9]+", re.IGNORECASE)   # the tracker is not in the repository
+BESIDE_CHECKOUT = re.compile(re.escape(".." + "/shared/"))   # a clone has no such folder
+LOCAL_BY_NAME = re.compile("noqa: " + "F841")   # a local kept for DuckDB's replacement scan
+TREES = ("causewatch", "tests", "docs", "README.md")
+
+
+def _offenders(pattern: re.Pattern, trees) -> list[str]:
+    """path:line of each match in the text files under `trees` (files and folders of the checkout)."""
+    found = []
+    for tree in trees:
+        top = ROOT / tree
+        for path in sorted([top] if top.is_file() else top.rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            try:
+                text = path.read_text()
+            except UnicodeDecodeError:   # recordings, gzip
+                continue
+            found += [f"{path.relative_to(ROOT)}:{n}: {line.strip()[:80]}"
+                      for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
+    return found
+
+
+def test_no_tracker_numbers_in_the_product_tests_or_docs():
+    """Say what was meant, not which issue it was: the tracker is not part of a clone."""
+    offenders = _offenders(TRACKER_NUMBER, TREES)
+    assert not offenders, "tracker numbers:\n" + "\n".join(offenders)
+
+
+def test_no_paths_beside_the_checkout_in_the_product_or_docs():
+    """The shared data lies beside a checkout, not in a clone: the product and docs say what it is; tests
+    reach it through support.shared_data."""
+    offenders = _offenders(BESIDE_CHECKOUT, ("causewatch", "docs", "README.md"))
+    assert not offenders, "paths beside the checkout:\n" + "\n".join(offenders)
+
+
+def test_no_python_locals_read_by_name_in_sql():
+    """Arrow tables reach DuckDB by con.register or from_arrow: a rename cannot break SQL silently."""
+    offenders = _offenders(LOCAL_BY_NAME, ("causewatch",))
+    assert not offenders, "locals kept for a replacement scan:\n" + "\n".join(offenders)
+
+
+def test_the_text_walls_see_what_they_forbid():
+    word = "Iss" + "ue"
+    assert TRACKER_NUMBER.search(f"a heading ({word} #27)") and TRACKER_NUMBER.search(f"{word}s 12 and 14")
+    assert not TRACKER_NUMBER.search(f"the branch {word}27-series, t{word} 3")
+    assert BESIDE_CHECKOUT.search("(`.." + "/shared/papers/x.txt`)") and not BESIDE_CHECKOUT.search("/shared/lake")
+    assert LOCAL_BY_NAME.search("batch = t  # noqa" + ": F841 (DuckDB reads it by name)")
 
 
 HEAVY = ("numba", "llvmlite", "scipy", "pandas", "networkx", "sklearn", "causewatch.analytics",

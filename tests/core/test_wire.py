@@ -113,7 +113,7 @@ def test_explicit_null_counter_is_accepted():
 
 @pytest.mark.parametrize("version", [True, 1.0, "1", None, 2])
 def test_only_the_integer_1_is_version_1(version):
-    """Issue 12 defect 6: v = True and v = 1.0 were accepted as version 1."""
+    """v = True and v = 1.0 were accepted as version 1."""
     with pytest.raises(WireError) as e:
         wire.decode(frame(v=version))
     assert (e.value.field, e.value.code) == ("v", "version")
@@ -123,7 +123,7 @@ def test_only_the_integer_1_is_version_1(version):
     {"v": 9}, {"type": "gossip"}, {"colour": 1}, {"ts": math.nan}, {"node": ""},
     {"body": {"scope": "n"}}, {"v": "x" * 800_000}])
 def test_refusals_echo_boot_and_seq_whenever_they_are_readable(bad):
-    """Issue 12 defect 4: a bad v, type, envelope field or NaN ts gave a nack a sender could never settle."""
+    """A bad v, type, envelope field or NaN ts gave a nack a sender could never settle."""
     with pytest.raises(WireError) as e:
         wire.decode(frame(seq=77, boot="b9", **bad))
     assert (e.value.boot, e.value.seq) == ("b9", 77)
@@ -137,7 +137,7 @@ def test_unreadable_boot_or_seq_is_not_echoed(bad):
 
 
 def test_echoed_values_are_truncated():
-    """Issue 12 defect 5: an 800 KB string in v came back whole in the nack."""
+    """An 800 KB string in v came back whole in the nack."""
     with pytest.raises(WireError) as e:
         wire.decode(frame(v="x" * 800_000))
     assert len(str(e.value)) < 2 * wire.MAX_SHOWN + 200
@@ -146,7 +146,7 @@ def test_echoed_values_are_truncated():
 @pytest.mark.parametrize("name", ["x\\", "*", "a b", "1abc", "a\"b", "a'b", "$.x", "é"])
 @pytest.mark.parametrize("where", ["samples", "counters", "params"])
 def test_metric_counter_and_parameter_names_follow_one_rule(name, where):
-    """Issue 12 defect 7: a counter key `x\\` or `*` passed validation and broke /api/bottlenecks."""
+    """A counter key `x\\` or `*` passed validation and broke /api/bottlenecks."""
     if where == "samples":
         data = frame(body=wire.samples_body([1.0], [name], [[1.0]]))
     else:

@@ -33,7 +33,7 @@ def test_node_series_names_after_node_exporter():
 
 
 def test_metrics_read_as_prometheus_users_read_them():
-    """Issue 29: no all-CPU series beside the per-CPU ones (a sum by node counted each CPU twice), perf's
+    """No all-CPU series beside the per-CPU ones (a sum by node counted each CPU twice), perf's
     cumulative counts are counters with _total, and each agent metric has HELP that says what it is."""
     exporter = Exporter()
     names = ["cpu_user_seconds_total", "cpu_user_seconds_total.cpu0", "cpu_user_seconds_total.cpu1",

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from causewatch import wire
-from causewatch.daemon.store import Store
+from causewatch.daemon.store import Store, columns
 from causewatch.daemon.store.frames import LAST_SEEN_EVERY
 from causewatch.errors import WireError
 
@@ -20,7 +20,7 @@ def frames(seqs, node="n1", boot="b1"):
 
 
 def test_resend_is_stored_once_and_late_frames_are_stored(tmp_path):
-    """Issue 12 defect 1: a frame arriving after a higher seq (4 after 5) was refused and lost."""
+    """A frame arriving after a higher seq (4 after 5) was refused and lost."""
     store = Store(str(tmp_path / "s.duckdb"))
     first = store.commit_frames(frames([1, 3, 2, 5]))
     assert [f.seq for f in first.stored] == [1, 3, 2, 5]
@@ -54,7 +54,7 @@ def test_null_values_are_stored_as_null(tmp_path):
 
 @pytest.mark.parametrize("rows", [3, 400])   # groups below and above frames.JOIN_BELOW values
 def test_a_batch_is_stored_series_by_series_in_time_order(tmp_path, rows):
-    """Issue 27: rows go series by series (the frames of one node, scope and names stacked, laid out by
+    """Rows go series by series (the frames of one node, scope and names stacked, laid out by
     column), so DuckDB compresses each series' run; every value, null and time kept. Frames in arrival
     order interleave two nodes, one name list changes, a null-free frame joins one with nulls, and
     frames of one group differ in length (groups of several shapes in one batch)."""
@@ -384,3 +384,22 @@ def test_the_writer_loads_no_pandas_in_the_ingesting_process(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[1,", "4,", "1,", "1,", "1,", "1,", "1]", "False"]
+
+
+def test_a_registered_table_is_named_for_its_block_and_a_failed_statement_keeps_its_own_error():
+    """The writer names each Arrow table for its SQL (no replacement scan of a Python local): the name
+    is gone after the block, and in a transaction a failed statement raises as it came (the aborted
+    transaction refuses unregister; its rollback drops the name)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (a BIGINT PRIMARY KEY)")
+    with columns.registered(con, "incoming", pa.table({"a": [1, 2]})):
+        con.execute("INSERT INTO t SELECT * FROM incoming")
+    with pytest.raises(duckdb.CatalogException):
+        con.execute("SELECT * FROM incoming")
+    con.begin()
+    with pytest.raises(duckdb.ConstraintException), columns.registered(con, "incoming", pa.table({"a": [2]})):
+        con.execute("INSERT INTO t SELECT * FROM incoming")
+    con.rollback()
+    with pytest.raises(duckdb.CatalogException):
+        con.execute("SELECT * FROM incoming")
+    assert con.execute("SELECT a FROM t ORDER BY a").fetchall() == [(1,), (2,)]

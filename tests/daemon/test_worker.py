@@ -69,7 +69,7 @@ CAN_RAISE = os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 
 
 @pytest.mark.skipif(not CAN_RAISE, reason="raising a priority needs root, CAP_SYS_NICE or RLIMIT_NICE >= 20")
 def test_a_starved_request_is_raised_to_a_fair_share_until_it_ends_under_a_hog_on_every_core():
-    """Issue 29: at SCHED_IDLE the worker gets no CPU while every core is busy. With a busy process on
+    """At SCHED_IDLE the worker gets no CPU while every core is busy. With a busy process on
     each core, a request that needs 0.3 CPU-s finishes because the worker is raised to nice 10
     (SCHED_OTHER; 10 the default) after starved_after s; afterwards it is back at SCHED_IDLE."""
     w = Worker()

@@ -1,4 +1,4 @@
-"""Credit-based flow control and the adaptive resend timeout, against a real daemon on loopback (issue 12):
+"""Credit-based flow control and the adaptive resend timeout, against a real daemon on loopback:
 what all agents have in flight is bounded by the daemon's max_in_flight_bytes, and a slow daemon is not
 sent frames again that it still has queued."""
 

@@ -68,7 +68,7 @@ def curve_sender(tmp_path, endpoint, keys, key_name, node=None, resend_after=10.
 
 
 def test_a_key_may_only_send_as_the_node_it_was_authorized_for(tmp_path, keys):
-    """Issue 12 defect 2: any agent could name another node (and poison its seqs). With CURVE the node is
+    """Any agent could name another node (and poison its seqs). With CURVE the node is
     the name `keys --authorize` recorded; a frame naming another is refused and stays in the spool."""
     server, _ = keys
     d = Daemon(DaemonConfig(db=str(tmp_path / "c.duckdb"), bind="tcp://127.0.0.1:0", http="", keys=str(server)),
@@ -89,7 +89,7 @@ def test_a_key_may_only_send_as_the_node_it_was_authorized_for(tmp_path, keys):
 
 
 def test_keys_refuses_path_separators_and_secret_keys(tmp_path, keys, capsys):
-    """Issue 14 item 3: `--name ../../evil` wrote outside DIR; `--authorize X.key_secret` copied a secret.
+    """`--name ../../evil` wrote outside DIR; `--authorize X.key_secret` copied a secret.
     (The command runs in-process: a child process costs seconds of imports.)"""
     server, agents = keys
     capsys.readouterr()
@@ -114,7 +114,7 @@ def test_a_malformed_authorized_key_stops_the_daemon_naming_the_file(tmp_path, k
 
 
 def test_keys_authorized_while_running_are_read_on_change_and_sighup(tmp_path, keys):
-    """Issue 14 item 3: keys authorized while the daemon ran were not read until a restart."""
+    """Keys authorized while the daemon ran were not read until a restart."""
     server, agents = keys
     d = DaemonProcess(tmp_path / "r.duckdb", extra=["--keys", str(server)]).start()
     try:
@@ -133,7 +133,7 @@ def test_keys_authorized_while_running_are_read_on_change_and_sighup(tmp_path, k
 
 
 def test_agent_whose_every_frame_is_refused_exits_2_saying_why(tmp_path, keys):
-    """Issue 12 defect 10: an agent whose every frame was refused exited 0. Uses the new key flags."""
+    """An agent whose every frame was refused exited 0. Uses the new key flags."""
     server, agents = keys
     d = DaemonProcess(tmp_path / "a.duckdb", extra=["--keys", str(server)]).start()
     try:

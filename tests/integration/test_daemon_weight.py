@@ -1,4 +1,4 @@
-"""The daemon's weight and its verbs' start-up (issue 32), on a real `causewatch daemon` with two real
+"""The daemon's weight and its verbs' start-up, on a real `causewatch daemon` with two real
 agents and instrumented programs. Once its jobs worker has learnt a model and its API worker has
 answered the data verbs: the API worker's own memory is small (it shares the libraries its fork server
 loaded), and after it has ended for want of requests the daemon's processes together stay within a
@@ -17,7 +17,7 @@ import psutil
 import pytest
 from support import DaemonProcess, wait_for
 
-BUDGET_MB = 400   # issue 32's goal for the daemon's processes after 15 minutes with two agents
+BUDGET_MB = 400   # the goal for the daemon's processes after 15 minutes with two agents
 API_OWN_MB = 80   # the API worker's unique set size after answering (a spawned one loading its own: ~140-230)
 PROGRAM = """
 import random, sys, time

@@ -74,7 +74,7 @@ def check_shards(rep: dict) -> None:
 
 
 def test_the_report_names_each_phase_s_top_functions(tmp_path):
-    """Issue 32: the phases section says what each phase does, heaviest first, the rest counted."""
+    """The phases section says what each phase does, heaviest first, the rest counted."""
     from support import bbv_frames
 
     from causewatch.daemon.store import Store

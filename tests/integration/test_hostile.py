@@ -84,7 +84,7 @@ def live(tmp_path):
 
 
 def test_a_chosen_routing_id_gets_no_one_elses_acks(live, tmp_path):
-    """Issue 12 defect 3: a client connecting with another agent's routing id received its acks."""
+    """A client connecting with another agent's routing id received its acks."""
     victim = Sender(agent_config(tmp_path, live.endpoint, "victim", window=8)).start()
     victim.send("samples", samples(0))
     assert victim.flush(10)
@@ -101,7 +101,7 @@ def test_a_chosen_routing_id_gets_no_one_elses_acks(live, tmp_path):
 
 
 def test_frames_forging_a_node_do_not_block_its_real_frames(live, tmp_path):
-    """Issue 12 defect 2: three frames with another node's boot and seq 2^62+j made every later real
+    """Three frames with another node's boot and seq 2^62+j made every later real
     frame of that node 'go backwards' and be dropped. (Without keys the daemon is loopback-only and
     trusts `node`; with keys, test_curve shows a forged node is refused.)"""
     victim = Sender(agent_config(tmp_path, live.endpoint, "victim")).start()
@@ -122,7 +122,7 @@ def test_frames_forging_a_node_do_not_block_its_real_frames(live, tmp_path):
 
 
 def test_refusals_are_small_counted_and_their_log_rate_limited(live):
-    """Issue 12 defect 5: an 800 KB `v` came back as a 781 KiB nack and log line; every refusal was logged."""
+    """An 800 KB `v` came back as a 781 KiB nack and log line; every refusal was logged."""
     raw = Raw(live.endpoint)
     raw.send(frame(v="x" * 800_000, seq=3, boot="big"))
     [nack] = raw.replies()
@@ -139,7 +139,7 @@ def test_refusals_are_small_counted_and_their_log_rate_limited(live):
 
 
 def test_pid_and_lost_of_bbv_frames_are_stored(live, tmp_path):
-    """Issue 12 defect 11: the bbv table kept neither `lost` nor `pid`."""
+    """The bbv table kept neither `lost` nor `pid`."""
     s = Sender(agent_config(tmp_path, live.endpoint)).start()
     s.send("bbv", {"target": "pid:7", "kind": "native", "start": 0.0, "end": 1.0, "pid": 7, "lost": 12,
                    "vector": wire.sparse({"a.out:main": 3})})
@@ -155,7 +155,7 @@ def test_pid_and_lost_of_bbv_frames_are_stored(live, tmp_path):
                                       ("(cpi is " + "very " * 200 + "high)", "limit"),
                                       ("(cpi is high)" + " or (cpi is high)" * 500, "length limit")])
 def test_perfql_bounds_answer_400_naming_the_limit(shared, q, limit):
-    """Issue 12 defect 8: 3,000 nested parentheses or a 3,000-long 'very' chain answered 500."""
+    """3,000 nested parentheses or a 3,000-long 'very' chain answered 500."""
     status, body = get(shared, "/api/query?" + urllib.parse.urlencode({"q": q}))
     assert status == 400 and limit in json.loads(body)["error"]
 
@@ -164,7 +164,7 @@ names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_si
 
 
 def test_hostile_names_never_break_the_readers(shared, tmp_path):
-    """Issue 12 defect 7: one region frame with counter key `x\\` or `*` made /api/bottlenecks answer 500
+    """One region frame with counter key `x\\` or `*` made /api/bottlenecks answer 500
     for everyone. Hostile names go through the real daemon; then the readers answer 200 or 400, never 500."""
     raw = Raw(shared.endpoint)
     seq, stored = iter(range(1, 10**6)), []

@@ -87,7 +87,7 @@ def test_malformed_frames_get_nacks_are_counted_and_others_still_served(tmp_path
             assert reply.type == "nack" and reply.body["field"] == field, reply.body
             good.send("samples", samples(1))
         assert raw.ask(env(seq=5)).type == "ack"
-        assert raw.ask(env(seq=3)).type == "ack"  # late, not lost (issue 12 defect 1)
+        assert raw.ask(env(seq=3)).type == "ack"  # late, not lost
         assert raw.ask(env(seq=5)).type == "ack"  # a resend of a stored frame is acked again, not stored
         assert good.flush(20)
         for code in ("decode", "type", "nonfinite", "oversize", "version"):

@@ -1,5 +1,5 @@
 """Instrumented programs find their agent through the environment it gives them, and records spooled
-when nothing answers are delivered later (issue 12 defect 9)."""
+when nothing answers are delivered later."""
 
 import subprocess
 import sys

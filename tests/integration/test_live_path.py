@@ -1,4 +1,4 @@
-"""The live path without help (issue 29): a real daemon, the demo's two real agents, one watching the
+"""The live path without help: a real daemon, the demo's two real agents, one watching the
 instrumented master-worker workload at its steady mix. The causal job forms its baseline on its own (no
 pin) within the calm stretch's bound; a CPU hog on every core the workload may use opens the mechanism
 change on the tasks' CPU wait while it runs, and the change resolves after it stops. The demo's story,

@@ -4,7 +4,7 @@ labels when the daemon opens a dependency anomaly, then the resolved one when th
 
 Hold times and waits are shortened (for: 2s, scrape and evaluation every second, group_wait 1s); the
 seconds from the anomaly's opening in the store to the webhook's POST are printed, not asserted (the
-machine is shared: issue 29's goal, <= scrape + for + group_wait + 5 s, is read off this output).
+machine is shared: the goal, <= scrape + for + group_wait + 5 s, is read off this output).
 """
 
 import json

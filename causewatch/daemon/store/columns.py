@@ -8,6 +8,10 @@ pandas (docs/architecture.md): its first commit used to pull it in. `Array.from_
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -54,3 +58,18 @@ def column(duckdb_type: str, values: list) -> pa.Array:
 
 def table(columns: dict[str, pa.Array]) -> pa.Table:
     return pa.Table.from_arrays(list(columns.values()), names=list(columns))
+
+
+@contextlib.contextmanager
+def registered(con: duckdb.DuckDBPyConnection, name: str, data) -> Iterator[duckdb.DuckDBPyConnection]:
+    """`data` (an Arrow table or reader, no copy) readable by the block's SQL as `name`: named here, not
+    found among the caller's locals, where a rename would break the SQL only when it runs."""
+    con.register(name, data)
+    try:
+        yield con
+    except BaseException:
+        # an aborted transaction refuses unregister; its rollback drops the registration itself
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(name)
+        raise
+    con.unregister(name)

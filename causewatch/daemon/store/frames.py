@@ -185,13 +185,14 @@ class Store:
     def _logged(self, frames: list[wire.Frame]) -> set[tuple[str, str, int]]:
         """Which of these frames' (node, boot, seq) are already stored: in ingest_log, or at or below
         their boot's trim watermark (retention trimmed their log rows). One query, not one a frame."""
-        keys = columns.table({"node": columns.texts([f.node for f in frames]),  # noqa: F841
+        keys = columns.table({"node": columns.texts([f.node for f in frames]),
                               "boot": columns.texts([f.boot for f in frames]),
                               "seq": columns.optional([f.seq for f in frames], np.int64)})
-        return set(self.con.execute("""SELECT k.node, k.boot, k.seq FROM keys k
-            WHERE EXISTS (SELECT 1 FROM ingest_log l WHERE l.node = k.node AND l.boot = k.boot AND l.seq = k.seq)
-               OR k.seq <= (SELECT t.seq FROM ingest_trimmed t WHERE t.node = k.node AND t.boot = k.boot)
-            """).fetchall())
+        with columns.registered(self.con, "keys", keys):
+            return set(self.con.execute("""SELECT k.node, k.boot, k.seq FROM keys k
+                WHERE EXISTS (SELECT 1 FROM ingest_log l WHERE l.node = k.node AND l.boot = k.boot AND l.seq = k.seq)
+                   OR k.seq <= (SELECT t.seq FROM ingest_trimmed t WHERE t.node = k.node AND t.boot = k.boot)
+                """).fetchall())
 
     def commit_frames(self, frames: list[wire.Frame]) -> Verdicts:
         """Store the new frames of a batch in one transaction; resends are recognised, not stored twice."""
@@ -215,20 +216,20 @@ class Store:
 
     def _insert(self, frames: list[wire.Frame]) -> None:
         now = time.time()
-        log = columns.table({  # noqa: F841 (DuckDB reads it by name)
+        log_rows = columns.table({
             "node": columns.texts([f.node for f in frames]), "boot": columns.texts([f.boot for f in frames]),
             "seq": columns.optional([f.seq for f in frames], np.int64),
             "type": columns.texts([f.type for f in frames]), "ts": columns.optional([f.ts for f in frames], np.float64),
             "received": columns.numbers(np.full(len(frames), now))})
-        self.con.execute("INSERT INTO ingest_log SELECT * FROM log")
+        self.con.from_arrow(log_rows).insert_into("ingest_log")
         by_type: dict[str, list[wire.Frame]] = {}
         for f in frames:
             by_type.setdefault(f.type, []).append(f)
         if "samples" in by_type:
-            batch = self.samples_batch(by_type["samples"])  # noqa: F841 (DuckDB reads it by name)
+            batch = self.samples_batch(by_type["samples"])
             if self.series.new:
                 self._insert_rows("series", self.series.new_rows())
-            self.con.execute("INSERT INTO samples_hot SELECT * FROM batch")
+            self.con.from_arrow(batch).insert_into("samples_hot")
         if "bbv" in by_type:
             self._insert_bbv(by_type["bbv"])
         rows = {
@@ -245,9 +246,10 @@ class Store:
         # within LAST_SEEN_EVERY: all nodes seen since the last write are written in one statement
         seen = {**self._unwritten, **dict.fromkeys((f.node for f in frames), now)}
         if "hello" in by_type or now - self._seen_written >= LAST_SEEN_EVERY:
-            last = columns.table({"node": columns.texts(list(seen)),  # noqa: F841 (DuckDB reads it by name)
+            last = columns.table({"node": columns.texts(list(seen)),
                                   "t": columns.numbers(np.fromiter(seen.values(), float, len(seen)))})
-            self.con.execute("UPDATE nodes SET last_seen = last.t FROM last WHERE nodes.node = last.node")
+            with columns.registered(self.con, "last", last):
+                self.con.execute("UPDATE nodes SET last_seen = last.t FROM last WHERE nodes.node = last.node")
             self._seen_next = ({}, now)
         else:
             self._seen_next = (seen, self._seen_written)
@@ -302,7 +304,7 @@ class Store:
         ids = [r[0] for r in self.con.execute("SELECT nextval('bbv_vector_ids') FROM range(?)",
                                               [len(frames)]).fetchall()]
         bodies = [f.body for f in frames]
-        vectors = columns.table({  # noqa: F841 (DuckDB reads it by name)
+        vectors = columns.table({
             "vector_id": columns.numbers(np.array(ids, np.int64)), "node": columns.texts([f.node for f in frames]),
             "boot": columns.texts([f.boot for f in frames]), "seq": columns.optional([f.seq for f in frames], np.int64),
             "target": columns.texts([b["target"] for b in bodies]), "kind": columns.texts([b["kind"] for b in bodies]),
@@ -312,15 +314,15 @@ class Store:
             "lost": columns.optional([b.get("lost") for b in bodies], np.int64)})
         get = self.bbv_keys.get
         key_ids = [get((b["target"], k)) for b in bodies for k in b["vector"]["keys"]]
-        counts = columns.table({  # noqa: F841
+        counts = columns.table({
             "vector_id": columns.numbers(np.repeat(np.array(ids, np.int64),
                                                    [len(b["vector"]["keys"]) for b in bodies])),
             "key_id": columns.numbers(np.array(key_ids, np.int32)),
             "count": columns.optional([c for b in bodies for c in b["vector"]["counts"]], np.int64)})
         if self.bbv_keys.new:
             self._insert_rows("bbv_keys", self.bbv_keys.new_rows())
-        self.con.execute("INSERT INTO bbv_vectors SELECT * FROM vectors")
-        self.con.execute("INSERT INTO bbv_counts SELECT * FROM counts")
+        self.con.from_arrow(vectors).insert_into("bbv_vectors")
+        self.con.from_arrow(counts).insert_into("bbv_counts")
 
     def _forget_new_ids(self) -> None:
         """After a rollback: the ids given in it are gone from the tables, so from the maps too."""
@@ -333,9 +335,10 @@ class Store:
         described = self._columns.get(table)
         if described is None:
             described = self._columns[table] = [c[:2] for c in self.con.execute(f"DESCRIBE {table}").fetchall()]
-        batch = columns.table({name: columns.column(kind, list(values))  # noqa: F841 (read by DuckDB)
+        batch = columns.table({name: columns.column(kind, list(values))
                                for (name, kind), values in zip(described, zip(*rows))})
-        self.con.execute(f"INSERT INTO {table} SELECT * FROM batch {on_conflict}")
+        with columns.registered(self.con, "batch", batch):
+            self.con.execute(f"INSERT INTO {table} SELECT * FROM batch {on_conflict}")
 
     def _upsert_nodes(self, hellos: list[wire.Frame]) -> None:
         """One statement for a batch's hellos (1,000 agents starting at once made 1,000 statements); a

@@ -178,7 +178,8 @@ def export(cur: duckdb.DuckDBPyConnection, lake: str, lo: int, hi: int) -> tuple
     with cur.cursor() as reading, duckdb.connect(config={
             "memory_limit": f"{EXPORT_MEMORY_BYTES}B", "threads": 1,
             "temp_directory": str(folder / STAGING / "spill")}) as sorter:
-        hot_rows = reading.sql(query, params=[lo, hi]).to_arrow_reader(EXPORT_BATCH_ROWS)  # noqa: F841 (by name)
+        # the export's own connection, closed below: the reader stays registered no longer than it lives
+        sorter.register("hot_rows", reading.sql(query, params=[lo, hi]).to_arrow_reader(EXPORT_BATCH_ROWS))
         # COPY takes no bound parameters: the path is ours
         n = sorter.execute(f"""COPY (SELECT * FROM hot_rows ORDER BY {ORDER})
             TO '{str(folder / staged).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]

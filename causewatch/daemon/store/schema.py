@@ -60,7 +60,7 @@ MIGRATIONS: list[tuple[int, str]] = [
     # The node facts a probe result was taken under (machine boot id, cpu model, cores, memory): a hello
     # whose facts differ gets the kit again. Older results keep NULL (only their age counts).
     (5, "ALTER TABLE probe_results ADD COLUMN facts JSON"),
-    # Series ids (issue 27): a sample row is (series id, ms, value), the strings once per series in
+    # Series ids: a sample row is (series id, ms, value), the strings once per series in
     # `series`; a phase vector is one `bbv_vectors` row and its (key id, count) pairs, the keys once per
     # target in `bbv_keys`. The old tables' rows are copied across, times rounded to the millisecond,
     # sorted by (series, time); the views of the old names and columns are made by views.create_views.

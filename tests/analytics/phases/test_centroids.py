@@ -1,4 +1,4 @@
-"""What each phase does: its centroid over the original keys and its top keys (issue 32: `phases` found
+"""What each phase does: its centroid over the original keys and its top keys (`phases` had found
 23 phases without naming their top functions)."""
 
 import numpy as np

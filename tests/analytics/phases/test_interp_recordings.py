@@ -1,4 +1,4 @@
-"""Phases on short recordings of an interpreted program (issue 31): CPython running pure-Python kernels
+"""Phases on short recordings of an interpreted program: CPython running pure-Python kernels
 under valgrind's exp-bbv, shipped in interp/ with SimPoint 3.2's answers (interp/make_inputs.sh)."""
 
 import json
@@ -54,7 +54,7 @@ def test_interpreter_recording_through_the_cli(bb_gz, tmp_path, capsys):
 
 @pytest.mark.slow   # a recording per seed
 def test_a_kernels_first_pass_stays_in_its_phase_on_every_seed():
-    """The held-out case of issue 31: three phases over 16 segments at 10 M-instruction intervals. The
+    """The held-out case: three phases over 16 segments at 10 M-instruction intervals. The
     interpreter's first pass over `text` (its allocator warming) differs from the later passes by ~1e-4 of
     the spread; with the variance floor at 1e-4 k-means++ split it off (ARI 0.85 on the default seed),
     at 1e-3 every projection seed keeps the three kernels whole, where SimPoint 3.2's seed pairs go

@@ -2,7 +2,7 @@
 
 usage: python3 derive_truth.py RUN.bb RUN.pc RUN.schedule OUT.truth
 
-As ../shared/conformance/phases/real/derive_truth.py does for the C workloads: the program calls its
+As the shared conformance set's phases/real/derive_truth.py does for the C workloads: the program calls its
 marker (os.getppid(), whose C code, libc's getppid, runs nowhere else) once at the start of every
 segment, exp-bbv's pc file names each block's function, and the marker's count in an interval says how
 many segments begin there; one more call ends the last segment.  Truth per interval: the segment's

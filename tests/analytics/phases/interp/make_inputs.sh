@@ -34,7 +34,7 @@ record() {  # NAME INTERVAL SEED KERNELS SEGMENTS REPS_MIN REPS_MAX [rare]
 }
 
 ONLY="$*"
-# like the held-out recording of issue 31: three phases over 16 segments, 10 M-instruction intervals
+# like the held-out recording: three phases over 16 segments, 10 M-instruction intervals
 # (the richer kernels: json, str methods, classes, some 2,000 distinct blocks an interval)
 record py3seg 10000000 5 records,text,objects 16 400 800
 record py3seg-s9 10000000 9 records,text,objects 16 400 800
