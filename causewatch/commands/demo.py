@@ -25,7 +25,7 @@ from causewatch.errors import ConfigError, InputError
 MARK = ".causewatch-demo"   # written into a folder the demo made, so a later run may empty it
 SEED = 1                    # the workload's and the probe kit's seeds: the same tasks run to run
 PROBE_WAIT = 60.0           # seconds the workload waits for the agents' probes at most
-KIT_STOP = 10.0             # seconds an interrupted kit build may take to stop its workers before it is killed
+KIT_STOP = 10.0             # seconds an interrupted kit build may take to stop its workers before all are killed
 RATE = 20                   # tasks a second the workload runs on an idle machine (--seconds x RATE tasks at least)
 # The watched command waits for a file before it becomes the workload (exec: the agent's counters follow):
 # the agents' probes run at their hello and must not share the cores with the workload they predict.
@@ -119,7 +119,8 @@ def _build_kit(folder: Path, quiet: bool) -> None:
         build.send_signal(signal.SIGINT)
         with contextlib.suppress(subprocess.TimeoutExpired):
             build.wait(KIT_STOP)
-        build.kill()
+        with contextlib.suppress(ProcessLookupError):   # whatever of its group is left: workers, timing child
+            os.killpg(build.pid, signal.SIGKILL)
         build.wait()
         raise
     if code:
