@@ -32,6 +32,17 @@ def _fmt(default, check: str):
     return dataclasses.field(default=default, metadata={"check": check})
 
 
+def default_spool() -> str:
+    """Where an agent's frames wait for the daemon's ack unless configured: under a systemd unit's
+    StateDirectory= (systemd names it in $STATE_DIRECTORY: unacked frames are state, which a cache is not
+    promised to keep), else the user's XDG cache ($XDG_CACHE_HOME, absolute, or ~/.cache)."""
+    state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
+    if os.path.isabs(state):
+        return os.path.join(state, "spool")
+    cache = os.environ.get("XDG_CACHE_HOME", "")
+    return os.path.join(cache if os.path.isabs(cache) else "~/.cache", "causewatch", "spool")
+
+
 @dataclasses.dataclass
 class DaemonConfig:
     db: str = defaults.DB
@@ -126,7 +137,7 @@ class DaemonConfig:
 class AgentConfig:
     daemon: str = _fmt(DEFAULT_ENDPOINT, "endpoint")
     node: str = dataclasses.field(default_factory=socket.gethostname)
-    spool: str = "~/.cache/causewatch/spool"
+    spool: str = dataclasses.field(default_factory=default_spool)
     spool_max_bytes: int = _limit(256 * 1024 * 1024, 1024 * 1024, None)
     window: int = _limit(32, 1, 10_000)                # frames in flight without an ack, at most (credit: fewer)
     server_key: str | None = None     # daemon public key file (CURVE)

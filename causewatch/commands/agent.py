@@ -38,7 +38,8 @@ def add_arguments(p):
     p.add_argument("--ipc", help="ipc:// endpoint where instrumented programs send task/region records")
     p.add_argument("--server-key", help="the daemon's public key file (server.key): turns CURVE on")
     p.add_argument("--client-key", help="this agent's secret key file (NAME.key_secret), authorized as --node")
-    p.add_argument("--spool", help="folder where frames wait for the daemon's ack (default ~/.cache/causewatch/spool)")
+    p.add_argument("--spool", help="folder where frames wait for the daemon's ack (default: $STATE_DIRECTORY/spool "
+                                   "under a systemd unit, else $XDG_CACHE_HOME/causewatch/spool, ~/.cache/… unset)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--pid", type=int, help="watch this process and its threads")
     which.add_argument("--match", metavar="NAME", help="watch the oldest process with this name")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from causewatch.commands.query import add_store_arguments, print_table, termsets
+from causewatch.commands.query import add_store_arguments, print_table, share_legend, termsets
 from causewatch.commands.source import open_source
 from causewatch.daemon import verbs
 from causewatch.errors import InputError
@@ -50,7 +50,7 @@ def run(args) -> int:
         # the paper's "High (degree=0.495)/" would take the table's width from the names that need it
         print_table([{**{k: v for k, v in r.items() if k not in ("degrees", "bottleneck")},
                       "bottleneck": "/".join(f"{term.capitalize()} {d:g}" for term, d in r["degrees"].items() if d)}
-                     for r in rows], args.wide)
+                     for r in rows], args.wide, share_legend(rows))
     return 0
 
 

@@ -25,6 +25,7 @@ from causewatch.errors import ConfigError, InputError
 MARK = ".causewatch-demo"   # written into a folder the demo made, so a later run may empty it
 SEED = 1                    # the workload's and the probe kit's seeds: the same tasks run to run
 PROBE_WAIT = 60.0           # seconds the workload waits for the agents' probes at most
+KIT_STOP = 10.0             # seconds an interrupted kit build may take to stop its workers before all are killed
 RATE = 20                   # tasks a second the workload runs on an idle machine (--seconds x RATE tasks at least)
 # The watched command waits for a file before it becomes the workload (exec: the agent's counters follow):
 # the agents' probes run at their hello and must not share the cores with the workload they predict.
@@ -68,7 +69,8 @@ EPILOG = """The story: a calm start until app:demo has a baseline model, then a 
 the tasks' CPU wait is raised, then a calm end until it resolves. Each stretch ends when what it needs
 has come, within its share of --seconds plus --wait; under load the demo waits longer, and says up
 front how long at most. Its last line says whether the story was shown, and if not, why.
-Exit status: 0 the story was shown, 3 the demo ran but could not show it, 1 a part failed.
+Exit status: 0 the story was shown, 3 the demo ran but could not show it, 1 a part failed, 130
+interrupted (Ctrl-C, in any step: a line says what it had done; no report of the cut run).
 
 examples:
   causewatch demo                      # about 80 s on an idle machine, files under ./demo-out
@@ -103,11 +105,27 @@ def _build_kit(folder: Path, quiet: bool) -> None:
     """A probe kit for the demo app (registered once the daemon runs, so new agents get probed on hello)."""
     if not quiet:
         print("building the probe kit for app 'demo' (reference runs of the workload)…", flush=True)
-    subprocess.run([sys.executable, "-m", "causewatch.cli", "probe", "build", "demo", "--workload", "masterworker",
-                    "--tasks", "40", "--task-seed", str(SEED), "--seed", str(SEED), "--out", str(folder / "kit"),
-                    # a demo runs wherever it is started: it keeps a noisy kit (its manifest's quality says so)
-                    "--max-spread", "1", "--max-other-cpu", "1"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None)
+    # Its own process group: a terminal's Ctrl-C reaches the demo alone, which passes exactly one SIGINT on,
+    # so the build stops its own pool of workers (killed, it would leave them to die of broken pipes).
+    build = subprocess.Popen([sys.executable, "-m", "causewatch.cli", "probe", "build", "demo", "--workload",
+                              "masterworker", "--tasks", "40", "--task-seed", str(SEED), "--seed", str(SEED),
+                              "--out", str(folder / "kit"),
+                              # a demo runs wherever it is started: it keeps a noisy kit (its manifest's quality
+                              # says so)
+                              "--max-spread", "1", "--max-other-cpu", "1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None, process_group=0)
+    try:
+        code = build.wait()
+    except KeyboardInterrupt:
+        build.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            build.wait(KIT_STOP)
+        with contextlib.suppress(ProcessLookupError):   # whatever of its group is left: workers, timing child
+            os.killpg(build.pid, signal.SIGKILL)
+        build.wait()
+        raise
+    if code:
+        raise subprocess.CalledProcessError(code, build.args)
 
 
 def _register_kit(folder: Path, url: str, quiet: bool) -> None:
@@ -788,7 +806,8 @@ def _next_steps(db: Path) -> str:
 def _print(rep: dict, db: Path) -> None:
     print("\n== stored ==")
     print("frames by type: " + ", ".join(f"{k} {v}" for k, v in sorted(rep["frames_by_type"].items())))
-    print(f"sample values: {rep['sample_values']:,}  ({rep['ingest_values_per_s']:,.0f} values/s over the run)")
+    print(f"sample values: {rep['sample_values']:,}  ({rep['ingest_values_per_s']:,.0f} values/s over the daemon's "
+          "run)")
     t = rep["store_tiers"]
     lake = f"{t['cold_bytes_per_value']:.2f} B/value" if t["cold_values"] else "nothing moved yet"
     print(f"store: {t['hot_values']:,} values hot in DuckDB, {t['cold_values']:,} cold in the Parquet lake "
@@ -827,6 +846,27 @@ def _terminated(signum, frame):
     raise SystemExit(128 + signum)   # the way out stops the hog, the agents and the daemon
 
 
+class Steps:
+    """What the demo is doing and has done, for the line an interrupted demo ends with."""
+
+    def __init__(self):
+        self.t0, self.doing, self.done, self.interrupted = time.monotonic(), "preparing its folder", [], False
+
+    def begin(self, doing: str) -> None:
+        self.done.append(self.doing)
+        self.doing = doing
+
+    def interrupt(self, signum, frame):
+        """SIGINT's handler: noted first, as a DuckDB query it cuts short raises its own error instead."""
+        self.interrupted = True
+        raise KeyboardInterrupt
+
+    def summary(self, folder: Path) -> str:
+        return (f"demo interrupted after {time.monotonic() - self.t0:.0f} s, while {self.doing}; done: "
+                f"{', '.join(self.done) or 'nothing yet'}. No report: figures over an interrupted run "
+                f"would mislead. Its files so far: {folder}")
+
+
 def run(args) -> int:
     from causewatch.daemon.server import Daemon
     signal.signal(signal.SIGTERM, _terminated)
@@ -839,19 +879,30 @@ def run(args) -> int:
         raise ConfigError("analysis_scheduler", problem, "--analysis-scheduler")
     cfg = DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0", **CAUSAL, **STORE,
                        analysis_scheduler=args.analysis_scheduler)
-    prepare(folder)
-    _build_kit(folder, quiet)
-    daemon = Daemon(cfg).start()
+    steps = Steps()
+    signal.signal(signal.SIGINT, steps.interrupt)   # even where SIGINT was inherited ignored: Ctrl-C stops it
     try:
-        return _tell(args, folder, daemon, quiet)
-    finally:
-        daemon.stop()
+        prepare(folder)
+        steps.begin("building the probe kit")
+        _build_kit(folder, quiet)
+        steps.begin("starting the daemon")
+        daemon = Daemon(cfg).start()
+        try:
+            return _tell(args, folder, daemon, quiet, steps)
+        finally:
+            daemon.stop()
+    except (KeyboardInterrupt, Exception):   # each step's own `finally` has stopped what it started
+        if not steps.interrupted:
+            raise
+        print(steps.summary(folder), file=sys.stderr)
+        return 130
 
 
-def _tell(args, folder: Path, daemon, quiet: bool) -> int:
+def _tell(args, folder: Path, daemon, quiet: bool, steps: Steps) -> int:
     """The demo on its running daemon: the kit registered, the agents probed one at a time, the story
     told while the workload runs, then the report and its last line."""
     from tqdm import tqdm
+    t0 = time.monotonic()   # every value stored comes after this: the ingest rate's window
     db = Path(daemon.cfg.db)
     if not quiet:
         print(f"daemon {daemon.endpoint}, DuckDB {db}, metrics http://{daemon.http.address}/metrics")
@@ -859,11 +910,13 @@ def _tell(args, folder: Path, daemon, quiet: bool) -> int:
         print(f"analysis: causal learns run on the Dask cluster at {where}" if where else
               "analysis: causal learns run in the daemon's jobs worker (local; --analysis-scheduler "
               "tcp://HOST:8786 runs them on a Dask cluster)")
+    steps.begin("registering the kit")
     _register_kit(folder, f"http://{daemon.http.address}", quiet)
     con = daemon.store.cursor()
     agents = {}
     try:
         for node, watch in NODES:   # one at a time: two probes at once would share the cores and disagree
+            steps.begin(f"probing {node}")
             agents[node] = _agent(folder, daemon.endpoint, node, watch)
             _await_probe(con, node, agents[node], quiet)
         watched = agents["demo-node-1"]
@@ -871,7 +924,7 @@ def _tell(args, folder: Path, daemon, quiet: bool) -> int:
         if not quiet:
             print(story.plan(), flush=True)
         (folder / "go").touch()
-        t0 = time.monotonic()
+        steps.begin("telling the story")
         bar = None if quiet else tqdm(total=story.tasks, desc="workload tasks stored", dynamic_ncols=True,
                                       bar_format="{desc} {bar:20} {n}/{total} {elapsed}{postfix}")
         try:
@@ -880,6 +933,7 @@ def _tell(args, folder: Path, daemon, quiet: bool) -> int:
                 time.sleep(1.0)
                 counts = _live(con, bar, story)
                 going = story.step(con, counts["tasks"])
+                steps.doing = f"telling the story ({story.state()}; {counts['tasks']:,} tasks stored)"
                 if bar is not None:
                     bar.update(min(counts["tasks"], bar.total) - bar.n)
         finally:
@@ -895,11 +949,13 @@ def _tell(args, folder: Path, daemon, quiet: bool) -> int:
                 agent.terminate()
             agent.wait(60)
     elapsed = time.monotonic() - t0
+    steps.begin("reporting")
     daemon.scheduler.stop()
     daemon.scheduler.run_due(float("inf"), {})  # one last analysis cycle over everything stored
     rep = report(con, elapsed, folder, story)
     rep["analysis"] = analysis(daemon)
     if args.shards > 1:
+        steps.begin(f"running {args.shards} shards")
         rep["shards"] = demo_shards.run(folder / "shards", args.shards, quiet)
     print(json.dumps(rep, default=str)) if args.json else _print(rep, db)
     failed = [f"{node} exited {a.returncode}" for node, a in agents.items() if a.returncode not in (0, -15)]

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 
 from causewatch.commands.source import add_source_arguments, open_source
 from causewatch.daemon import verbs
 from causewatch.errors import InputError
 
+# time_share names two times (docs/fuzzy.md, "Region summaries"): side by side, a region and its function
+# read as one region with two contradictory shares (render 0.66 High, tiles.py:render 0.18 Negligible).
+SHARES = ("time_share: a region row's is its wall time, what it calls included, over its program's span; "
+          "a bbv row's is the samples in the function's own code, what it calls left out")
 MODES = ("exact", "compatible")   # analytics.fuzzy.membership.MODES, named here so --help loads no numpy
-WIDTH = 100                       # tables fit this many columns unless --wide
+WIDTH = 100                       # a terminal's width where it tells none
 EPILOG = """examples:
   causewatch query "(time_share is high) AND (cache_miss_ratio is very high)"
   causewatch query --db run.duckdb "(L2_TCM/L2_TCA is medium OR high)" --min-degree 0.5 --top 10
@@ -38,7 +43,8 @@ def add_store_arguments(parser) -> None:
     parser.add_argument("--node", action="append", help="only this node (repeatable)")
     parser.add_argument("--top", type=int, metavar="N", help="show the N best rows only")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    parser.add_argument("--wide", action="store_true", help=f"do not shorten names to fit {WIDTH} columns")
+    parser.add_argument("--wide", action="store_true",
+                        help="do not shorten names to fit the terminal (a pipe or a file always gets them whole)")
 
 
 def add_arguments(parser) -> None:
@@ -66,13 +72,24 @@ def _cell(v) -> str:
     return str(v)
 
 
-def print_table(rows: list[dict], wide: bool = False) -> None:
-    """Records as a text table, every column right-aligned under its name; unless `wide`, the longest
-    text columns are shortened (with …) to fit WIDTH. Plain Python: a data verb that asked a daemon
+def print_table(rows: list[dict], wide: bool = False, notes: list[str] = ()) -> None:
+    """Records as a text table, every column right-aligned under its name, then the `notes`. On a
+    terminal, unless `wide`, the longest text columns are shortened (with …) to fit its width, and a
+    line says so; a pipe or a file gets every name whole. Plain Python: a data verb that asked a daemon
     prints its answer without loading pandas."""
     if not rows:
         print("(no matches)")
         return
+    width = shutil.get_terminal_size((WIDTH, 24)).columns if not wide and sys.stdout.isatty() else None
+    lines, cut = _table(rows, width)
+    if cut:
+        lines.append(f"(names shortened to fit {width} columns: --wide shows them whole)")
+    print("\n".join([*lines, *notes]))
+
+
+def _table(rows: list[dict], width: int | None) -> tuple[list[str], bool]:
+    """The table's lines, its longest text columns shortened to fit `width` (None: as they are), and
+    whether any was."""
     columns = list(rows[0])
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     texts = [i for i, c in enumerate(columns) if any(isinstance(r.get(c), str) for r in rows)]
@@ -80,9 +97,8 @@ def print_table(rows: list[dict], wide: bool = False) -> None:
     def render() -> list[str]:
         widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
         return [" ".join(v.rjust(w) for v, w in zip(line, widths)) for line in [columns, *cells]]
-    lines = render()
-    width = max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if wide else WIDTH
-    while not wide and max(map(len, lines)) > width and texts:
+    lines, cut = render(), False
+    while width is not None and max(map(len, lines)) > width and texts:
         lengths = {i: max(len(row[i]) for row in cells) for i in texts}
         col = max(lengths, key=lengths.get)
         keep = max(8, lengths[col] - (max(map(len, lines)) - width))
@@ -90,8 +106,14 @@ def print_table(rows: list[dict], wide: bool = False) -> None:
             break
         for row in cells:
             row[col] = row[col] if len(row[col]) <= keep else row[col][:keep - 1] + "…"
-        lines = render()
-    print("\n".join(lines))
+        lines, cut = render(), True
+    return lines, cut
+
+
+def share_legend(rows: list[dict]) -> list[str]:
+    """SHARES, when the rows hold time_share values (a column, or bottlenecks' metric) of both sources."""
+    sources = {r.get("source") for r in rows if r.get("metric") == "time_share" or "time_share" in r}
+    return [SHARES] if {"region", "bbv"} <= sources else []
 
 
 def run(args) -> int:
@@ -106,7 +128,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        print_table([{**r, "degree": round(r["degree"], 3)} for r in rows], args.wide)
+        print_table([{**r, "degree": round(r["degree"], 3)} for r in rows], args.wide, share_legend(rows))
     return 0
 
 

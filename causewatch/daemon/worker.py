@@ -133,6 +133,8 @@ def _serve(conn, niceness: int, daemon: int, name: str = "") -> None:
     # semaphore" warning on the daemon's stderr, after its last line). A worker starts no processes itself.
     mp.set_start_method("fork", force=True)
     _lower_priority(niceness)
+    # A terminal's Ctrl-C reaches the whole process group: the daemon decides, and the worker ends with it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _daemon = conn
     while True:
         try:

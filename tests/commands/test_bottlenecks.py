@@ -4,8 +4,11 @@ file that is no store refused."""
 import json
 
 import duckdb
+from support import bbv_frames
 
+from causewatch import wire
 from causewatch.cli import main
+from causewatch.daemon.store import Store
 
 
 def test_bottlenecks_reproduce_fig5(fig5_db, capsys):
@@ -46,3 +49,24 @@ def test_a_duckdb_file_that_is_no_store_is_refused(tmp_path, capsys):
     duckdb.connect(str(tmp_path / "other.duckdb")).execute("CREATE TABLE t (x INTEGER)").close()
     assert main(["bottlenecks", "--db", str(tmp_path / "other.duckdb")]) == 2
     assert "not a causewatch store (no table ingest_log)" in capsys.readouterr().err
+
+
+def test_a_region_and_its_sampled_function_say_which_time_share_is_which(tmp_path, capsys):
+    """An instrumented render (its wall time, what it calls included: 0.67 of the program, High) beside the
+    samples in render's own code (0.18, Negligible): the table says what each share is, not two shares of
+    one region."""
+    store = Store(str(tmp_path / "cw.duckdb"))
+    regions = [wire.decode(wire.encode("region", "vm", "b", 2 * i + k + 1, {
+        "app": "tiles", "region": name, "start": float(i) + start, "duration": duration, "calls": 1}))
+        for i in range(10) for k, (name, start, duration) in enumerate((("render", 0.0, 0.66), ("load", 0.7, 0.2)))]
+    samples = bbv_frames([("vm", "b", 100 + i, "app:tiles", "python", float(i), i + 1.0, key, count)
+                          for i in range(10) for key, count in (("tiles.py:render", 18), ("tiles.py:work", 82))])
+    store.commit_frames(regions + samples)
+    store.close()
+    assert main(["bottlenecks", "--db", str(tmp_path / "cw.duckdb"), "--metric", "time_share"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    shown = {line.split()[2]: (line.split()[3], line.split()[5]) for line in out[1:-1]}
+    assert shown == {"render": ("region", "0.6667"), "load": ("region", "0.202"), "tiles.py:render": ("bbv", "0.18"),
+                     "tiles.py:work": ("bbv", "0.82")}, out
+    assert out[-1].startswith("time_share: a region row's is its wall time, what it calls included") \
+        and "a bbv row's is the samples in the function's own code" in out[-1]

@@ -1,8 +1,13 @@
 """`causewatch query` over a real DuckDB store (paper Fig. 5 data): PERFQL matches ranked by degree,
-errors pointing at their column; its tables fit 100 columns (long names shortened with …) unless
---wide, and its membership modes are the library's."""
+errors pointing at their column; its tables fit a terminal (long names shortened with …, and said so)
+unless --wide, whole in a pipe, and its membership modes are the library's."""
 
+import contextlib
 import json
+import os
+import pty
+import subprocess
+import sys
 
 import pytest
 
@@ -44,10 +49,27 @@ def _rows():
             (("n1", name, 0.5), ("n2", "main", 0.25))]
 
 
-def test_tables_fit_100_columns(capsys):
+def test_a_terminal_s_table_fits_its_width_and_says_names_were_shortened():
+    """On a terminal (a pty, 60 columns) names are shortened to fit, and a line says so and how to see them."""
+    primary, secondary = pty.openpty()
+    code = f"from causewatch.commands.query import print_table\nprint_table({_rows()!r})"
+    with subprocess.Popen([sys.executable, "-c", code], stdout=secondary, env=dict(os.environ, COLUMNS="60")) as child:
+        os.close(secondary)
+        assert child.wait(60) == 0
+    out = b""
+    with contextlib.suppress(OSError):   # EIO once the child's side is closed and read empty
+        while chunk := os.read(primary, 4096):
+            out += chunk
+    os.close(primary)
+    lines = out.decode().splitlines()
+    assert max(map(len, lines)) <= 60 and "…" in lines[1] and "main" in lines[2], lines
+    assert lines[-1] == "(names shortened to fit 60 columns: --wide shows them whole)"
+
+
+def test_a_pipe_or_a_file_gets_every_name_whole(capsys):
     print_table(_rows())
-    lines = capsys.readouterr().out.splitlines()
-    assert max(map(len, lines)) <= WIDTH and "…" in lines[1] and "main" in lines[2]
+    out = capsys.readouterr().out
+    assert "_M_erase" in out and "…" not in out and "shortened" not in out and max(map(len, out.splitlines())) > WIDTH
 
 
 def test_wide_keeps_every_character(capsys):

@@ -1,5 +1,7 @@
 """Configuration: TOML read once, wrong keys and types named with their file."""
 
+from pathlib import Path
+
 import pytest
 
 from causewatch import config
@@ -48,3 +50,29 @@ def test_memory_bounds_below_their_range_are_named(tmp_path, key, value):
     with pytest.raises(ConfigError) as e:
         config.load(DaemonConfig, f, "daemon")
     assert e.value.key == key and str(f) in str(e.value)
+
+
+@pytest.mark.parametrize("env, spool", [
+    ({}, "~/.cache/causewatch/spool"),
+    ({"XDG_CACHE_HOME": "/home/ann/.var/cache"}, "/home/ann/.var/cache/causewatch/spool"),
+    ({"XDG_CACHE_HOME": "relative/cache"}, "~/.cache/causewatch/spool"),   # the XDG spec: relative is ignored
+    ({"STATE_DIRECTORY": "/var/lib/causewatch-agent", "XDG_CACHE_HOME": "/c"}, "/var/lib/causewatch-agent/spool"),
+])
+def test_the_default_spool_is_the_user_s_xdg_cache_or_a_unit_s_state_directory(monkeypatch, env, spool):
+    """A user's agent spools in their XDG cache; one run by systemd with StateDirectory= in that directory
+    (unacked frames are state), which systemd names in $STATE_DIRECTORY."""
+    for var in ("XDG_CACHE_HOME", "STATE_DIRECTORY"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    assert AgentConfig().spool == spool
+    assert config.load(AgentConfig, None, "agent").spool == spool
+
+
+def test_the_shipped_unit_spools_in_its_state_directory():
+    """The agent unit's config names the spool its unit keeps as state, the default there too."""
+    root = Path(__file__).resolve().parents[2]
+    unit = (root / "systemd" / "causewatch-agent.service").read_text()
+    state = unit.split("StateDirectory=", 1)[1].split()[0]
+    cfg = config.load(AgentConfig, root / "systemd" / "agent.toml", "agent")
+    assert cfg.spool == f"/var/lib/{state}/spool"

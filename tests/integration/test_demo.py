@@ -1,7 +1,14 @@
 """`causewatch demo` end to end: every capability that has landed shows up in its report."""
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
+import pytest
 from support import run_cli
 
 from causewatch.commands import demo, demo_shards
@@ -91,3 +98,39 @@ def test_the_report_names_each_phase_s_top_functions(tmp_path):
                                                           "masterworker.py:_dict 60%, x.py:<listcomp> 40%"}
         assert demo.phases(con, shown=1)[-1]["more"].startswith("2 lighter phases: causewatch phases")
     store.close()
+
+
+@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["sigint-default", "sigint-ignored"])
+def test_one_ctrl_c_while_the_kit_builds_stops_the_demo_with_a_summary(tmp_path, inherited):
+    """A terminal's Ctrl-C (SIGINT to the demo's whole process group) while the probe kit builds: the demo
+    stops at once, with a line saying what it was doing and had done, no figures of the cut run and no
+    tracebacks, exit 130; also where its shell left SIGINT ignored (a script's background job)."""
+    demo_dir = tmp_path / "demo"
+    proc = subprocess.Popen([sys.executable, "-m", "causewatch.cli", "demo", "--seconds", "4", "--wait", "0",
+                             "--dir", str(demo_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            process_group=0, preexec_fn=lambda: signal.signal(signal.SIGINT, inherited))
+    try:
+        seen = [proc.stdout.readline()]
+        while seen[-1] and "building the probe kit" not in seen[-1]:
+            seen.append(proc.stdout.readline())
+        assert seen[-1], "".join(seen)
+        time.sleep(3)   # the build under way: its reference runs' workers started
+        os.killpg(proc.pid, signal.SIGINT)
+        out = "".join(seen) + proc.communicate(timeout=20)[0]   # a generous bound: it stops in about a second
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("demo interrupted after") and "while building the probe kit" in last, out
+    assert "values/s" not in out and "Traceback" not in out, out
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and str(demo_dir) in _cmdline(p)], \
+        "the kit build outlived the demo"
+
+
+def _cmdline(pid: str) -> str:
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/cmdline") as f:
+            return f.read()
+    return ""
