@@ -1,7 +1,7 @@
 """Task and region records from instrumented programs: `with task(app, params={...}):`, `with region(name):`.
 
 Each measures the calling thread (perf software/hardware counters, CPU wait, wall and CPU time, a
-Python-level phase vector sampled from sys._current_frames) and sends one record to the local agent's
+Python-level phase vector: FrameSampler) and sends one record to the local agent's
 ipc socket, or, when no agent listens there, straight to the daemon through a Sender spooling under
 SPOOL/instrument (a stable name: the agent and the next such run deliver what is left there). The
 agent tells a command it launches where it is through the CAUSEWATCH_* environment (ENVIRONMENT).
@@ -17,6 +17,7 @@ import functools
 import itertools
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -27,7 +28,7 @@ import msgpack
 import zmq
 
 from causewatch import config
-from causewatch.agent import perf
+from causewatch.agent import cputimer, perf
 from causewatch.agent.sender import INSTRUMENT_SPOOL, Sender
 from causewatch.config import AgentConfig
 
@@ -47,25 +48,45 @@ def environment(cfg: AgentConfig, config_file: str | None = None) -> dict[str, s
     return env
 
 
+_OWN_FOLDER = os.path.dirname(__file__)   # causewatch/agent: the monitor's own code
+_LIBRARY_DEPTH = 8   # how far below the monitor's code the library code it calls (pyzmq, threading) may reach
+OTHER, OWN, WRAPPER = 0, 1, 2   # a code object's role: the program's, the monitor's, the decorators' wrapper
+
+
 class FrameSampler:
-    """One timer thread sampling the innermost Python frame of every thread inside a task or region.
+    """Samples the innermost Python frame of every thread inside a task or region into its vectors.
 
     A Python program's native IPs all land in the interpreter loop; its code objects are what tell
-    phases apart, so the vector keys are 'file.py:qualname'.
+    phases apart, so the vector keys are 'file.py:qualname'. The main thread is sampled by a SIGPROF
+    handler, one count per `interval` of its CPU time (cputimer): the handler runs in that thread, so
+    sampling adds no context switch to what its counters measure. Other threads, and the main thread of
+    a program that has SIGPROF for itself, are sampled by a timer thread every `interval` of wall time,
+    which takes the GIL from them (a switch or two a sample). Once `unwatch` returns, nothing touches
+    that vector again.
     """
 
     def __init__(self, interval: float = 0.005):
         self.interval = interval
-        self._active: dict[int, list[Counter]] = {}
+        self._threads: dict[int, list[Counter]] = {}   # the timer thread's, under _lock
+        self._main: list[Counter] = []                  # the SIGPROF handler's: only the main thread touches it
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._keys: dict = {}
+        self._codes: dict = {}
         self._thread: threading.Thread | None = None
+        self._handler = self._on_sigprof                # one bound method, so that getsignal can be compared
+        self._timer: cputimer.ThreadCpuTimer | None = None
+        self._claimed = self._armed = False
+        self._mark = self._carry = self._left = 0.0
 
     def watch(self, tid: int) -> Counter:
         counts: Counter = Counter()
+        if tid == threading.main_thread().ident == threading.get_ident() and (self._armed or self._signals()):
+            if not self._armed:
+                self._arm()
+            self._main.append(counts)
+            return counts
         with self._lock:
-            self._active.setdefault(tid, []).append(counts)
+            self._threads.setdefault(tid, []).append(counts)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="causewatch-frames", daemon=True)
                 self._thread.start()
@@ -73,49 +94,162 @@ class FrameSampler:
         return counts
 
     def unwatch(self, tid: int, counts: Counter) -> None:
+        """Stop sampling into `counts` (matched by identity: a task and its first region often hold equal
+        vectors); from its return `counts` is final."""
+        if tid == threading.main_thread().ident and _remove(self._main, counts):
+            if not self._main and self._armed:   # not in a child forked inside a task: it has no timer
+                self._disarm()
+            return
         with self._lock:
-            stack = self._active.get(tid, [])
-            if counts in stack:
-                stack.remove(counts)
+            stack = self._threads.get(tid, [])
+            _remove(stack, counts)
             if not stack:
-                self._active.pop(tid, None)
+                self._threads.pop(tid, None)
 
-    def _key(self, code) -> str:
-        key = self._keys.get(code)
-        if key is None:
+    def watched(self) -> int:
+        """How many vectors are being sampled now (a program between tasks has none)."""
+        with self._lock:
+            return len(self._main) + sum(len(stack) for stack in self._threads.values())
+
+    def _signals(self) -> bool:
+        """Whether SIGPROF can sample the main thread: its handler is ours, or SIGPROF is unclaimed (its
+        default action) and becomes ours; never over a handler of the program's. Called on that thread."""
+        try:
+            handler = signal.getsignal(signal.SIGPROF)
+            if handler is not self._handler and handler != signal.SIG_DFL:
+                return False
+            if self._timer is None:
+                self._timer = cputimer.ThreadCpuTimer(signal.SIGPROF)
+            if handler is not self._handler:
+                signal.signal(signal.SIGPROF, self._handler)
+                signal.siginterrupt(signal.SIGPROF, False)   # the kernel restarts a system call it interrupts
+        except (AttributeError, ValueError, OSError):   # no SIGPROF or timers here, or not the interpreter's
+            return False
+        if not self._claimed:
+            self._claimed = True
+            os.register_at_fork(after_in_child=self._forked)
+        return True
+
+    def _arm(self) -> None:
+        """Start the timer where the last task left it, so that short tasks are sampled in turn."""
+        self._mark = time.thread_time() - min(self._carry, self.interval)
+        self._timer.set(min(self._left, self.interval) or self.interval, self.interval)
+        self._armed = True
+
+    def _disarm(self) -> None:
+        self._left = self._timer.set(0, 0)
+        self._carry = time.thread_time() - self._mark
+        self._armed = False
+
+    def _on_sigprof(self, signum, frame) -> None:
+        """One count per `interval` of the main thread's CPU since the last: a signal that waited for a
+        long C call to return credits that call's caller with all of it."""
+        samples = int((time.thread_time() - self._mark) / self.interval)
+        if samples <= 0 or frame is None:
+            return
+        self._mark += samples * self.interval
+        key = self._key_of(frame)
+        for counts in self._main:
+            counts[key] += samples
+
+    def _forked(self) -> None:
+        self._timer, self._armed = None, False   # a child has no timers: it makes its own
+
+    def _code(self, code) -> tuple[str, int]:
+        """(key, role) of a code object, worked out once."""
+        known = self._codes.get(code)
+        if known is None:
             key = f"{os.path.basename(code.co_filename)}:{getattr(code, 'co_qualname', code.co_name)}"
             key = "".join(c if c.isprintable() else "?" for c in key)[:MAX_KEY]
-            self._keys[code] = key
+            role = OTHER if os.path.dirname(code.co_filename) != _OWN_FOLDER else \
+                WRAPPER if code.co_name == "measured" else OWN
+            known = self._codes[code] = (key, role)
+        return known
+
+    def _key_of(self, frame) -> str:
+        """The key of the innermost frame that is the program's: past the monitor's own frames (a sample
+        that lands in a region's __enter__ or the counters it reads) and the library code they called."""
+        key, role = self._code(frame.f_code)
+        if role == OTHER:
+            caller = self._monitor_caller(frame)
+            if caller is None:
+                return key
+            frame, (key, role) = caller, self._code(caller.f_code)
+        while role != OTHER and frame.f_back is not None:
+            frame = frame.f_back
+            key, role = self._code(frame.f_code)
         return key
+
+    def _monitor_caller(self, frame):
+        """The monitor's frame among the first _LIBRARY_DEPTH callers of `frame`; None when the program's
+        own code, or the wrapper that runs a decorated function, comes first."""
+        caller = frame.f_back
+        for _ in range(_LIBRARY_DEPTH):
+            if caller is None:
+                return None
+            role = self._code(caller.f_code)[1]
+            if role == OWN:
+                return caller
+            if role == WRAPPER:
+                return None
+            caller = caller.f_back
+        return None
 
     def _loop(self) -> None:
         while True:
             with self._lock:
-                active = {tid: list(stack) for tid, stack in self._active.items()}
-            if not active:
-                self._wake.clear()
+                idle = not self._threads
+                if idle:
+                    self._wake.clear()     # under the lock: a watch after this sets it again
+            if idle:
                 self._wake.wait()
                 continue
             frames = sys._current_frames()
-            for tid, stack in active.items():
-                frame = frames.get(tid)
-                if frame is not None:
-                    key = self._key(frame.f_code)
-                    for counts in stack:
-                        counts[key] += 1
+            with self._lock:               # so that unwatch, under it, leaves a vector no one touches after
+                for tid, stack in self._threads.items():
+                    frame = frames.get(tid)
+                    if frame is not None:
+                        key = self._key_of(frame)
+                        for counts in stack:
+                            counts[key] += 1
             del frames
             time.sleep(self.interval)
 
 
+def _remove(stack: list, item) -> bool:
+    """Remove `item` itself (not an equal one) from `stack`; whether it was there."""
+    for i, other in enumerate(stack):
+        if other is item:
+            del stack[i]
+            return True
+    return False
+
+
 class _ThreadCounters(threading.local):
-    """The calling thread's perf counters, opened on first use (their fds close with the thread)."""
+    """The calling thread's perf counters and schedstat file, opened on first use, and again in a forked
+    child, whose thread they do not measure; their fds close with the thread."""
 
     collector: perf.CounterCollector | None = None
+    schedstat = None
+    owner: int | None = None    # the native id of the thread they were opened for
 
-    def get(self) -> perf.CounterCollector:
-        if self.collector is None:
-            self.collector = perf.thread_counters()
-        return self.collector
+    def _mine(self) -> None:
+        tid = threading.get_native_id()
+        if tid != self.owner:
+            self.collector, self.schedstat, self.owner = perf.thread_counters(), None, tid
+
+    def read(self) -> tuple[dict[str, float | None], float | None]:
+        """The thread's cumulative perf counts, and the seconds it has spent runnable but waiting on a run
+        queue for a CPU (its CPU contention; /proc/thread-self/schedstat, read again from offset 0, as an
+        open costs ten reads), None where the kernel keeps no schedstat."""
+        self._mine()
+        try:
+            if self.schedstat is None:
+                self.schedstat = open("/proc/thread-self/schedstat", "rb", buffering=0)
+            waited = int(os.pread(self.schedstat.fileno(), 128, 0).split()[1]) * 1e-9
+        except (OSError, IndexError, ValueError):
+            waited = None
+        return self.collector.totals(), waited
 
 
 class Transport:
@@ -238,16 +372,6 @@ def _send(kind: str, body: dict) -> None:
         log.warning("causewatch: %s record not sent: %s", kind, e)
 
 
-def _cpu_wait() -> float | None:
-    """Seconds the calling thread has spent runnable but waiting on a run queue for a CPU (its CPU
-    contention; /proc/thread-self/schedstat), or None where the kernel keeps no schedstat."""
-    try:
-        with open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[1]) * 1e-9
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 class _Measured:
     """Shared by task and region: a context manager, and a decorator measuring each call."""
 
@@ -255,8 +379,7 @@ class _Measured:
 
     def __enter__(self):
         self._tid = threading.get_ident()
-        self._c0 = _counters.get().collect()
-        self._waited0 = _cpu_wait()
+        self._c0, self._waited0 = _counters.read()
         self._vector = _sampler.watch(self._tid)
         self._t0, self._cpu0 = time.time(), time.thread_time()
         return self
@@ -264,11 +387,9 @@ class _Measured:
     def __exit__(self, exc_type, exc, tb):
         duration, cpu = time.time() - self._t0, time.thread_time() - self._cpu0
         _sampler.unwatch(self._tid, self._vector)
-        c1 = _counters.get().collect()
-        counters = {k: v - self._c0[k] for k, v in c1.items()
-                    if v is not None and self._c0.get(k) is not None and k not in perf.DERIVED}
+        c1, waited = _counters.read()
+        counters = {k: v - self._c0[k] for k, v in c1.items() if v is not None and self._c0.get(k) is not None}
         counters.update(perf.derive(c1, self._c0))
-        waited = _cpu_wait()
         if waited is not None and self._waited0 is not None:
             counters["cpu_wait_seconds"] = waited - self._waited0
         body = {"app": self.app, "start": self._t0, "duration": duration, "cpu_seconds": cpu,

@@ -267,6 +267,14 @@ class CounterCollector:
 
     def collect(self) -> dict[str, float | None]:
         """Cumulative counts since open() (None where no value) and interval ratios; never raises."""
+        out = self.totals()
+        derived = derive(out, self._last)
+        self._last = {k: v for k, v in out.items() if v is not None}
+        out.update(derived)
+        return out
+
+    def totals(self) -> dict[str, float | None]:
+        """Cumulative counts since open() (None where no value), without ratios; never raises."""
         totals: dict[str, float] = {}
         for cpu, group in self._groups:
             try:
@@ -278,11 +286,7 @@ class CounterCollector:
                 totals[ev.name] = totals.get(ev.name, 0.0) + v
                 if self.per_cpu and cpu >= 0:
                     totals[f"{ev.name}.cpu{cpu}"] = v
-        out: dict[str, float | None] = {k: (None if math.isnan(v) else float(v)) for k, v in totals.items()}
-        derived = derive(out, self._last)
-        self._last = {k: v for k, v in out.items() if v is not None}
-        out.update(derived)
-        return out
+        return {k: (None if math.isnan(v) else float(v)) for k, v in totals.items()}
 
     def __del__(self):
         self.close()

@@ -4,14 +4,16 @@ real daemon when no agent listens."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 
 import psutil
 import pytest
-from support import agent_config, lost_cpu_seconds, query, wait_for
+from support import ROOT, agent_config, lost_cpu_seconds, query, wait_for
 
 from causewatch.agent import instrument as api
 from causewatch.agent.runner import Agent
@@ -38,6 +40,20 @@ def spin_b(seconds: float) -> None:
     t = time.thread_time()
     while time.thread_time() - t < seconds:
         sorted(str(i) for i in range(200))
+
+
+def on(where: str, fn) -> None:
+    """Run `fn` on the main thread (sampled by SIGPROF) or on another one (sampled by the timer thread)."""
+    if where == "main":
+        fn()
+        return
+    worker = threading.Thread(target=fn)
+    worker.start()
+    worker.join(60)
+
+
+def vectors(relay, kind: str) -> list[dict]:
+    return [dict(zip(b["bbv"]["keys"], b["bbv"]["counts"])) for k, b in relay.sender.sent if k == kind and "bbv" in b]
 
 
 @pytest.fixture
@@ -166,3 +182,186 @@ def test_without_an_agent_records_go_straight_to_the_daemon(daemon, tmp_path):
     db = daemon.cfg.db
     assert query(db, "SELECT app, task_id FROM tasks WHERE node='app-node'") == [("direct", "t-1")]
     assert query(db, "SELECT app, region, calls FROM regions WHERE node='app-node'") == [("direct", "r", 1)]
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_balanced_tasks_and_regions_leave_no_vector_watched(relay, monkeypatch, where):
+    """A task and a region opened first in it hold equal vectors until a sample lands after the region.
+    Unwatched by equality, the region's exit took the task's vector off instead of its own, which stayed
+    behind, sampled and compared at every exit after (29-38 of 200 here; CPU per task grew over a run)."""
+    monkeypatch.setattr(api._sampler, "interval", 0.001)
+
+    def pairs():
+        for i in range(200):
+            with api.task(params={"i": i}):
+                with api.region("first"):
+                    pass
+                spin_a(0.003)
+    on(where, pairs)
+    assert api._sampler.watched() == 0
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_a_task_and_its_first_region_get_their_own_counts(relay, where):
+    def body():
+        with api.task(params={"where": where}):
+            with api.region("first"):
+                spin_b(0.06)
+            spin_a(0.12)
+    on(where, body)
+    assert wait_for(lambda: relay.relayed == 2)
+    [task], [region] = vectors(relay, "task"), vectors(relay, "region")
+    assert any("spin_a" in k for k in task) and any("spin_b" in k for k in task), task
+    assert any("spin_b" in k for k in region) and not any("spin_a" in k for k in region), region
+    assert sum(task.values()) > sum(region.values())
+
+
+def test_a_vector_is_final_once_unwatched(monkeypatch):
+    """The timer thread reads the threads' frames, then counts them into the vectors it samples. A vector
+    unwatched in between is not counted: it was (from a copy of the list taken before), while its record
+    was being built from it, and the daemon refused records with more keys than counts."""
+    sampler = api.FrameSampler(interval=0.001)
+    frames, read, resume = sys._current_frames, threading.Event(), threading.Event()
+
+    def gated():   # holds the timer thread between reading the frames and counting them
+        snapshot = frames()
+        if threading.current_thread() is sampler._thread:
+            read.set()
+            resume.wait(10)
+        return snapshot
+    monkeypatch.setattr(sys, "_current_frames", gated)
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: [spin_a(0.001) for _ in iter(stop.is_set, True)])
+    worker.start()
+    try:
+        counts = sampler.watch(worker.ident)
+        assert read.wait(10)
+        sampler.unwatch(worker.ident, counts)
+        final = Counter(counts)
+        later = sampler.watch(worker.ident)
+        read.clear()
+        resume.set()
+        assert read.wait(10)                     # the next round began: the held one has counted
+        assert wait_for(lambda: sum(later.values()) > 0)
+        assert counts == final
+        sampler.unwatch(worker.ident, later)
+    finally:
+        stop.set()
+        worker.join(10)
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_phase_vectors_hold_the_programs_code_not_the_monitors(relay, monkeypatch, where):
+    """A sample landing in a region's __enter__ or __exit__, or in the counters and sockets they use, goes
+    to the program's frame that opened the region: the monitor's own code led such a task's vector
+    (perf.py:EventGroup.read a quarter of it)."""
+    monkeypatch.setattr(api._sampler, "interval", 0.001)
+
+    def body():
+        with api.task():
+            for _ in range(300):
+                with api.region("outer"):
+                    with api.region("inner"):
+                        pass
+    on(where, body)
+    assert wait_for(lambda: relay.relayed == 601, timeout=30)
+    [task] = vectors(relay, "task")
+    assert task and {k.split(":")[0] for k in task} == {"test_instrument.py"}, task
+
+
+def test_sampling_adds_no_context_switches_to_a_main_thread_task(relay, monkeypatch):
+    """The main thread is sampled by a SIGPROF handler that runs in it: a CPU-bound task of ~100 ms sampled
+    every 5 ms switches no more often than with sampling off. A timer thread took the GIL from it at
+    every sample: 47-70 switches against 25-34 here. The fewest of three runs each, as the machine's
+    load adds switches to both; the sampled runs first, as a timer thread at 1 s may sleep that long."""
+    for interval in (0.005, 1.0):
+        monkeypatch.setattr(api._sampler, "interval", interval)
+        for _ in range(3):
+            with api.task(params={"interval": interval}):
+                spin_a(0.1)
+    assert wait_for(lambda: relay.relayed == 6)
+    tasks = [b for k, b in relay.sender.sent if k == "task"]
+    sampled, off = ([b for b in tasks if b["params"]["interval"] == iv] for iv in (0.005, 1.0))
+    assert all(sum(b["bbv"]["counts"]) >= 10 for b in sampled)
+    fewest = {iv: min(b["counters"]["context_switches"] for b in group) for iv, group in ((5, sampled), (1, off))}
+    assert fewest[5] <= 1.2 * fewest[1] + 5, fewest
+
+
+def test_a_program_with_its_own_sigprof_handler_keeps_it(relay):
+    hits = []
+
+    def handler(signum, frame):
+        hits.append(signum)
+    previous = signal.signal(signal.SIGPROF, handler)
+    try:
+        with api.task():
+            spin_a(0.1)
+        assert signal.getsignal(signal.SIGPROF) is handler and not hits
+    finally:
+        signal.signal(signal.SIGPROF, previous)
+    assert wait_for(lambda: relay.relayed == 1)
+    [task] = vectors(relay, "task")
+    assert any("spin_a" in k for k in task)      # sampled by the timer thread instead
+
+
+def test_a_program_that_execs_inside_a_task_is_not_killed_by_the_sampling_timer():
+    """A timer that outlived exec (setitimer's do) would signal a program without the handler, which
+    SIGPROF's default action kills (-27)."""
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\nprint('spun')"
+    program = ("import os, sys\nfrom causewatch.agent import instrument as api\nwith api.task():\n"
+               f"    os.execv(sys.executable, [sys.executable, '-c', {spin!r}])\n")
+    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (r.returncode, r.stdout) == (0, "spun\n"), r
+
+
+def test_a_forked_child_measures_its_own_thread():
+    """The counters opened by the thread that forks count that thread of the parent, not the child's."""
+    program = """
+import os, time
+from causewatch.agent import instrument as api
+sent = []
+api._send = lambda kind, body: sent.append(body)
+with api.task():
+    pass
+pid = os.fork()
+if pid == 0:
+    t = time.thread_time()
+    with api.task():
+        while time.thread_time() - t < 0.2:
+            pass
+    print(sent[-1]["counters"]["task_clock_seconds"], sent[-1]["cpu_seconds"], flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and not r.stderr, r
+    clock, cpu = map(float, r.stdout.split())
+    assert cpu >= 0.15 and clock >= 0.9 * cpu, r
+
+
+def test_a_child_forked_inside_a_task_finishes_it_and_samples_its_own_tasks():
+    program = """
+import os, time
+from causewatch.agent import instrument as api
+sent = []
+api._send = lambda kind, body: sent.append(body)
+def spin():
+    t = time.thread_time()
+    while time.thread_time() - t < 0.1:
+        pass
+with api.task():
+    pid = os.fork()
+if pid == 0:
+    with api.task():
+        spin()
+    print(sum(sent[-1]["bbv"]["counts"]), api._sampler.watched(), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and not r.stderr, r
+    samples, watched = map(int, r.stdout.split())
+    assert samples >= 10 and watched == 0, r
