@@ -152,6 +152,11 @@ class AgentConfig:
     # A sharded site's daemons, "NAME=tcp://HOST:PORT": the agent sends to the one its node hashes to
     # (causewatch/shards.py), in place of `daemon`; never to another while that one is down.
     daemons: tuple = _fmt((), "daemons")
+    # A probe waits (at most probe_idle_wait s) until other processes use at most probe_max_other_cpu of the
+    # machine's CPU, as a launched program's busy start would make the node look slower than it is; it
+    # runs anyway after the wait, and its result says whether the node was busy (docs/probes.md).
+    probe_idle_wait: float = _limit(60.0, 0.0, 86400.0)
+    probe_max_other_cpu: float = _limit(0.25, 0.0, 1.0)
 
 
 @dataclasses.dataclass

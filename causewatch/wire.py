@@ -201,10 +201,11 @@ SCHEMAS: dict[str, dict[str, tuple]] = {
     "region": {"app": (_name, True), "region": (_name, True), "start": (_float, True),
                "duration": (_float, True), "calls": (_int, False), "cpu_seconds": (_opt_float, False),
                "counters": (_map_of(_opt_float, _metric), False), "bbv": (_sparse, False), "extra": _EXTRA},
-    "probe_result": {"app": (_name, True), "kit": (_name, True), "predicted_seconds": (_float, True),
-                     "lo": (_float, True), "hi": (_float, True), "ratio": (_float, True),
-                     "probe_seconds": (_float, True), "phases": (_list_of(_map_of(_scalar)), False),
-                     "extra": _EXTRA},
+    # a probe that failed on the node carries `error` (why) in place of its prediction (PREDICTION)
+    "probe_result": {"app": (_name, True), "kit": (_name, True), "predicted_seconds": (_float, False),
+                     "lo": (_float, False), "hi": (_float, False), "ratio": (_float, False),
+                     "probe_seconds": (_float, False), "phases": (_list_of(_map_of(_scalar)), False),
+                     "error": (_text, False), "extra": _EXTRA},
     "heartbeat": {},
     "ack": {"seq": (_int, True), "boot": (_name, True)},
     "nack": {"seq": (_int, False), "boot": (_text, False), "field": (_text, True), "reason": (_text, True),
@@ -279,6 +280,21 @@ def _first(mask: int) -> int:
     return ((mask & -mask).bit_length() - 1) // 8
 
 
+PREDICTION = ("predicted_seconds", "lo", "hi", "ratio", "probe_seconds")
+
+
+def _check_probe_result(body: dict) -> None:
+    """A probe_result holds its prediction, or a non-empty `error` saying why the probe failed."""
+    if "error" in body:
+        if not body["error"].strip():
+            raise WireError("body.error", "empty (say why the probe failed)", "range")
+        return
+    for key in PREDICTION:
+        if key not in body:
+            raise WireError(f"body.{key}", "missing (a probe_result without an error carries its prediction)",
+                            "missing")
+
+
 def _check_samples(body: dict) -> None:
     t, names, values = body["t"], body["names"], body["values"]
     if len(t) % 8 or len(values) % 8:
@@ -345,6 +361,8 @@ def _decode_map(msg: dict, types) -> Frame:
     body = _check_body("body", env["body"], SCHEMAS[kind])
     if kind == "samples":
         _check_samples(body)
+    elif kind == "probe_result":
+        _check_probe_result(body)
     return Frame(kind, env["node"], env["boot"], env["seq"], env["ts"], body)
 
 

@@ -297,6 +297,25 @@ class Transport:
             return ok
 
 
+# "off": task and region measure as ever, and their records go nowhere (a probe kit's runs of a program's
+# tasks are the kit's, not the application's data)
+OFF = "CAUSEWATCH_INSTRUMENT"
+
+
+class _Discard:
+    """The transport while OFF is "off": drops every record."""
+
+    def send(self, kind: str, body: dict) -> None:
+        pass
+
+    def close(self, timeout: float = 5.0) -> bool:
+        return True
+
+
+def _transport_for(cfg: AgentConfig) -> "Transport | _Discard":
+    return _Discard() if os.environ.get(OFF) == "off" else Transport(cfg)
+
+
 _warned = threading.Event()
 
 
@@ -345,7 +364,7 @@ def configure(app: str | None = None, config_file: str | None = None, sample_int
     from_env = {key: os.environ[var] for key, var in ENVIRONMENT.items() if os.environ.get(var)}
     cfg = config.load(AgentConfig, config_file or os.environ.get("CAUSEWATCH_CONFIG"), "agent",
                       **{**from_env, **settings})
-    _transport = Transport(cfg)
+    _transport = _transport_for(cfg)
     return cfg
 
 

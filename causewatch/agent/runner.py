@@ -3,7 +3,8 @@
 Target counters every `counters_interval`, psutil and system-wide counters every `psutil_interval`,
 the IP-sample rings drained every counters tick; one `samples` frame per (scope, rate) per
 `batch_seconds` (slow rows: at least 5 per frame). Task/region records from instrumented programs are
-relayed from the ipc socket; `run_probe` commands run in a thread; SIGTERM flushes and returns.
+relayed from the ipc socket; `run_probe` commands run in a thread, a failure sent back as its reason;
+SIGTERM flushes and returns.
 A launched command is stopped with the agent (SIGTERM, then SIGKILL), even when the agent is killed.
 """
 
@@ -304,10 +305,15 @@ class Agent:
             probe.start()
 
     def _run_probe(self, body: dict) -> None:
+        start = self.monotonic()
         try:
-            self.sender.send("probe_result", self.run_probe(body))
-        except Exception:   # a failing kit must not take the agent down
-            log.exception("run_probe %s/%s failed", body.get("app"), body.get("kit"))
+            result = self.run_probe(body)
+        except Exception as e:   # a failing kit must not take the agent down, and the daemon hears why
+            result = failed_probe(body, e, self.monotonic() - start)
+            # a kit's own mistakes (an InputError naming them) need no traceback; anything else does
+            log.warning("run_probe %s/%s failed: %s", body.get("app"), body.get("kit"), result["error"],
+                        exc_info=not isinstance(e, CausewatchError))
+        self.sender.send("probe_result", result)
 
     # ---- ipc relay of task/region records ----
     def _relay_loop(self) -> None:
@@ -357,6 +363,16 @@ class Agent:
                                      "end": body["start"] + body["duration"], "vector": body["bbv"]})
         self.relayed += 1
         return True
+
+
+MAX_REASON = 2000   # characters of a failed probe's reason sent to the daemon
+
+
+def failed_probe(body: dict, error: Exception, seconds: float) -> dict:
+    """The probe_result body of a run_probe that raised `error` after `seconds`."""
+    reason = str(error) if isinstance(error, CausewatchError) else f"{type(error).__name__}: {error}"
+    return {"app": body["app"], "kit": body["kit"], "error": reason[:MAX_REASON] or type(error).__name__,
+            "probe_seconds": seconds}
 
 
 def _next(due: float, period: float, now: float) -> float:

@@ -61,11 +61,14 @@ def load_config(args) -> AgentConfig:
                        daemons=args.daemons and [d.strip() for d in args.daemons.split(",") if d.strip()])
 
 
-def run_probe(body: dict) -> dict:
-    """The probe runner, loaded on the first run_probe command: it needs scipy, which a plain agent
-    install lacks (`pip install 'causewatch[all]'` on nodes that run probes)."""
-    from causewatch.probe.run import handle_run_probe
-    return handle_run_probe(body)
+def probe_runner(cfg: AgentConfig):
+    """The agent's probe runner: the probe is loaded on the first run_probe command (it needs scipy, which
+    a plain agent install lacks: `pip install 'causewatch[all]'` on nodes that run probes), and waits for
+    the node to be idle as `cfg` says."""
+    def run_probe(body: dict) -> dict:
+        from causewatch.probe.run import handle_run_probe
+        return handle_run_probe(body, cfg.probe_max_other_cpu, cfg.probe_idle_wait)
+    return run_probe
 
 
 def run(args) -> int:
@@ -93,7 +96,7 @@ def run(args) -> int:
     try:
         try:
             sender = Sender(cfg, on_command=lambda frame: agent and agent.on_command(frame))
-            agent = runner.Agent(cfg, sender, target, run_probe=run_probe)
+            agent = runner.Agent(cfg, sender, target, run_probe=probe_runner(cfg))
             hello = agent.open()
             sender.start()
         except BaseException:

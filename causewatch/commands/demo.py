@@ -145,8 +145,9 @@ def _agent(folder: Path, endpoint: str, node: str, watch: bool) -> subprocess.Po
     """An agent for `node`; demo-node-1 watches the instrumented master-worker workload, which starts
     once `folder/go` exists and runs until `folder/stop` does, demo-node-2 its node only."""
     cfg = folder / f"{node}.toml"
+    # its probe waits for an idle moment a little only: the workload waits PROBE_WAIT s for it at most
     cfg.write_text(f'[agent]\ndaemon = "{endpoint}"\nnode = "{node}"\nspool = "{folder / node}-spool"\n'
-                   f'ipc = "ipc://{folder / node}.sock"\n')
+                   f'ipc = "ipc://{folder / node}.sock"\nprobe_idle_wait = {PROBE_WAIT / 6:g}\n')
     cmd = [sys.executable, "-m", "causewatch.cli", "agent", "--config", str(cfg)]
     if watch:
         cmd += ["--", sys.executable, "-c", WAIT_THEN_EXEC, str(folder / "go"),

@@ -1,21 +1,27 @@
-"""`causewatch probe build|run|register`: make a software probe kit, run it on a node, register it.
+"""`causewatch probe build|run|register|status`: make a software probe kit, run it on a node, register
+it, see each node's probe.
 
 build records one BBV per task, clusters the tasks into phases and times the representatives; run
-predicts this node's task time from the kit; register puts a kit in a daemon store's probe_kits.
+predicts this node's task time from the kit; register puts a kit in a daemon store's probe_kits;
+status lists each node's probe of each kit: pending, done (busy or not) or failed, and why.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
+import time
+from pathlib import Path
 
 from causewatch.commands import check_output
 from causewatch.commands.source import add_source_arguments, open_source
 from causewatch.daemon import verbs
 from causewatch.errors import InputError
 from causewatch.probe import quality
+from causewatch.probe.rank import age
 
 EPILOG = """examples:
   causewatch probe build mw --workload masterworker --tasks 40 --out kits/mw        # the bundled workload
@@ -26,9 +32,12 @@ EPILOG = """examples:
   causewatch probe run kits/mw --json --send     # and send the probe_result to the daemon
   causewatch probe register kits/mw                         # with the running daemon (its HTTP API)
   causewatch probe register kits/mw --db causewatch.duckdb  # in a stopped daemon's store
+  causewatch probe status                        # each node's probe: pending, done or failed (and why)
 
 A task input is any JSON value; a callable worker is called with it, a command worker gets a JSON
-file holding it in place of {input}.
+file holding it in place of {input}. A callable's module is imported from the current folder, an
+installed package or PYTHONPATH; each node's agent must import it too (install it there, or give the
+agent PYTHONPATH). The build's runs send no task or region records (CAUSEWATCH_INSTRUMENT=off).
 """
 
 
@@ -84,12 +93,22 @@ def add_arguments(parser) -> None:
     r.add_argument("--send", action="store_true", help="send the result to the daemon as a probe_result")
     r.add_argument("--config", help="agent TOML config for --send (section [agent])")
     r.add_argument("--daemon", help="daemon endpoint for --send (default from config)")
+    r.add_argument("--idle-wait", type=float, default=0.0, metavar="SECONDS",
+                   help="first wait up to this long for other processes to leave the machine idle (default 0)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
 
     g = sub.add_parser("register", help="register a built kit with the daemon (or in a stopped daemon's store)")
     g.add_argument("kit", help="kit folder")
     add_source_arguments(g)
     g.add_argument("--json", action="store_true", help="print the registered manifest as JSON")
+
+    t = sub.add_parser("status", help="each node's probe of each kit: pending, done or failed (and why)",
+                       description="Each node's probe of each kit: pending (a node heard from has no result "
+                                   "for a registered kit), done (with whether the node was busy) or failed "
+                                   "(and why), with when.")
+    t.add_argument("app", nargs="?", help="only this application's kits")
+    add_source_arguments(t)
+    t.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 
 def _tasks(args) -> list:
@@ -128,6 +147,10 @@ def _worker(args):
 def _build(args) -> int:
     from causewatch.probe.build import build_kit
     check_output(args.out, "--out", folder=True)
+    # as `python -m` and `python script.py` do, a module in the folder the build runs in is found (the
+    # console script's own folder is on sys.path in its place); last, so it shadows no installed module
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     if args.register:    # a store or daemon that cannot take it is refused now, not after minutes of building
         _registry(args.register).close()
     manifest = build_kit(args.app, _worker(args), _tasks(args), args.out, kit=args.kit, workers=args.workers,
@@ -149,17 +172,32 @@ def _build(args) -> int:
     for p in manifest["phases"]:
         print(f"  phase {p['phase']:>2}: {p['tasks']:>3} tasks, {100 * p['weight']:5.1f} % of time, "
               f"representative {p['representative']} ({p['ref_seconds'] * 1000:.1f} ms)")
+    found = _worker(args).module_file() if args.callable else None
+    if found:
+        print(f"  {_importable(args.callable, found)}")
     return 0
+
+
+def _importable(callable_: str, path: str) -> str:
+    """Where the worker's module was found here, and what each node's agent needs to import it."""
+    module = callable_.partition(":")[0]
+    # the folder to put on PYTHONPATH: above the module's file by its dotted depth (a package: its __init__)
+    depth = module.count(".") + (Path(path).name == "__init__.py")
+    return (f"each node's agent must import {module} (here: {path}): install it there, or start the agent "
+            f"with PYTHONPATH={Path(path).parents[depth]}")
 
 
 def _run(args) -> int:
     from tqdm import tqdm
 
     from causewatch.probe.kit import load_manifest
-    from causewatch.probe.run import format_table, probe_result_body, run_kit
+    from causewatch.probe.run import format_table, probe_result_body, run_when_idle
     manifest = load_manifest(args.kit)
+    if args.idle_wait < 0:
+        raise InputError(f"--idle-wait must be 0 or more seconds, got {args.idle_wait}")
     with tqdm(total=len(manifest["phases"]), desc="probe", disable=None) as bar:   # None: only on a terminal
-        result = run_kit(manifest, args.warmup, args.repeats, progress=bar.update)
+        result = run_when_idle(manifest, idle_wait=args.idle_wait, warmup=args.warmup, repeats=args.repeats,
+                               progress=bar.update)
     if args.send:
         _send(args, probe_result_body(result))
     print(json.dumps(result, indent=2) if args.json else format_table(result))
@@ -203,5 +241,34 @@ def _register(args) -> int:
     return 0
 
 
+def _status(args) -> int:
+    with open_source(args) as source:
+        rows = source.read(verbs.PROBE_STATUS, app=args.app)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    if not rows:
+        print("no probe yet: no kit registered" + (f" for app {args.app!r}" if args.app else "")
+              + ", or no agent has said hello")
+        return 0
+    now = time.time()
+    print(f"{'node':<20} {'app':<12} {'kit':<24} {'state':<8} {'when':>12}  note")
+    for r in rows:
+        when = f"{age(now - r['ts'])} ago" if r.get("ts") is not None else ""
+        print(f"{r['node']:<20} {r['app']:<12} {r['kit']:<24} {r['state']:<8} {when:>12}  {_note(r, now)}")
+    return 0
+
+
+def _note(row: dict, now: float) -> str:
+    """What a status row's state means: why it failed, whether the node was busy, what it waits for."""
+    if row["state"] == "failed":
+        return row["reason"]
+    if row["state"] == "pending":
+        seen = row.get("last_seen")
+        return "asked at the node's hello" + (f"; node last seen {age(now - seen)} ago" if seen else "")
+    load = "" if row.get("other_cpu") is None else f"others used {100 * row['other_cpu']:.0f} % CPU"
+    return f"busy: {load}" if row.get("busy") else load
+
+
 def run(args) -> int:
-    return {"build": _build, "run": _run, "register": _register}[args.action](args)
+    return {"build": _build, "run": _run, "register": _register, "status": _status}[args.action](args)

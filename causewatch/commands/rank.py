@@ -6,6 +6,7 @@ Asks a running daemon's HTTP API (/api/rank, --daemon) or reads a stopped daemon
 from __future__ import annotations
 
 import json
+import time
 
 from causewatch.commands.source import add_source_arguments, open_source
 from causewatch.daemon import verbs
@@ -27,19 +28,13 @@ def _interval(lo, hi) -> str:
     return "" if lo is None else f"[{lo:.3g}, {hi:.3g}]"
 
 
-def _age(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f} {unit}"
-    return f"{seconds:.0f} s"
-
-
 def run(args) -> int:
-    from causewatch.probe.rank import RATIO
+    from causewatch.probe.rank import RATIO, age, failed_line
     with open_source(args) as source:
-        nodes = source.read(verbs.RANK, app=args.app)["nodes"]
+        answer = source.read(verbs.RANK, app=args.app)
+    nodes, failed = answer["nodes"], answer.get("failed", [])
     if args.json:
-        print(json.dumps({"app": args.app, "ratio": RATIO, "nodes": nodes}, indent=2))
+        print(json.dumps({"app": args.app, "ratio": RATIO, "nodes": nodes, "failed": failed}, indent=2))
         return 0
     print(f"{'rank':>4} {'node':<20} {'s per task':>10} {'interval':>19} {'task-s per run':>14} {'interval':>19} "
           f"{'ratio':>6} {'probed':>12}")
@@ -47,9 +42,15 @@ def run(args) -> int:
         task = "" if n["task_seconds"] is None else f"{n['task_seconds']:.3g}"
         print(f"{n['rank']:>4} {n['node']:<20} {task:>10} {_interval(n['task_lo'], n['task_hi']):>19} "
               f"{n['run_task_seconds']:>14.3g} {_interval(n['run_lo'], n['run_hi']):>19} {n['ratio']:>6.3f} "
-              f"{_age(n['age_seconds']) + ' ago':>12}")
+              f"{age(n['age_seconds']) + ' ago':>12}{'  busy' if n.get('busy') else ''}")
     print(f"\nper run: the task-seconds (sum of task times) of one run of the kit's workload; intervals 95 %.\n"
           f"ratio: {RATIO}.")
+    for n in (n for n in nodes if n.get("busy")):
+        print(f"busy: other processes used {100 * n['other_cpu']:.0f} % of {n['node']}'s CPU during its probe: "
+              "it may rank slower than it is")
+    now = time.time()
+    for f in failed:
+        print(failed_line(f, now))
     for kit, quality in sorted({(n["kit"], n["quality"]) for n in nodes}):
         reference = next(n["reference_node"] for n in nodes if n["kit"] == kit)
         print(f"kit {kit} (reference node {reference or '?'}): {quality}")

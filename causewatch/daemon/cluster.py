@@ -248,14 +248,16 @@ def _summed(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
 
 
 def _ranked(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
-    """A ranking's nodes from every shard, ranked again by their predicted task time."""
+    """A ranking's nodes from every shard, ranked again by their predicted task time; the failed probes of all."""
     ranks = kept(lambda o: None if isinstance(o, dict) and isinstance(o.get("nodes"), list) else
                  "expected {app, ratio, nodes}")
     rows = [{**x, "shard": r.shard} for r, obj in ranks for x in obj["nodes"] if isinstance(x, dict)]
     rows.sort(key=lambda x: (x.get("task_seconds") is None,
                              x.get("task_seconds") or x.get("run_task_seconds") or 0.0, str(x.get("node"))))
     first = ranks[0][1] if ranks else {}
-    return 200, {**first, "nodes": [{**x, "rank": i} for i, x in enumerate(rows, 1)]}, "application/json"
+    failed = [{**x, "shard": r.shard} for r, obj in ranks for x in obj.get("failed", []) if isinstance(x, dict)]
+    return 200, {**first, "nodes": [{**x, "rank": i} for i, x in enumerate(rows, 1)],
+                 "failed": sorted(failed, key=lambda x: str(x.get("node")))}, "application/json"
 
 
 def _newest(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:

@@ -1,5 +1,6 @@
 """Auto-probing: run_probe to a node for each registered kit it has no result for, whose result was
-taken under other facts (a new boot, other hardware), or whose result is older than `reprobe_after`.
+taken under other facts (a new boot, other hardware), whose last probe failed (at its hello), or whose
+result is older than `reprobe_after`.
 
 run() re-asks connected nodes on that schedule and republishes each node's prediction as `rank` gives it:
 causewatch_predicted_task_seconds{app,node} per task, causewatch_predicted_run_task_seconds{app,node} per run.
@@ -57,8 +58,8 @@ class ProbeJob(Job):
                 node, why, "sent" if sent else "not connected")
 
     def on_hellos(self, ctx: JobContext, hellos: list[tuple[str, dict]]) -> None:
-        """A new node gets every kit; a known one those whose newest result was taken under other facts
-        than its hello's, or is stale. A node's last hello of the burst speaks for it, by its own facts,
+        """A new node gets every kit; a known one those whose newest result failed, was taken under other
+        facts than its hello's, or is stale. A node's last hello of the burst speaks for it, by its own facts,
         not the node's row: hellos of one batch are all stored before the first is handled, and an
         unchanged one judged by a later one's facts sent a second run_probe."""
         now = time.time()
@@ -72,6 +73,8 @@ class ProbeJob(Job):
                 result = newest.get((node, kit["app"], kit["kit"]))
                 if result is None:
                     why = "no result yet"
+                elif result["error"]:   # the node may have been mended since (a module installed, a path set)
+                    why = "its last probe failed"
                 else:
                     changed = changed_facts(result["facts"], facts)
                     why = "facts changed: " + ", ".join(changed) if changed else self._stale(result["ts"], now)

@@ -26,7 +26,7 @@ from causewatch.daemon import learning, readers, store, verbs
 from causewatch.daemon.cursor import Cursor
 from causewatch.errors import CausewatchError, InputError, NotFoundError
 from causewatch.probe import broker, extender
-from causewatch.probe.rank import RATIO, rank_nodes
+from causewatch.probe.rank import RATIO, failed_line, rank_nodes
 from causewatch.probe.registry import kit_row
 
 log = logging.getLogger("causewatch.daemon.http")
@@ -81,16 +81,25 @@ def rank(con: Cursor, app) -> dict:
     if not app:
         raise InputError("GET /api/rank needs ?app=NAME")
     latest, kits = readers.probes.latest_probes(con, app), readers.probes.registered_kits(con)
+    failed = readers.probes.failed_probes(con, app)
     if not latest:
         apps = readers.probes.probed_apps(con)
-        if any(k["app"] == app for k in kits):
-            hint = "its kit is registered, and the nodes' probes have not come back yet"
+        if failed:
+            hint = "; ".join(failed_line(f, time.time()) for f in failed)
+        elif any(k["app"] == app for k in kits):
+            hint = "its kit is registered, and the nodes' probes have not come back yet (causewatch probe status)"
         elif apps:
             hint = f"apps with results: {', '.join(apps)}"
         else:
             hint = "no app has any yet: build a kit (causewatch probe build) and register it (probe register)"
         raise NotFoundError(f"no probe results for app {app!r}; {hint}")
-    return {"app": app, "ratio": RATIO, "nodes": rank_nodes(app, latest, kits, time.time())}
+    return {"app": app, "ratio": RATIO, "nodes": rank_nodes(app, latest, kits, time.time()), "failed": failed}
+
+
+@verbs.PROBE_STATUS.handles
+def probe_status(con: Cursor, app) -> list[dict]:
+    """Each node's probe of each kit (of `app`, or all): /api/probe-status[?app=mw]."""
+    return readers.probes.probe_states(con, app)
 
 
 @verbs.REGIONS.handles

@@ -149,6 +149,8 @@ QUERY = Verb("query", Param("q"), LAST, NODE, Param("min_degree", float, default
 BOTTLENECKS = Verb("bottlenecks", LAST, NODE, Param("top", int), Param("metric", many=True), MODE,
                    Param("negligible", int, default=1), merge=records(("severity", True), ("value", True), cut="top"))
 RANK = Verb("rank", Param("app"), merge=RANKED)
+# each node's probe of each kit: pending, done or failed
+PROBE_STATUS = Verb("probe-status", Param("app"), merge=records(("node", False), ("app", False), ("kit", False)))
 REGIONS = Verb("regions", LAST, NODE, Param("metric", many=True), LIMIT,
                merge=frames(("time_share", True), ("node", False)))
 TASKS = Verb("tasks", Param("app"), LIMIT, merge=frames())   # tasks stay in shard order
@@ -184,6 +186,6 @@ BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST
 # `app` when the pod names none (label causewatch/app), `max_age` the seconds after which a result is stale.
 PRIORITIZE = Verb("k8s/prioritize", Param("app"), Param("max_age", float), method="POST", writes=False, merge=OWN)
 
-VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, REGIONS, TASKS, TASK_APPS, SAMPLES,
-                                         BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS, BASELINE,
-                                         PRIORITIZE)}
+VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, PROBE_STATUS, REGIONS, TASKS,
+                                         TASK_APPS, SAMPLES, BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS,
+                                         BASELINE, PRIORITIZE)}

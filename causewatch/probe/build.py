@@ -22,7 +22,7 @@ from tqdm import tqdm
 from causewatch.analytics.phases import MergedPhases, SimPoint, formats, merge_close_phases, vectors_to_matrix
 from causewatch.errors import InputError
 from causewatch.probe import bbvsource, quality
-from causewatch.probe.kit import FORMAT, MANIFEST, Worker, measure_all
+from causewatch.probe.kit import FORMAT, MANIFEST, Worker, instrument_off, measure_all
 from causewatch.probe.prediction import prediction_interval, relative_sd, span_stretch
 
 # a phase is CPU-bound when its timings on the (idle) reference keep one thread busy: wall ~ CPU time.
@@ -59,6 +59,7 @@ def _reference(prefix: str, totals: np.ndarray, min_spread: float) -> dict:
     return {f"{prefix}_seconds": centre, f"{prefix}_rel_sd": rel_sd, f"{prefix}_lo": lo, f"{prefix}_hi": hi}
 
 
+@instrument_off()   # the build's runs of an instrumented worker send no records
 def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None = None, workers: int = 2,
               bbv: str = "auto", max_k: int | None = None, merge_distance: float = 0.5, coverage: float = 0.99,
               seed: int = 0, reference_runs: int = 3, windows: int = 4,
@@ -67,7 +68,8 @@ def build_kit(app: str, worker: Worker, tasks: list, out_dir, *, kit: str | None
     """Build a kit for `app` from `tasks` (JSON-able task inputs) in `out_dir`; return its manifest.
 
     Refuses (InputError) a reference noisier than `max_spread` / `max_other_cpu` after `retries` more
-    attempts at the reference runs. Progress bars go to stderr when it is a terminal or `show_progress`."""
+    attempts at the reference runs. Progress bars go to stderr when it is a terminal or `show_progress`.
+    An instrumented worker's task and region records of the build's runs are sent nowhere."""
     if len(tasks) < 2:
         raise InputError(f"a kit needs at least 2 tasks, got {len(tasks)}")
     if reference_runs < 1 or windows < 1 or repeats < 1 or warmup < 0:

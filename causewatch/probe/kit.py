@@ -26,6 +26,9 @@ from causewatch.probe import quality
 
 FORMAT = "causewatch-probe-kit/1"
 MANIFEST = "manifest.json"
+# The instrument's OFF switch (causewatch.agent.instrument.OFF, not imported: a timing interpreter would pay
+# for zmq): a kit's runs of an instrumented worker measure its tasks and send no records of them.
+INSTRUMENT_OFF = {"CAUSEWATCH_INSTRUMENT": "off"}
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,23 @@ class Worker:
     def function(self):
         module, _, name = self.callable.partition(":")
         try:
-            return getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError) as e:
-            raise InputError(f"worker callable {self.callable!r} cannot be loaded ({e})") from None
+            found = importlib.import_module(module)
+        except ImportError as e:
+            raise InputError(f"worker callable {self.callable!r} cannot be loaded ({e}): its module must be "
+                             "importable here: install it, or put its folder on PYTHONPATH (on a node: in the "
+                             "agent's environment)") from None
+        try:
+            return getattr(found, name)
+        except AttributeError:
+            raise InputError(f"worker callable {self.callable!r}: module {module!r} ({found.__file__}) has no "
+                             f"{name!r}") from None
+
+    def module_file(self) -> str | None:
+        """The file a callable worker's module is loaded from here (None for a command or a namespace package)."""
+        if self.callable is None:
+            return None
+        self.function()
+        return getattr(sys.modules[self.callable.partition(":")[0]], "__file__", None)
 
     def argv(self, input_path: str) -> list[str]:
         """The command line for one input; a callable worker runs through `python -m causewatch.probe.kit`."""
@@ -72,9 +89,10 @@ class Worker:
             w0, c0 = time.perf_counter(), self.cpu_clock()
             fn(task_input)
             return time.perf_counter() - w0, self.cpu_clock() - c0
+        env = quiet_environment()
         with input_file(task_input) as path:
             w0, c0 = time.perf_counter(), self.cpu_clock()
-            done = subprocess.run(self.argv(path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            done = subprocess.run(self.argv(path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
             wall, cpu = time.perf_counter() - w0, self.cpu_clock() - c0
         if done.returncode:
             raise InputError(f"worker command {self.argv(path)} exited with {done.returncode}: "
@@ -93,6 +111,26 @@ class Worker:
             return time.process_time()
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         return usage.ru_utime + usage.ru_stime
+
+
+def quiet_environment() -> dict:
+    """This process's environment with the instrument turned off, for a child that runs the worker."""
+    return {**os.environ, **INSTRUMENT_OFF}
+
+
+@contextlib.contextmanager
+def instrument_off():
+    """While a kit is built: the worker's records, in this process and the children it starts, go nowhere."""
+    before = {key: os.environ.get(key) for key in INSTRUMENT_OFF}
+    os.environ.update(INSTRUMENT_OFF)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @contextlib.contextmanager
@@ -143,14 +181,16 @@ def measure_all(worker: Worker, inputs: list, warmup: int, repeats: int, progres
                                "first": i == 0}) + "\n" for i, x in enumerate(inputs))
     with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a chatty worker cannot fill it and stall
         child = subprocess.Popen([sys.executable, "-m", "causewatch.probe.kit", "--measure"], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=errors, text=True)
+                                 stdout=subprocess.PIPE, stderr=errors, text=True, env=quiet_environment())
         child.stdin.write(jobs)
         child.stdin.close()
         results = [_tick(progress, json.loads(line)) for line in child.stdout]
         if child.wait() or len(results) != len(inputs):
             errors.seek(0)
-            raise InputError(f"timing worker {worker.callable!r} failed (exit {child.returncode}): "
-                             f"{errors.read()[-500:]}")
+            said = errors.read()
+            if child.returncode == MEASURE_REFUSED and said.strip():   # the worker's own mistake, said in a line
+                raise InputError(said.strip().splitlines()[-1])
+            raise InputError(f"timing worker {worker.callable!r} failed (exit {child.returncode}): {said[-500:]}")
     return results
 
 
@@ -191,6 +231,9 @@ def check_manifest(manifest, where: str = "manifest") -> None:
         raise InputError(f"{where}: the manifest's quality needs {', '.join(quality.FIELDS)}")
 
 
+MEASURE_REFUSED = 2   # `--measure`'s exit status when the worker cannot be loaded: its last stderr line says why
+
+
 def _measure_main() -> int:
     """`--measure`: one JSON job per stdin line, one JSON result per stdout line. The worker's own
     output to fd 1 goes to stderr, so it cannot corrupt the results."""
@@ -201,7 +244,11 @@ def _measure_main() -> int:
         job = json.loads(line)
         worker = Worker.from_json(job["worker"])
         if i == 0:
-            worker.settle()
+            try:
+                worker.settle()
+            except InputError as e:
+                print(e, file=sys.stderr)
+                return MEASURE_REFUSED
         results.write(json.dumps(measure(worker, job["input"], job["warmup"], job["repeats"], job["first"])) + "\n")
         results.flush()
     return 0

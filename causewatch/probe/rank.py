@@ -11,8 +11,8 @@ RATIO = ("this node's time over the kit's reference node's for the same tasks (P
 
 
 def rank_nodes(app: str, latest: list[dict], kits: list[dict], now: float) -> list[dict]:
-    """`latest` (one row per node: node, kit, ts, predicted_seconds, lo, hi, ratio, probe_seconds, phases)
-    ranked by predicted seconds per task, fastest first, numbered from 1.
+    """`latest` (one row per node: node, kit, ts, predicted_seconds, lo, hi, ratio, probe_seconds, phases;
+    busy and other_cpu where recorded) ranked by predicted seconds per task, fastest first, numbered from 1.
 
     A result's predicted_seconds is the task-seconds of one whole run of the kit's workload (the sum of
     its `tasks` task times); per task is that over `tasks`, the mean task's time, with the same interval.
@@ -30,7 +30,22 @@ def rank_nodes(app: str, latest: list[dict], kits: list[dict], now: float) -> li
             "ratio": r["ratio"], "reference_node": (manifest or {}).get("reference", {}).get("node"),
             "probed_at": r["ts"], "age_seconds": max(0.0, now - r["ts"]), "probe_seconds": r["probe_seconds"],
             "quality": format_quality(manifest) if manifest is not None else "kit no longer registered",
-            "phases": r["phases"]})
+            # others' share of the node's CPU while the probe ran: a busy node's probe reads it slower
+            "busy": r.get("busy"), "other_cpu": r.get("other_cpu"), "phases": r["phases"]})
     # Per task, so results of kits with different task counts compare; a kit no longer registered last.
     rows.sort(key=lambda r: (r["task_seconds"] is None, r["task_seconds"] or r["run_task_seconds"], r["node"]))
     return [{"rank": i, **r} for i, r in enumerate(rows, 1)]
+
+
+def age(seconds: float) -> str:
+    """A duration as people say it: '12 s', '3.5 min', '2.0 h', '1.2 d'."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{max(0.0, seconds):.0f} s"
+
+
+def failed_line(failed: dict, now: float) -> str:
+    """A failed probe ({node, kit, ts, reason}) in a sentence: which node, when, and why."""
+    return (f"the probe of kit {failed['kit']} failed on {failed['node']} {age(now - failed['ts'])} ago: "
+            f"{failed['reason']}")

@@ -13,8 +13,11 @@ from __future__ import annotations
 import time
 
 from causewatch.errors import InputError
+from causewatch.probe import quality
 from causewatch.probe.kit import Worker, check_manifest, load_manifest, measure_all
 from causewatch.probe.prediction import prediction_interval, ratio_se2, relative_se2, span_stretch
+
+IDLE_WINDOW = 1.0   # seconds other processes must stay under the limit for the node to count as idle
 
 
 def run_kit(manifest: dict, warmup: int | None = None, repeats: int | None = None, progress=None) -> dict:
@@ -84,6 +87,29 @@ def _predict(manifest: dict, rows: list[dict], reference: str, weight: str, rati
     return {"predicted_seconds": predicted, "lo": lo, "hi": hi, "ratio": p}
 
 
+def wait_for_idle(max_other_cpu: float, max_wait: float, window: float = IDLE_WINDOW) -> dict:
+    """Measure others' share of the machine's CPU in `window`s until one is at most `max_other_cpu`, or
+    `max_wait` seconds have passed: {other_cpu_before (the last window's), idle_waited}."""
+    start = time.perf_counter()
+    while True:
+        seen = quality.idle_window(window)["other_cpu"]
+        waited = time.perf_counter() - start
+        if seen <= max_other_cpu or waited >= max_wait:
+            return {"other_cpu_before": seen, "idle_waited": waited}
+
+
+def run_when_idle(manifest: dict, max_other_cpu: float = quality.MAX_OTHER_CPU, idle_wait: float = 0.0,
+                  **run) -> dict:
+    """`run_kit` once the node is idle (waiting at most `idle_wait` s; 0: at once), with the node's load:
+    `other_cpu`, others' share of its CPU during the probe, and `busy` when that was over `max_other_cpu`."""
+    load = wait_for_idle(max_other_cpu, idle_wait) if idle_wait > 0 else {}
+    meter = quality.CpuMeter()   # read after run_kit has reaped its timing interpreter: its CPU is ours
+    result = run_kit(manifest, **run)
+    other = meter.read()["other_cpu"]
+    return {**result, "load": {**load, "other_cpu": other, "max_other_cpu": max_other_cpu,
+                               "busy": other > max_other_cpu}}
+
+
 def probe_result_body(result: dict) -> dict:
     """A run_kit result as the wire's probe_result body."""
     return {"app": result["app"], "kit": result["kit"], "predicted_seconds": result["predicted_seconds"],
@@ -95,17 +121,18 @@ def probe_result_body(result: dict) -> dict:
             "extra": {"predicted_cpu_seconds": result["predicted_cpu_seconds"], "cpu_lo": result["cpu_lo"],
                       "cpu_hi": result["cpu_hi"], "cpu_ratio": result["cpu_ratio"],
                       "reference_seconds": result["reference_seconds"], "stretch": result["stretch"],
-                      "reference_stretch": result["reference_stretch"]}}
+                      "reference_stretch": result["reference_stretch"], **result.get("load", {})}}
 
 
-def handle_run_probe(body: dict) -> dict:
-    """What an agent does with a run_probe frame: run the kit (inline manifest, else `kit` as a path) and
-    return the probe_result body to send. Blocks for the probe's duration (seconds)."""
+def handle_run_probe(body: dict, max_other_cpu: float = quality.MAX_OTHER_CPU, idle_wait: float = 0.0) -> dict:
+    """What an agent does with a run_probe frame: run the kit (inline manifest, else `kit` as a path) once
+    the node is idle (`run_when_idle`) and return the probe_result body to send. Blocks for the wait and
+    the probe (seconds)."""
     manifest = body.get("manifest") or load_manifest(body["kit"])
     check_manifest(manifest, f"run_probe {body.get('app')}/{body.get('kit')}")
     if manifest["app"] != body["app"]:
         raise InputError(f"run_probe: the kit is for app {manifest['app']!r}, not {body['app']!r}")
-    return probe_result_body(run_kit(manifest))
+    return probe_result_body(run_when_idle(manifest, max_other_cpu, idle_wait))
 
 
 def format_table(result: dict) -> str:
@@ -120,5 +147,9 @@ def format_table(result: dict) -> str:
                  f"[{result['lo']:.2f}, {result['hi']:.2f}] (reference {result['reference_seconds']:.2f}); "
                  f"CPU {result['predicted_cpu_seconds']:.2f} [{result['cpu_lo']:.2f}, {result['cpu_hi']:.2f}]; "
                  f"probe took {result['probe_seconds']:.2f} s")
+    load = result.get("load")
+    if load and load["busy"]:
+        lines.append(f"busy: other processes used {100 * load['other_cpu']:.0f} % of this machine's CPU during the "
+                     f"probe (limit {100 * load['max_other_cpu']:.0f} %): this node may rank slower than it is")
     return "\n".join(lines)
 

@@ -149,13 +149,26 @@ def test_run_probe_runs_the_handed_in_runner_in_a_thread_and_sends_its_result(tm
     agent.on_command(wire.Frame("run_probe", "daemon", "b", 1, 0.0, {"app": "mw", "kit": "k7"}))
     assert agent.sender.event.wait(10)
     assert agent.sender.sent == [("probe_result", dict(result, kit="k7"))]
-    # a failing kit is logged; the agent carries on and sends nothing
+    # a failing kit is logged; the agent carries on and sends the daemon why, as a valid probe_result
     agent.run_probe = lambda body: 1 / 0
     agent.sender = _Recorder()
     agent.on_command(wire.Frame("run_probe", "daemon", "b", 2, 0.0, {"app": "mw", "kit": "bad"}))
-    from support import wait_for
-    assert wait_for(lambda: "run_probe mw/bad failed" in caplog.text)
-    assert agent.sender.sent == []
+    assert agent.sender.event.wait(10)
+    assert "run_probe mw/bad failed: ZeroDivisionError: division by zero" in caplog.text
+    [(kind, body)] = agent.sender.sent
+    assert kind == "probe_result" and body["error"] == "ZeroDivisionError: division by zero"
+    assert (body["app"], body["kit"]) == ("mw", "bad") and body["probe_seconds"] >= 0
+    assert wire.decode(wire.encode(kind, "n", "b", 1, body)).body == body
+    # the kit's own mistake is said as it is, without a traceback
+    def refuse(body):
+        raise InputError("worker callable 'x:y' cannot be loaded")
+    agent.run_probe = refuse
+    agent.sender = _Recorder()
+    caplog.clear()
+    agent.on_command(wire.Frame("run_probe", "daemon", "b", 3, 0.0, {"app": "mw", "kit": "bad"}))
+    assert agent.sender.event.wait(10)
+    assert agent.sender.sent[0][1]["error"] == "worker callable 'x:y' cannot be loaded"
+    assert "Traceback" not in caplog.text
 
 
 def test_an_agent_built_without_a_probe_runner_logs_and_ignores_run_probe(tmp_path, caplog):

@@ -91,12 +91,23 @@ def test_samples_bodies_from_lists_rows_and_numpy_are_the_same_bytes():
                               "counters": {"c": math.nan}}), "body.counters.c", "nonfinite"),
     (frame(kind="bbv", body={"target": "t", "kind": "native", "start": 0.0, "end": 1.0,
                              "vector": {"keys": ["f"], "counts": [1, 2]}}), "body.vector.counts", "shape"),
+    # a probe result holds its prediction, or why the probe failed
+    (frame(kind="probe_result", body={"app": "a", "kit": "k", "predicted_seconds": 1.0, "lo": 0.9, "hi": 1.1,
+                                      "ratio": 1.0}), "body.probe_seconds", "missing"),
+    (frame(kind="probe_result", body={"app": "a", "kit": "k"}), "body.predicted_seconds", "missing"),
+    (frame(kind="probe_result", body={"app": "a", "kit": "k", "error": " "}), "body.error", "range"),
+    (frame(kind="probe_result", body={"app": "a", "kit": "k", "error": 3}), "body.error", "type"),
 ])
 def test_refusals_name_the_field(data, field, code):
     with pytest.raises(WireError) as e:
         wire.decode(data)
     assert (e.value.field, e.value.code) == (field, code)
     assert field in str(e.value)
+
+
+def test_a_failed_probe_result_carries_its_reason_in_place_of_a_prediction():
+    body = {"app": "a", "kit": "k", "error": "No module named 'solver'", "probe_seconds": 0.2}
+    assert wire.decode(frame(kind="probe_result", body=body)).body == body
 
 
 def test_oversize_is_refused_before_parsing():

@@ -65,6 +65,23 @@ def test_hello_from_a_new_node_gets_every_kit_it_has_no_result_for(tmp_path):
     assert 'causewatch_predicted_run_task_seconds{app="mw",node="n1"} 12.0' in text
 
 
+def test_a_node_whose_probe_failed_is_asked_again_at_its_next_hello_not_on_schedule(tmp_path):
+    con = duckdb.connect(str(tmp_path / "s.duckdb"))
+    migrate(con)
+    create_views(con)
+    register_kit(con, kit_row(manifest("k1")))
+    con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, error) "
+                "VALUES ('n1', 'b', 1, ?, 'mw', 'k1', 'No module named ''solver''')", [time.time()])
+    con.execute("INSERT INTO nodes (node, first_seen, last_seen) VALUES ('n1', 1, 2)")
+    sent = []
+    job, ctx = ProbeJob(), context(con, sent)
+    job.run(ctx)
+    assert sent == []                         # the schedule waits reprobe_after, as for any result
+    assert "causewatch_predicted_task_seconds{" not in ctx.exporter.exposition().decode()
+    job.on_hellos(ctx, [("n1", HELLO)])       # the agent restarted: mended, maybe
+    assert [(n, b["kit"]) for n, _, b in sent] == [("n1", "k1")]
+
+
 def test_new_agent_is_probed_and_ranked(tmp_path):
     db = tmp_path / "cw.duckdb"
     with duckdb.connect(str(db)) as con:

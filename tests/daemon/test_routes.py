@@ -144,6 +144,7 @@ def test_what_is_not_there_is_a_404_naming_what_is(host, tmp_path):
         assert ask(nothing, "POST", "/api/kits", raw=json.dumps({"manifest": kit}).encode())[0] == 200
         code, reply, _ = ask(nothing, "GET", "/api/rank", app="mw")
         assert (code, reply["error"]) == \
-            (404, "no probe results for app 'mw'; its kit is registered, and the nodes' probes have not come back yet")
+            (404, "no probe results for app 'mw'; its kit is registered, and the nodes' probes have not come back yet "
+                  "(causewatch probe status)")
     finally:
         empty.close()

@@ -194,6 +194,9 @@ def test_run_probe_frame_gives_a_valid_probe_result(kit):
     assert frame.body["app"] == "mw" and frame.body["kit"] == "mw-test"
     assert frame.body["lo"] <= frame.body["predicted_seconds"] <= frame.body["hi"]
     assert len(frame.body["phases"]) == len(manifest["phases"])
+    # the node's load while the probe ran travels with it (no idle wait asked for here)
+    assert 0 <= frame.body["extra"]["other_cpu"] <= 1 and frame.body["extra"]["max_other_cpu"] == 0.25
+    assert frame.body["extra"]["busy"] == (frame.body["extra"]["other_cpu"] > 0.25)
     by_path = handle_run_probe({"app": "mw", "kit": str(out)})
     assert set(by_path) == set(body)
     with pytest.raises(InputError, match="not 'other'"):
@@ -211,8 +214,10 @@ def test_probe_run_command_prints_table_and_json(kit):
     assert table.returncode == 0, table.stderr
     assert table.stderr == ""   # no progress bar when stderr is no terminal
     assert "P = " in table.stdout and "predicted" in table.stdout
-    as_json = run_cli("probe", "run", str(out), "--repeats", "1", "--json")
+    as_json = run_cli("probe", "run", str(out), "--repeats", "1", "--json", "--idle-wait", "1")
     assert json.loads(as_json.stdout)["kit"] == "mw-test"
+    load = json.loads(as_json.stdout)["load"]
+    assert load["idle_waited"] >= 0.9 and 0 <= load["other_cpu_before"] <= 1 and 0 <= load["other_cpu"] <= 1
     missing = run_cli("probe", "run", str(out / "nope"))
     assert missing.returncode == 2 and "cannot read the kit manifest" in missing.stderr
 

@@ -14,7 +14,7 @@ from causewatch.daemon import (
 from causewatch.daemon.readers.probes import latest_probes, registered_kits
 from causewatch.daemon.store import Store, create_views, migrate
 from causewatch.daemon.store.results import register_kit
-from causewatch.errors import InputError
+from causewatch.errors import InputError, NotFoundError
 from causewatch.probe.rank import rank_nodes
 from causewatch.probe.registry import kit_row
 
@@ -93,3 +93,44 @@ def test_register_kit_replaces_same_name(tmp_path):
     assert kits[0]["path"] == str(kit.resolve())
     out = run_cli("probe", "register", str(kit), "--db", db)
     assert out.returncode == 0 and "registered kit k1" in out.stdout
+
+
+def test_probe_status_lists_each_nodes_probe_pending_done_or_failed(tmp_path):
+    con = store(tmp_path / "s.duckdb", [("a", 1.0, "mw", 30.0)])
+    con.execute("UPDATE probe_results SET extra = ? WHERE node = 'a'", [json.dumps({"busy": True, "other_cpu": 0.8})])
+    con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, probe_seconds, error) "
+                "VALUES ('b', 'b', 9, 5.0, 'mw', 'k1', 0.1, 'No module named ''solver''')")
+    con.execute("INSERT INTO nodes (node, first_seen, last_seen) VALUES ('a', 1, 2), ('b', 1, 6), ('c', 1, 7)")
+    con.close()
+    out = run_cli("probe", "status", "--db", str(tmp_path / "s.duckdb"), "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["node"]: r for r in json.loads(out.stdout)}
+    assert {n: (r["app"], r["kit"], r["state"]) for n, r in rows.items()} == \
+        {"a": ("mw", "k1", "done"), "b": ("mw", "k1", "failed"), "c": ("mw", "k1", "pending")}
+    assert rows["a"]["busy"] is True and rows["a"]["other_cpu"] == 0.8 and rows["a"]["predicted_seconds"] == 30.0
+    assert rows["b"]["reason"] == "No module named 'solver'" and rows["b"]["ts"] == 5.0
+    assert rows["c"]["last_seen"] == 7.0 and rows["c"]["reason"] is None
+    table = run_cli("probe", "status", "mw", "--db", str(tmp_path / "s.duckdb")).stdout.splitlines()
+    assert table[0].split() == ["node", "app", "kit", "state", "when", "note"]
+    assert table[1].split()[:4] == ["a", "mw", "k1", "done"] and "busy: others used 80 % CPU" in table[1]
+    assert table[2].endswith("No module named 'solver'") and table[3].split()[3] == "pending"
+    assert run_cli("probe", "status", "other", "--db", str(tmp_path / "s.duckdb"), "--json").stdout.strip() == "[]"
+    assert "pending" in run_cli("probe", "status", "--help").stdout
+
+
+def test_rank_names_the_nodes_whose_probe_failed(tmp_path):
+    con = store(tmp_path / "s.duckdb", [])
+    con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, error) "
+                "VALUES ('b', 'b', 9, 5.0, 'mw', 'k1', 'No module named ''solver''')")
+    with pytest.raises(NotFoundError, match="the probe of kit k1 failed on b .* ago: No module named 'solver'"):
+        verbs.RANK.call(con, app="mw")
+    con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, ratio, "
+                "probe_seconds) VALUES ('a', 'b', 10, 6.0, 'mw', 'k1', 4.0, 3.0, 5.0, 1.0, 0.2)")
+    answer = verbs.RANK.call(con, app="mw")
+    assert [n["node"] for n in answer["nodes"]] == ["a"] and answer["nodes"][0]["busy"] is None
+    assert answer["failed"] == [{"node": "b", "kit": "k1", "ts": 5.0, "reason": "No module named 'solver'"}]
+    # a node whose newest probe came back after a failure is not failed any more
+    con.execute("INSERT INTO probe_results (node, boot, seq, ts, app, kit, predicted_seconds, lo, hi, ratio, "
+                "probe_seconds) VALUES ('b', 'b', 11, 7.0, 'mw', 'k1', 4.0, 3.0, 5.0, 1.0, 0.2)")
+    assert verbs.RANK.call(con, app="mw")["failed"] == []
+    assert [(r["node"], r["predicted_seconds"]) for r in latest_probes(con, "mw")] == [("a", 4.0), ("b", 4.0)]

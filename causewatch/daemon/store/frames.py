@@ -119,8 +119,10 @@ def _region_row(f: wire.Frame) -> tuple:
 
 def _probe_row(f: wire.Frame) -> tuple:
     b = f.body
-    return (f.node, f.boot, f.seq, f.ts, b["app"], b["kit"], b["predicted_seconds"], b["lo"], b["hi"],
-            b["ratio"], b["probe_seconds"], _json(b.get("phases")), _json(b.get("extra")), None)
+    # a failed probe's row has its error and no prediction
+    return (f.node, f.boot, f.seq, f.ts, b["app"], b["kit"], b.get("predicted_seconds"), b.get("lo"), b.get("hi"),
+            b.get("ratio"), b.get("probe_seconds"), _json(b.get("phases")), _json(b.get("extra")), None,
+            b.get("error"))
 
 
 @dataclass

@@ -110,6 +110,8 @@ MIGRATIONS: list[tuple[int, str]] = [
     # Per (node, boot), the highest seq whose ingest_log row retention trimmed: a resend at or below it
     # was stored long ago (else a resend after the trim would be stored twice).
     (8, "CREATE TABLE ingest_trimmed (node VARCHAR, boot VARCHAR, seq BIGINT, PRIMARY KEY (node, boot))"),
+    # Why a node's probe failed (its prediction's columns NULL then): rank and `probe status` name it.
+    (9, "ALTER TABLE probe_results ADD COLUMN error VARCHAR"),
 ]
 
 
