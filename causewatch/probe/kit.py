@@ -231,7 +231,8 @@ def check_manifest(manifest, where: str = "manifest") -> None:
         raise InputError(f"{where}: the manifest's quality needs {', '.join(quality.FIELDS)}")
 
 
-MEASURE_REFUSED = 2   # `--measure`'s exit status when the worker cannot be loaded: its last stderr line says why
+# `--measure`'s and `--check`'s exit status when the worker cannot be loaded: its last stderr line says why
+MEASURE_REFUSED = 2
 
 
 def _measure_main() -> int:
@@ -267,11 +268,37 @@ def wait_until_quiet(limit: float = 1.0, tick: float = 0.01) -> None:
             return
 
 
+def check_loadable(worker: Worker) -> None:
+    """Raise InputError now when a timing interpreter (this one's environment, the instrument off) cannot
+    load a callable worker: before a wait for an idle node, not after it."""
+    if worker.callable is None:
+        return
+    done = subprocess.run([sys.executable, "-m", "causewatch.probe.kit", "--check", worker.callable],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=quiet_environment())
+    if done.returncode:
+        said = done.stderr.strip().splitlines()
+        raise InputError(said[-1] if done.returncode == MEASURE_REFUSED and said else
+                         f"checking worker {worker.callable!r} failed (exit {done.returncode}): {done.stderr[-500:]}")
+
+
+def _check_main(callable_: str) -> int:
+    """`--check module:function`: load the worker; its mistake, if any, in one stderr line."""
+    try:
+        Worker(callable=callable_).function()
+    except InputError as e:
+        print(e, file=sys.stderr)
+        return MEASURE_REFUSED
+    return 0
+
+
 def _call_main(argv: list[str]) -> int:
     if argv == ["--measure"]:
         return _measure_main()
+    if len(argv) == 2 and argv[0] == "--check":
+        return _check_main(argv[1])
     if len(argv) != 2:
-        print("usage: python -m causewatch.probe.kit module:function INPUT.json | --measure", file=sys.stderr)
+        print("usage: python -m causewatch.probe.kit module:function INPUT.json | --measure | --check module:function",
+              file=sys.stderr)
         return 2
     with open(argv[1]) as f:
         Worker(callable=argv[0]).function()(json.load(f))

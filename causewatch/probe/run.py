@@ -14,7 +14,7 @@ import time
 
 from causewatch.errors import InputError
 from causewatch.probe import quality
-from causewatch.probe.kit import Worker, check_manifest, load_manifest, measure_all
+from causewatch.probe.kit import Worker, check_loadable, check_manifest, load_manifest, measure_all
 from causewatch.probe.prediction import prediction_interval, ratio_se2, relative_se2, span_stretch
 
 IDLE_WINDOW = 1.0   # seconds other processes must stay under the limit for the node to count as idle
@@ -102,7 +102,10 @@ def run_when_idle(manifest: dict, max_other_cpu: float = quality.MAX_OTHER_CPU, 
                   **run) -> dict:
     """`run_kit` once the node is idle (waiting at most `idle_wait` s; 0: at once), with the node's load:
     `other_cpu`, others' share of its CPU during the probe, and `busy` when that was over `max_other_cpu`."""
-    load = wait_for_idle(max_other_cpu, idle_wait) if idle_wait > 0 else {}
+    load = {}
+    if idle_wait > 0:
+        check_loadable(Worker.from_json(manifest["worker"]))   # a worker that cannot load fails now, not after
+        load = wait_for_idle(max_other_cpu, idle_wait)
     meter = quality.CpuMeter()   # read after run_kit has reaped its timing interpreter: its CPU is ours
     result = run_kit(manifest, **run)
     other = meter.read()["other_cpu"]

@@ -108,7 +108,8 @@ def done(daemon, node: str) -> dict | None:
 
 def test_a_probe_that_fails_on_a_node_is_ranked_as_failed_with_its_reason(tmp_path, daemon):
     """It logged a traceback on the node, and rank said 'probes have not come back yet' for ever."""
-    bad = start_agent(tmp_path, daemon, "bad-node", importable=False, settings="probe_idle_wait = 0\n")
+    # a long idle wait: a worker that cannot load fails before it, not after
+    bad = start_agent(tmp_path, daemon, "bad-node", importable=False, settings="probe_idle_wait = 3600\n")
     try:
         assert wait_for(lambda: status(daemon).get("bad-node", {}).get("state") == "failed", timeout=90), \
             (tmp_path / "bad-node.log").read_text()[-3000:]
