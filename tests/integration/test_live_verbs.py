@@ -199,6 +199,7 @@ def test_bad_api_requests_are_named(tmp_path, path, code, message):
 # every GET verb, with parameters that find rows in _fill's store (a verb added without one fails below)
 EXAMPLES = {
     "stats": {}, "nodes": {}, "query": {"q": "(time_share is high)"}, "bottlenecks": {}, "rank": {"app": "mw"},
+    "probe-status": {},
     "regions": {}, "tasks": {"app": "lu"}, "task-apps": {}, "samples": {"metric": ["a"]}, "bbv-targets": {},
     "bbv": {"target": "app:lu", "kind": "python"}, "models": {}, "model": {"scope": "app:lu"}, "anomalies": {},
     "learn": {"data": "tasks", "app": "lu", "estimator": "fisher-z"},
