@@ -269,6 +269,7 @@ def test_phase_vectors_hold_the_programs_code_not_the_monitors(relay, monkeypatc
     assert task and {k.split(":")[0] for k in task} == {"test_instrument.py"}, task
 
 
+@pytest.mark.serial   # counts this machine's context switches: another test's load beside it adds its own
 def test_sampling_adds_no_context_switches_to_a_main_thread_task(relay, monkeypatch):
     """The main thread is sampled by a SIGPROF handler that runs in it: a CPU-bound task of ~100 ms sampled
     every 5 ms switches no more often than with sampling off. A timer thread took the GIL from it at

@@ -34,7 +34,9 @@ def test_demo_reports_every_part(tmp_path):
     assert {n["node"] for n in rep["nodes"]} == {"demo-node-1", "demo-node-2"}
     assert all(n["counters"].get("ok", 0) >= 4 for n in rep["nodes"])  # software events always open
     assert {p["kind"] for p in rep["phase_vectors"]} >= {"native", "python"}
-    assert rep["phases"] and all(p["top_functions"].startswith("masterworker.py:_") for p in rep["phases"][:3])
+    # the heaviest phases are the workload's code: one of its functions, or numpy's under one of them
+    # (the CPU-clock sampler sees the time inside a reduction, which a GIL-bound timer thread never did)
+    assert rep["phases"] and all("masterworker.py:_" in p["top_functions"] for p in rep["phases"][:3])
     assert rep["tasks"][0]["app"] == "demo" and rep["tasks"][0]["tasks"] == frames["task"]
     assert rep["causal_edges"], "the causal job learned no model from the task records"
     assert all(1 <= e["held_by"] <= e["versions"] and e["stable"] == (e["held_by"] >= demo.STABLE * e["versions"]
