@@ -305,14 +305,19 @@ def test_a_program_with_its_own_sigprof_handler_keeps_it(relay):
     assert any("spin_a" in k for k in task)      # sampled by the timer thread instead
 
 
+def _python(program: str) -> subprocess.CompletedProcess:
+    """`program` run by a new interpreter that imports this checkout's causewatch."""
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
 def test_a_program_that_execs_inside_a_task_is_not_killed_by_the_sampling_timer():
     """A timer that outlived exec (setitimer's do) would signal a program without the handler, which
     SIGPROF's default action kills (-27)."""
     spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\nprint('spun')"
     program = ("import os, sys\nfrom causewatch.agent import instrument as api\nwith api.task():\n"
                f"    os.execv(sys.executable, [sys.executable, '-c', {spin!r}])\n")
-    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = _python(program)
     assert (r.returncode, r.stdout) == (0, "spun\n"), r
 
 
@@ -335,8 +340,7 @@ if pid == 0:
     os._exit(0)
 os.waitpid(pid, 0)
 """
-    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = _python(program)
     assert r.returncode == 0 and not r.stderr, r
     clock, cpu = map(float, r.stdout.split())
     assert cpu >= 0.15 and clock >= 0.9 * cpu, r
@@ -361,8 +365,7 @@ if pid == 0:
     os._exit(0)
 os.waitpid(pid, 0)
 """
-    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = _python(program)
     assert r.returncode == 0 and not r.stderr, r
     samples, watched = map(int, r.stdout.split())
     assert samples >= 10 and watched == 0, r
