@@ -5,7 +5,8 @@ the IP-sample rings drained every counters tick; one `samples` frame per (scope,
 `batch_seconds` (slow rows: at least 5 per frame). Task/region records from instrumented programs are
 relayed from the ipc socket; `run_probe` commands run in a thread, a failure sent back as its reason;
 SIGTERM flushes and returns.
-A launched command is stopped with the agent (SIGTERM, then SIGKILL), even when the agent is killed.
+A launched command and the processes it started are stopped with the agent (SIGTERM, then SIGKILL); the
+command also when the agent is killed.
 """
 
 from __future__ import annotations
@@ -60,19 +61,36 @@ class Target:
             self._release = None
 
     def stop(self, grace: float) -> int | None:
-        """Stop a launched command that still runs: SIGTERM, then SIGKILL after `grace` seconds;
-        returns its exit code (None when nothing was launched)."""
+        """Stop a launched command and every process it started that still runs: SIGTERM, then SIGKILL
+        after `grace` seconds; returns its exit code (None when nothing was launched)."""
         if self.child is None:
             return None
-        if self.child.poll() is None:
-            log.info("stopping %s (pid %d): SIGTERM, SIGKILL after %.0f s", self.label, self.child.pid, grace)
+        try:   # read before the command goes: its orphans leave its tree
+            tree = psutil.Process(self.child.pid).children(recursive=True)
+        except psutil.Error:
+            tree = []
+        if self.child.poll() is None or tree:
+            log.info("stopping %s (pid %d, %d processes under it): SIGTERM, SIGKILL after %.0f s", self.label,
+                     self.child.pid, len(tree), grace)
+            deadline = time.monotonic() + grace
+            _signal_all(tree, signal.SIGTERM)
             self.child.terminate()
             try:
                 self.child.wait(grace)
             except subprocess.TimeoutExpired:
                 self.child.kill()
                 self.child.wait()
+            _, alive = psutil.wait_procs(tree, timeout=max(0.0, deadline - time.monotonic()))
+            _signal_all(alive, signal.SIGKILL)
         return self.child.returncode
+
+
+def _signal_all(procs: list, signum: int) -> None:
+    for p in procs:
+        try:
+            p.send_signal(signum)
+        except psutil.NoSuchProcess:
+            pass
 
 
 def launch(cmd: list[str], leave_running: bool = False, cfg: AgentConfig | None = None,

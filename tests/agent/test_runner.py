@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -177,3 +178,24 @@ def test_an_agent_built_without_a_probe_runner_logs_and_ignores_run_probe(tmp_pa
     agent.on_command(wire.Frame("run_probe", "daemon", "b", 1, 0.0, {"app": "mw", "kit": "k7"}))
     assert "run_probe mw/k7 ignored" in caplog.text
     assert agent.sender.sent == [] and not agent._probes
+
+
+def test_stopping_a_launched_command_stops_the_processes_it_started(tmp_path):
+    """One that ignores SIGTERM too: killed after the grace, none left re-parented to PID 1."""
+    import psutil
+    program = ("import signal, subprocess, sys, time\n"
+               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+               "subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+               "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)'])\n"
+               "time.sleep(300)\n")
+    target = runner.launch([sys.executable, "-c", program])
+    target.release()
+    me = psutil.Process(target.child.pid)
+    deadline = time.monotonic() + 30
+    while len(me.children(recursive=True)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    started = me.children(recursive=True)
+    assert len(started) == 2
+    assert target.stop(1.0) == -15
+    gone, alive = psutil.wait_procs(started, timeout=5)
+    assert not alive, alive
