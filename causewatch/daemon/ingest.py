@@ -136,11 +136,11 @@ class WorkQueue:
 class Ingest:
     """ROUTER IO thread + writer thread. `call(fn)` runs fn(con) on the writer thread in one transaction."""
 
-    def __init__(self, cfg: DaemonConfig, store: Store, metrics: Exporter, on_hello=None):
-        self.cfg, self.store, self.metrics = cfg, store, metrics
+    def __init__(self, cfg: DaemonConfig, store: Store, exporter: Exporter, on_hello=None):
+        self.cfg, self.store, self.exporter = cfg, store, exporter
         self.on_hello = on_hello or (lambda node, body: None)
         self.boot = uuid.uuid4().hex[:16]
-        self.routes: dict[str, bytes] = {}          # node -> ROUTER identity of its latest connection
+        self.identities: dict[str, bytes] = {}      # node -> ROUTER identity of its latest connection
         self._received: dict[str, object] = {}      # frame type -> its frames_received child (IO thread)
         self._work = WorkQueue(cfg.max_queue_bytes)
         self._ctx = zmq.Context.instance()
@@ -257,8 +257,8 @@ class Ingest:
                 checked = time.monotonic()
                 self._check_keys()
                 self._credit.forget_idle()
-                self.metrics.agents_connected.set(self._credit.connections)
-                self.metrics.credit_share_bytes.set(self._credit.share)
+                self.exporter.agents_connected.set(self._credit.connections)
+                self.exporter.credit_share_bytes.set(self._credit.share)
         self._drain_outbox()
         self._router.close(linger=0)
         self._pull.close(linger=0)
@@ -308,9 +308,9 @@ class Ingest:
             return
         received = self._received.get(frame.type)
         if received is None:   # a child per frame type (wire.decode knows a handful): labels() is 2 us a call
-            received = self._received[frame.type] = self.metrics.frames_received.labels(frame.type)
+            received = self._received[frame.type] = self.exporter.frames_received.labels(frame.type)
         received.inc()
-        self.routes[frame.node] = identity
+        self.identities[frame.node] = identity
         for ident, granted in self._credit.note(identity, wants_credit):
             try:
                 self._router.send_multipart([ident, self._daemon_frame("credit", {"bytes": granted})], zmq.NOBLOCK)
@@ -319,7 +319,7 @@ class Ingest:
         self._work.put((identity, frame), len(data))
 
     def _refuse(self, identity: bytes, e: WireError) -> None:
-        self.metrics.frames_refused.labels(e.code).inc()
+        self.exporter.frames_refused.labels(e.code).inc()
         field, reason = e.field[:wire.MAX_SHOWN], e.reason[:2 * wire.MAX_SHOWN]
         if self._log_limit.allow(e.code):
             log.warning("refused frame %s/%s from %s: %s: %s", e.boot or "?", e.seq or "?", identity.hex()[:16],
@@ -339,7 +339,7 @@ class Ingest:
 
     def send(self, node: str, kind: str, body: dict) -> bool:
         """Queue a daemon->agent frame to `node`'s latest connection; False if it never connected."""
-        identity = self.routes.get(node)
+        identity = self.identities.get(node)
         if identity is None:
             return False
         push = self._ctx.socket(zmq.PUSH)
@@ -388,7 +388,7 @@ class Ingest:
         try:
             verdicts = self.store.commit_frames([f for _, f in items])
         except Exception as e:
-            self.metrics.store_errors.inc()
+            self.exporter.store_errors.inc()
             if len(items) > 1:  # find the frame that cannot be stored; store the rest
                 log.error("batch of %d frames failed to commit (%s); committing one by one", len(items), e)
                 for item in items:
@@ -396,19 +396,19 @@ class Ingest:
                 return
             ident, frame = items[0]
             log.error("frame %s/%s/%s cannot be stored: %s", frame.node, frame.boot, frame.seq, e)
-            self.metrics.frames_refused.labels("store").inc()
+            self.exporter.frames_refused.labels("store").inc()
             push.send_multipart([ident, self._daemon_frame(
                 "nack", {"seq": frame.seq, "boot": frame.boot, "field": "frame", "code": "store",
                          "reason": f"store error: {str(e)[:wire.MAX_SHOWN]}"})])
             return
-        self.metrics.commit_seconds.inc(time.perf_counter() - t0)
-        self.metrics.commit_frames.observe(len(items))
+        self.exporter.commit_seconds.inc(time.perf_counter() - t0)
+        self.exporter.commit_frames.observe(len(items))
         identity_of = {id(f): ident for ident, f in items}
         for kind, n in collections.Counter(f.type for f in verdicts.stored).items():
-            self.metrics.frames_stored.labels(kind).inc(n)
-        self.metrics.values_stored.inc(sum(len(f.body["values"]) // 8 for f in verdicts.stored if f.type == "samples"))
-        self.metrics.frames_duplicate.inc(len(verdicts.duplicate))
-        self.metrics.nodes.observe(verdicts.stored)
+            self.exporter.frames_stored.labels(kind).inc(n)
+        self.exporter.values_stored.inc(sum(len(f.body["values"]) // 8 for f in verdicts.stored if f.type == "samples"))
+        self.exporter.frames_duplicate.inc(len(verdicts.duplicate))
+        self.exporter.nodes.observe(verdicts.stored)
         # all of a commit's acks in one message: one hand-over to the IO thread, not one per frame
         push.send_multipart([part for f in verdicts.stored + verdicts.duplicate for part in
                              (identity_of[id(f)], self._daemon_frame("ack", {"seq": f.seq, "boot": f.boot}))])
