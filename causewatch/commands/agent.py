@@ -72,7 +72,7 @@ def probe_runner(cfg: AgentConfig):
 
 
 def run(args) -> int:
-    from causewatch.agent import route, runner
+    from causewatch.agent import runner, shard
     from causewatch.agent.sender import Sender
     cfg = load_config(args)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -84,10 +84,10 @@ def run(args) -> int:
         raise InputError(f"--stop-grace must be 0 or more seconds, got {args.stop_grace}")
     if args.check:
         return _check(cfg, runner.find_target(args.pid, args.match, args.cgroup), args.json)
-    cfg, shard = route.choose(cfg)
-    if shard:
-        log.info("node %s sends to shard %s (%s)", cfg.node, shard, cfg.daemon)
-    drains = [route.Drain(c).start() for c in route.hand_over(cfg, shard)]
+    cfg, name = shard.choose(cfg)
+    if name:
+        log.info("node %s sends to shard %s (%s)", cfg.node, name, cfg.daemon)
+    drains = [shard.Drain(c).start() for c in shard.hand_over(cfg, name)]
     target = (runner.launch(cmd, args.leave_running, cfg=cfg, config_file=args.config) if cmd
               else runner.find_target(args.pid, args.match, args.cgroup))
     stop = runner.StopSignal()

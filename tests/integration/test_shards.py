@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from causewatch import shards
-from causewatch.agent import route
+from causewatch.agent import shard
 from causewatch.agent.sender import Sender
 from causewatch.config import AgentConfig
 from causewatch.daemon import cluster
@@ -108,8 +108,8 @@ def daemons(site, members: str) -> tuple[str, ...]:
 
 def sender(folder: Path, site, node: str, members: str, start: bool = True) -> tuple[Sender, str, list]:
     """A node's sender to the shard it hashes to among `members`, its spool handed over as the agent does."""
-    cfg, name = route.choose(AgentConfig(node=node, spool=str(folder / "spool" / node), daemons=daemons(site, members)))
-    drains = [route.Drain(c).start() for c in route.hand_over(cfg, name)] if start else []
+    cfg, name = shard.choose(AgentConfig(node=node, spool=str(folder / "spool" / node), daemons=daemons(site, members)))
+    drains = [shard.Drain(c).start() for c in shard.hand_over(cfg, name)] if start else []
     return (Sender(cfg).start() if start else Sender(cfg)), name, drains
 
 

@@ -26,7 +26,7 @@ from causewatch.agent.sender import Sender
 from causewatch.agent.spool import Spool
 from causewatch.config import AgentConfig
 
-log = logging.getLogger("causewatch.agent.route")
+log = logging.getLogger("causewatch.agent.shard")
 MARK = "shard"        # SPOOL/shard: "NAME=ENDPOINT" of the shard the spool's frames are promised to
 HANDED = "to-"        # SPOOL/to-NAME/: frames promised to NAME after the node moved away from it
 
