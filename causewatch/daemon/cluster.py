@@ -126,7 +126,7 @@ class Cluster:
         if verb.merge.kind == "local":
             mine = Reply(self.shard, *self.local(method, path, params, raw, accept))
             return merge(verb, params, [mine, *(Reply(p, error=verb.merge.reason) for p in self.peers)], accept)
-        ask_accept = f"{verbs.ARROW}, application/json" if verb.merge.kind == "frames" else accept
+        ask_accept = f"{verbs.ARROW}, application/json" if verb.merge.kind == "tables" else accept
         replies = self.gather(method, path, params, raw, ask_accept)
         cold = {}
         if verb is verbs.SAMPLES and self.lake:
@@ -174,8 +174,8 @@ def merge(verb, params: dict, replies: list[Reply], accept: str,
             return got[0].code, got[0].data, got[0].ctype, headers(answered, missing)
         return 503, _json(503, {"error": "no shard answered", "cluster": info([], missing)}), "application/json", \
             headers([], missing)
-    if verb.merge.kind == "frames":
-        return _frames(verb, params, found, answered, missing, accept, cold or {})
+    if verb.merge.kind == "tables":
+        return _merged_tables(verb, params, found, answered, missing, accept, cold or {})
     parsed = []
     for r in found:
         if r.ctype != "application/json":
@@ -285,7 +285,7 @@ def _alone(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
     return 200, obj if obj is not None else r.data, r.ctype
 
 
-# the joiner of each JSON merge kind (verbs.MERGE_KINDS: "frames" is `_frames`; "own" never merges)
+# the joiner of each JSON merge kind (verbs.MERGE_KINDS: "tables" is `_merged_tables`; "own" never merges)
 JOINS = {"records": _joined_records, "summed": _summed, "ranked": _ranked, "newest": _newest, "fanned": _fanned,
          "local": _alone}
 
@@ -340,7 +340,7 @@ def _positional(table: pa.Table) -> tuple[pa.Table, dict]:
     return table.rename_columns(names), {"params": params, "counters": counters}
 
 
-def _frames(verb, params: dict, found: list[Reply], answered: list, missing: dict, accept: str, cold: dict):
+def _merged_tables(verb, params: dict, found: list[Reply], answered: list, missing: dict, accept: str, cold: dict):
     tables, attrs = [], {}
     for r in found:
         try:

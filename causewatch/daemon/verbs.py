@@ -35,7 +35,7 @@ class Param(namedtuple("Param", "name kind many default", defaults=(str, False, 
 
 # What a cluster does with the shards' answers to a verb (daemon/cluster.py has one joiner each):
 MERGE_KINDS = {
-    "frames": "DataFrames concatenated, sorted by `order`, cut by the `limit` parameter",
+    "tables": "Arrow tables concatenated, sorted by `order`, cut by the `limit` parameter",
     "records": "JSON records concatenated with their shard, sorted by `order`, cut by the `cut` parameter",
     "summed": "counts summed",
     "ranked": "nodes ranked again across the shards",
@@ -57,8 +57,8 @@ class Merge(namedtuple("Merge", "kind order cut reason")):
         return super().__new__(cls, kind, order, cut, reason)
 
 
-def frames(*order: tuple[str, bool]) -> Merge:
-    return Merge("frames", order)
+def tables(*order: tuple[str, bool]) -> Merge:
+    return Merge("tables", order)
 
 
 def records(*order: tuple[str, bool], cut: str | None = None) -> Merge:
@@ -152,15 +152,15 @@ RANK = Verb("rank", Param("app"), merge=RANKED)
 # each node's probe of each kit: pending, done or failed
 PROBE_STATUS = Verb("probe-status", Param("app"), merge=records(("node", False), ("app", False), ("kit", False)))
 REGIONS = Verb("regions", LAST, NODE, Param("metric", many=True), LIMIT,
-               merge=frames(("time_share", True), ("node", False)))
-TASKS = Verb("tasks", Param("app"), LIMIT, merge=frames())   # tasks stay in shard order
+               merge=tables(("time_share", True), ("node", False)))
+TASKS = Verb("tasks", Param("app"), LIMIT, merge=tables())   # tasks stay in shard order
 # the apps with stored tasks: a scope's owner finds them on every shard
 TASK_APPS = Verb("task-apps", merge=records(("app", False)))
 SAMPLES = Verb("samples", Param("metric", many=True), Param("scope"), LIMIT,
-               merge=frames(("ts", False), ("node", False), ("scope", False), ("metric", False)))
-BBV_TARGETS = Verb("bbv-targets", LIMIT, merge=frames(("vectors", True), ("target", False), ("kind", False)))
+               merge=tables(("ts", False), ("node", False), ("scope", False), ("metric", False)))
+BBV_TARGETS = Verb("bbv-targets", LIMIT, merge=tables(("vectors", True), ("target", False), ("kind", False)))
 BBV = Verb("bbv", Param("target"), Param("kind"),
-           merge=frames(("t_start", False), ("node", False), ("boot", False), ("seq", False), ("key", False)))
+           merge=tables(("t_start", False), ("node", False), ("boot", False), ("seq", False), ("key", False)))
 MODELS = Verb("models", Param("scope"), merge=records(("learned_at", True)))
 # the newest version among the shards' (a scope's owner holds its model: docs/shards.md)
 MODEL = Verb("model", Param("scope"), Param("model_id", int), Param("format", default="json"), merge=NEWEST)

@@ -209,7 +209,7 @@ EXAMPLES = {
 def _size(verb, answer) -> int | dict:
     """What a cluster of two copies of one store doubles in the verb's answer (or keeps, for one record)."""
     kind = verb.merge.kind
-    if kind in ("frames", "records"):
+    if kind in ("tables", "records"):
         return len(answer)
     if kind == "summed":
         return answer["tables"]
@@ -222,7 +222,7 @@ def _doubled(verb, one, two) -> bool:
     kind = verb.merge.kind
     if kind == "summed":
         return two == {t: 2 * n for t, n in one.items()}
-    if kind in ("frames", "records", "ranked"):
+    if kind in ("tables", "records", "ranked"):
         return two == 2 * one
     return two == one
 
