@@ -50,7 +50,7 @@ class CompactionJob(Job):
     def run(self, ctx: JobContext) -> None:
         cutoff = self.cutoff(self.clock())
         # the sort and write of each slice off the writer, which is held only to check, list and delete
-        done = store.lake.move(self.lake, int(cutoff * 1000), ctx.read, ctx.reading, ctx.write)
+        done = store.lake.move(self.lake, int(cutoff * 1000), ctx.read, ctx.read_at_store, ctx.write)
         if done["missing"]:
             log.error("lake files listed but missing (their rows are lost): %s", ", ".join(done["missing"]))
         self.moved_ = done["moved"]

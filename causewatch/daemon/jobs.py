@@ -23,23 +23,25 @@ class Publisher(Protocol):
 class JobContext:
     """What a job may touch.
 
-    read()      a new read cursor of the store (close it, e.g. `with ctx.read() as cur`);
+    read()      a new read cursor of the store, here in the job's process: each query and its result
+                cross to it (close it, e.g. `with ctx.read() as cur`);
     write(fn)   runs fn(con) on the daemon's writer thread in one transaction and returns its result
                 (fn crosses to the daemon pickled: a module-level function, its arguments bound by partial);
     send(node, type, body)  a command to a node's agent; False when the node is not connected;
     exporter    where the job publishes its gauges;
-    reading(fn) runs fn(cursor) where the store is, on a new read cursor off the writer (fn crosses as
-                write's does): for work on the rows themselves, as the lake's export streaming them out.
+    read_at_store(fn)  runs fn(cursor) where the store is, on a new read cursor off the writer (fn crosses
+                as write's does, only its result comes back): for work on the rows themselves, as the
+                lake's export streaming them out.
     """
     read: Callable[[], Cursor]
     write: Callable[[Callable[[Any], Any]], Any]
     send: Callable[[str, str, dict], bool]
     exporter: Publisher
-    run_read: Callable[[Callable[[Any], Any]], Any] | None = None   # the daemon's; None: fn(read()) here
+    run_at_store: Callable[[Callable[[Any], Any]], Any] | None = None   # the daemon's; None: fn(read()) here
 
-    def reading(self, fn: Callable[[Any], Any]) -> Any:
-        if self.run_read is not None:
-            return self.run_read(fn)
+    def read_at_store(self, fn: Callable[[Any], Any]) -> Any:
+        if self.run_at_store is not None:
+            return self.run_at_store(fn)
         with self.read() as cur:
             return fn(cur)
 

@@ -82,7 +82,7 @@ def context(call: Callable = ask) -> JobContext:
     """The JobContext of jobs whose store, agents and exporter are the daemon's."""
     return JobContext(read=functools.partial(RemoteCursor, call), write=functools.partial(call, Ask.WRITE),
                       send=functools.partial(call, Ask.SEND), exporter=RemotePublisher(call),
-                      run_read=functools.partial(call, Ask.READ))
+                      run_at_store=functools.partial(call, Ask.READ))
 
 
 def answer(method: str, path: str, params: dict, raw: bytes = b"", accept: str = "",

@@ -136,12 +136,12 @@ def _day(ms: int) -> str:
 def compact(con: duckdb.DuckDBPyConnection, lake: str, cutoff_ms: int) -> dict:
     """`move` with every step on `con` (a store's writer, in one transaction: tests and benches); the
     rows stream out on a cursor of its own, as the daemon's export does."""
-    return move(lake, cutoff_ms, read=con.cursor, reading=lambda fn: fn(con), write=lambda fn: fn(con))
+    return move(lake, cutoff_ms, read=con.cursor, read_at_store=lambda fn: fn(con), write=lambda fn: fn(con))
 
 
-def move(lake: str, cutoff_ms: int, read, reading, write) -> dict:
+def move(lake: str, cutoff_ms: int, read, read_at_store, write) -> dict:
     """Sweep, then move the hot samples with ts < cutoff_ms into the lake, a file per day: each slice
-    sorted and written by `reading(fn)` (fn(cursor), off the writer in the daemon), adopted by `write(fn)`
+    sorted and written by `read_at_store(fn)` (fn(cursor), off the writer in the daemon), adopted by `write(fn)`
     (fn(writer) in one transaction; fn crosses pickled: partials of this module's functions). `read()`
     is a cursor to close. {"moved": {day: rows}, "removed": [...], "missing": [...]} (sweep's)."""
     swept = write(functools.partial(sweep, lake=Path(lake)))
@@ -149,7 +149,7 @@ def move(lake: str, cutoff_ms: int, read, reading, write) -> dict:
         ranges = slices(cur, cutoff_ms)
     moved = {}
     for lo, hi in ranges:
-        out = reading(functools.partial(export, lake=lake, lo=lo, hi=hi))
+        out = read_at_store(functools.partial(export, lake=lake, lo=lo, hi=hi))
         if out:
             moved[_day(lo)] = write(functools.partial(adopt, lake=lake, staged=out[0], lo=lo, hi=hi, rows=out[1]))
     return {"moved": moved, **swept}
@@ -175,11 +175,11 @@ def export(cur: duckdb.DuckDBPyConnection, lake: str, lo: int, hi: int) -> tuple
     query = f"""SELECT s.node, s.scope, s.metric, h.ts, h.value FROM {HOT} h JOIN {SERIES} s USING (series_id)
         WHERE h.ts >= ? AND h.ts < ?"""
     # a cursor of its own, so the caller's connection (the writer's, in adopt) has no result left open
-    with cur.cursor() as reading, duckdb.connect(config={
+    with cur.cursor() as streaming, duckdb.connect(config={
             "memory_limit": f"{EXPORT_MEMORY_BYTES}B", "threads": 1,
             "temp_directory": str(folder / STAGING / "spill")}) as sorter:
         # the export's own connection, closed below: the reader stays registered no longer than it lives
-        sorter.register("hot_rows", reading.sql(query, params=[lo, hi]).to_arrow_reader(EXPORT_BATCH_ROWS))
+        sorter.register("hot_rows", streaming.sql(query, params=[lo, hi]).to_arrow_reader(EXPORT_BATCH_ROWS))
         # COPY takes no bound parameters: the path is ours
         n = sorter.execute(f"""COPY (SELECT * FROM hot_rows ORDER BY {ORDER})
             TO '{str(folder / staged).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
