@@ -102,6 +102,9 @@ class DaemonConfig:
     # A dask.distributed scheduler (tcp://HOST:8786) to run the analyses' heavy work on (the causal
     # learns: daemon/compute.py); "" runs it in the jobs worker, as without a cluster.
     analysis_scheduler: str = _fmt("", "scheduler")
+    # Debugging: the jobs run on the scheduler's thread in this process (no jobs worker, no fork server),
+    # so a debugger steps from the scheduler to the anomaly row; the analysis stack then loads here.
+    jobs_here: bool = False
     # Retention (daemon/job_retention.py), in days; 0 keeps a table forever.
     retain_samples_days: float = _limit(14.0, 0.0, 36500.0)          # raw samples
     retain_bbv_days: float = _limit(14.0, 0.0, 36500.0)              # phase vectors

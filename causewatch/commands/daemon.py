@@ -14,6 +14,7 @@ EPILOG = """examples:
   causewatch daemon --bind tcp://0.0.0.0:5555 --keys /etc/causewatch/keys   # CURVE, allow-list
   causewatch keys /etc/causewatch/keys --name server                          # make the server pair
   causewatch daemon --analysis-scheduler tcp://scheduler:8786   # causal learns on a Dask cluster
+  causewatch daemon --jobs-here   # debug: the jobs on the daemon's scheduler thread, no jobs worker
   causewatch daemon --http 0.0.0.0:9464 --web-config-file /etc/causewatch/web.yml   # HTTPS, basic auth
   causewatch daemon --shard a --peers b=http://10.0.0.6:9464,c=http://10.0.0.7:9464 --http 10.0.0.5:9464
 """
@@ -33,6 +34,10 @@ def add_arguments(p):
     p.add_argument("--analysis-scheduler", metavar="tcp://HOST:PORT",
                    help="a dask.distributed scheduler to run the causal learns on (default '': the daemon's own "
                         "jobs worker; docs/cluster.md)")
+    p.add_argument("--jobs-here", action="store_true", default=None,
+                   help="debug: run the analysis jobs in the daemon's own process, on its scheduler thread, not in "
+                        "the jobs worker, so a debugger steps from the scheduler to the anomaly row "
+                        "(docs/architecture.md, \"Two walks\")")
     p.add_argument("--shard", help="this daemon's shard name on a sharded site (docs/shards.md)")
     p.add_argument("--peers", metavar="NAME=URL,...", help="the other shards' HTTP APIs: /api/ answers for all")
 
@@ -41,7 +46,7 @@ def load_config(args) -> DaemonConfig:
     return config.load(DaemonConfig, args.config, "daemon", db=args.db, bind=args.bind, keys=args.keys,
                        insecure=args.insecure, http=args.http, web_config_file=args.web_config_file, shard=args.shard,
                        peers=args.peers and [p.strip() for p in args.peers.split(",") if p.strip()],
-                       analysis_scheduler=args.analysis_scheduler)
+                       analysis_scheduler=args.analysis_scheduler, jobs_here=args.jobs_here)
 
 
 def run(args) -> int:

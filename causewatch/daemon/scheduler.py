@@ -1,6 +1,6 @@
 """Job scheduler: runs the jobs of a runner on their intervals, on one thread, and the runners: where
-jobs run, in this process (LocalJobs, for tests and benches) or in a worker process (WorkerJobs, the
-daemon's). A distributed runner is one more class with a runner's three methods.
+jobs run, in this process (LocalJobs: tests, benches, `daemon --jobs-here`) or in a worker process
+(WorkerJobs, the daemon's). A distributed runner is one more class with a runner's three methods.
 
 A runner's `schedule()` builds its jobs and names them with their intervals; `run(name)` and
 `hello(name, hellos)` call one job's hook and return when it is done. Hellos go first, all that are
@@ -34,20 +34,23 @@ class Runner(Protocol):
 
 
 class LocalJobs:
-    """`jobs` run here, each hook with `ctx`."""
+    """`jobs` run here, each hook with `ctx`, one at a time (as a worker takes one request at a time)."""
 
     def __init__(self, jobs: list[Job], ctx: JobContext):
         self.jobs = {job.name: job for job in jobs}
         self.ctx = ctx
+        self._lock = threading.Lock()
 
     def schedule(self) -> list[tuple[str, float]]:
         return [(job.name, job.interval) for job in self.jobs.values()]
 
     def run(self, name: str) -> None:
-        self.jobs[name].run(self.ctx)
+        with self._lock:
+            self.jobs[name].run(self.ctx)
 
     def hello(self, name: str, hellos: list[tuple[str, dict]]) -> None:
-        self.jobs[name].on_hellos(self.ctx, hellos)
+        with self._lock:
+            self.jobs[name].on_hellos(self.ctx, hellos)
 
 
 class WorkerJobs:

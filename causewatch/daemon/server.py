@@ -7,6 +7,7 @@ reloads the agents' keys and the web configuration.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import signal
 import threading
@@ -18,11 +19,11 @@ from causewatch.daemon.cluster import Cluster
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.httpapi import Api, HttpApi
 from causewatch.daemon.ingest import Ingest
-from causewatch.daemon.jobs import Job
-from causewatch.daemon.scheduler import Scheduler, WorkerJobs
+from causewatch.daemon.jobs import Job, JobContext
+from causewatch.daemon.scheduler import LocalJobs, Runner, Scheduler, WorkerJobs
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.lake import folder_for as lake_folder
-from causewatch.daemon.worker import Host, Worker
+from causewatch.daemon.worker import ENTRYPOINTS, Host, Worker
 from causewatch.errors import ConfigError
 from causewatch.systemd import sd_notify
 
@@ -36,11 +37,13 @@ class Daemon:
     its HTTP API routes run in two worker processes, the jobs worker and the API worker, forked from a fork
     server that loaded the analysis stack once (worker.py); they read and write the store through this
     process (worker.Host): it never imports pandas, scipy, numba or the analytics, and a long re-learn
-    never holds up an API answer. The API worker ends after cfg.api_idle_seconds without a request."""
+    never holds up an API answer. The API worker ends after cfg.api_idle_seconds without a request.
+    With cfg.jobs_here (debugging) the jobs run on the scheduler's thread in this process instead."""
 
     def __init__(self, cfg: DaemonConfig, jobs: list[Job] | None = None):
         web = webconfig.load(cfg.web_config_file)   # a bad file stops the start before the store is opened
-        memory.arrow_without_pandas()
+        if not cfg.jobs_here:   # jobs here read their rows into pandas in this process
+            memory.arrow_without_pandas()
         memory.arrow_from_malloc()
         memory.few_arenas()
         self.cfg = cfg
@@ -55,13 +58,23 @@ class Daemon:
                                   setup=(Entry.INSTALL_JOBS, (cfg, jobs)), name="causewatch-jobs",
                                   starved_after=cfg.analysis_starved_seconds, starved_nice=cfg.analysis_starved_nice)
         self.api_worker = Worker(API_NICE, host=host, name="causewatch-api")
-        self.scheduler = Scheduler(WorkerJobs(self.jobs_worker), self.exporter.job_errors) if jobs != [] else None
+        runner = self._local_jobs(jobs) if cfg.jobs_here else WorkerJobs(self.jobs_worker)
+        self.scheduler = Scheduler(runner, self.exporter.job_errors) if jobs != [] else None
         root = lake_folder(cfg.db, cfg.store_lake)   # the shared lake's root: a down shard's history
         cluster = (Cluster(cfg.shard, cfg.peer_urls(), self._answer, cfg.api_token, cfg.peer_timeout,
                            str(root or "")) if cfg.peers else None)
         self.api = Api(self.exporter, self._answer, cfg.api_token, cluster, web)
         self.http = HttpApi(cfg.http, self.api, web) if cfg.http else None
         self.endpoint: str | None = None
+
+    def _local_jobs(self, jobs: list[Job] | None) -> Runner:
+        """The jobs on the scheduler's thread, reading the store and writing through ingest's writer as the
+        jobs worker's do through Host. The registry is imported by name, as a worker does (worker.resolve):
+        only this debugging switch loads the analysis stack into the ingesting process."""
+        if jobs is None:
+            jobs = importlib.import_module(ENTRYPOINTS).default_jobs(self.cfg)
+        ctx = JobContext(read=self.store.cursor, write=self.ingest.call, send=self.ingest.send, exporter=self.exporter)
+        return LocalJobs(jobs, ctx)
 
     def _answer(self, *request) -> tuple[int, bytes, str]:
         """On the HTTP request's thread: the API worker takes one request at a time (its lock)."""
