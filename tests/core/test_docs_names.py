@@ -11,6 +11,9 @@ Which spans are names (the rest is prose, config keys, metric names, other libra
   then getattr down, a submodule imported;
 - in a list item that opens with a file and a colon (the walk's files to read), each backticked name
   after the colon is an attribute of that module or of one of its classes.
+
+Walk (b)'s file list is counted: as many files, none twice, as its heading says, and every file one of its
+steps names is in the list.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ PATH_ROOTS = ("causewatch/", "tests/", "bench/", "deploy/", "systemd/", "docs/")
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 CODE = ("causewatch", "tests", "bench")
 FILE_ITEM = re.compile(r"^\s*(?:\d+\.|-)\s+`([\w/]+\.py)`:(.*)$")
+WALK = re.compile(r"^\*\*\(b\).*?(?=^#|^\*\*\(|\Z)", re.S | re.M)
+STATED = re.compile(r"^Files walk \(b\) opens, (\d+) \((\d+) outside the analytics\):$", re.M)
 
 
 def spans(text: str) -> list[str]:
@@ -169,6 +174,43 @@ def failures(text: str) -> list[str]:
     for line in FENCE.sub("", text).splitlines():
         found += item_failures(line)
     return found
+
+
+def walk_failures(text: str) -> list[str]:
+    """Walk (b)'s file list against the counts its heading states and the files its steps name."""
+    walk = WALK.search(text)
+    stated = STATED.search(walk[0]) if walk else None
+    if stated is None:
+        return ["walk (b) or its 'Files walk (b) opens, N (M outside the analytics):' line is missing"]
+    steps, listed = walk[0][:stated.start()], walk[0][stated.end():]
+    files = [m[1] for line in listed.splitlines() if (m := FILE_ITEM.match(line))]
+    outside = [f for f in files if not f.startswith("causewatch/analytics/")]
+    found = [f"{f} is listed twice" for f in sorted(set(files)) if files.count(f) > 1]
+    if (len(set(files)), len(set(outside))) != (int(stated[1]), int(stated[2])):
+        found.append(f"the walk says {stated[1]} files ({stated[2]} outside the analytics), "
+                     f"its list has {len(set(files))} ({len(set(outside))})")
+    for span in spans(steps):
+        if span.endswith(".py") and not any(f == span or f.endswith("/" + span) for f in files):
+            found.append(f"`{span}`: a step names it, the file list does not")
+    return found
+
+
+def test_walk_b_lists_the_files_it_walks_as_many_as_it_says():
+    assert walk_failures((ROOT / "docs/architecture.md").read_text()) == []
+
+
+def test_a_walk_whose_count_or_list_drifted_is_caught():
+    walk = ("**(b) A task.**\n| 1 | `Sender.send` (`sender.py`), `wire.py`, `store/frames.py` |\n\n"
+            "Files walk (b) opens, {} ({} outside the analytics):\n1. `causewatch/agent/sender.py`: `Sender.send`.\n"
+            "2. `causewatch/wire.py`: `decode`.\n3. `causewatch/analytics/causal/pc.py`: `PCLearner`.\n{}\n## Next\n")
+    assert walk_failures(walk.format(3, 2, "")) == ["`store/frames.py`: a step names it, the file list does not"]
+    assert walk_failures(walk.format(4, 3, "4. `causewatch/daemon/store/frames.py`: `Store`.")) == []
+    assert walk_failures(walk.format(12, 3, "4. `causewatch/daemon/store/frames.py`: `Store`.\n"
+                                             "5. `causewatch/wire.py`: `encode`.")) == [
+        "causewatch/wire.py is listed twice",
+        "the walk says 12 files (3 outside the analytics), its list has 4 (3)"]
+    assert walk_failures("**(b) A task.**\nFiles to read, twelve:\n") == [
+        "walk (b) or its 'Files walk (b) opens, N (M outside the analytics):' line is missing"]
 
 
 @pytest.mark.parametrize("doc", DOCS)
