@@ -170,6 +170,7 @@ def test_a_probe_beside_a_busy_launched_program_says_the_node_was_busy(tmp_path,
     assert table.returncode == 0 and "busy" in table.stdout, table.stdout
 
 
+@pytest.mark.serial   # it needs an idle moment, which never comes beside the parallel part's other file
 def test_a_probe_waits_until_a_launched_programs_load_ends(tmp_path, daemon):
     # the limit lies between what the machine's other work takes and every core busy
     if quality.idle_window(1.0)["other_cpu"] > 0.55:
