@@ -34,16 +34,13 @@ DETERMINED_R2 = 0.99
 # A discrete variable counts as a function of a set of discrete ones only with at least this many rows
 # per level combination of the set on average (with one row per combination any variable is one).
 MIN_ROWS_PER_CELL = 20
-# A continuous variable is a linear function of two or more continuous ones (an accounting identity: a
-# task's duration is its CPU time plus its CPU wait while it never blocks, as short CPU-bound tasks mostly
-# don't) when one plane holds more than EXACT_SHARE of the rows to within EXACT_TOL of its standard
-# deviation. Measured identities hold to clock resolution (a microsecond on milliseconds: 5e-4 sd) on the
-# rows where no other term entered; a noisy mechanism leaves half its rows that close only at R² > 0.99998,
-# so near relations stay the test's (excusing those added false edges: docs/causal.md).
+# A continuous variable is a linear function of two or more continuous ones (an accounting identity, as
+# a short task's duration = CPU time + CPU wait) when one plane holds more than EXACT_SHARE of the rows to
+# within EXACT_TOL of its sd: tight enough that near relations stay the test's (docs/causal.md, "A
+# variable determined by an identity").
 EXACT_SHARE = 0.5
 EXACT_TOL = 3e-3
-EXACT_TRIES = 30   # planes through |s| + 1 random rows: with 80 % of rows on the identity, 3 columns, all
-                   # 30 miss it with probability 1e-9
+EXACT_TRIES = 30   # random planes tried: enough to find an identity that most rows hold
 # How many of an end's strongest neighbours are tried as the hidden strong cause (PCLearner.unmask).
 UNMASK = 2
 # Only an independence this close to the threshold (margin above -UNMASK_BAND null sd; at alpha 0.01
