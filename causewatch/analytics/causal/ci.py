@@ -120,19 +120,9 @@ class CITest:
         raise NotImplementedError
 
 
-# Levels of AutoTest when none is given (bench/causal.py, 3 seeds x pgmpy's asia, sachs, child,
-# insurance and alarm at 5000 rows): on all-discrete data G²'s power falls fast with the cells of a
-# conditioning set, so misses, not false edges, were our errors at 0.01 (precision 1.00, insurance
-# recall 0.69-0.71: F1 0.827 against causal-learn's G² 0.846 at 0.05). At 0.05 every network's F1
-# rose or held (insurance 0.850, alarm 0.955, asia 0.956, child 0.993, sachs 1.000); on continuous
-# and mixed data 0.01 won (docs/causal.md) -- until the harder families (three projections, noise 0.6,
-# degree 3): there RCoT's misses sat just past 0.01, and with its p-values shown uniform under
-# independence (tests/analytics/causal/test_calibration.py) a higher level bought recall at
-# precision >= 0.97 (mi3-10v-1000r, 10 seeds: F1 0.832 at 0.01, 0.882 at 0.05). Not 0.05: there the
-# papers' Fig. 1 came out exactly on 8 of 10 data sets (test_papers.py needs 9). 0.03 since RCoT's
-# feature weights (10 seeds, F1 at 0.02 -> 0.03): mi3-10v-500r 0.824 -> 0.851, mi3-10v-1000r 0.896 ->
-# 0.908, mixed3-12v-500r 0.868 -> 0.877, Sachs 0.542 -> 0.549, Fig. 1 and LU 0.05, 0.1 the same; LU
-# 0.02 0.927 -> 0.918, multiple-index 10v 0.920 -> 0.915, mixed 12v 0.969 -> 0.964 (docs/causal.md).
+# Levels of AutoTest when none is given: 0.05 on all-discrete data, where G²'s misses, not false edges,
+# were the errors; 0.01 on continuous and mixed data, and 0.03 for RCoT, whose p-values are uniform under
+# independence (docs/perf-log.md, "Figures once in the causal code's comments").
 DEFAULT_ALPHA = 0.01
 DISCRETE_ALPHA = 0.05
 RCOT_ALPHA = 0.03

@@ -48,15 +48,6 @@ UNMASK = 2
 # test near alpha (the LU model's rescued edges had margins -0.11 to -0.07), and a clear independence
 # spared the check saves the tests that were half of a fit on linear and mixed data.
 UNMASK_BAND = 1.0
-# The rescue asks a decisive dependence (EQUIVALENCE_MARGIN), or one at the level where a hidden h
-# also shows the collider with the end: at the level alone, conditioning on a child of y or on a
-# neighbour that is none in truth kept false edges (multiple-index 20v: precision 0.964 -> 0.916,
-# mixed 12v 0.975 -> 0.935); with the signature asked, none lost precision, and recall rose where
-# causes mask one another (bench/causal.py's families, 10 seeds: mi3-10v-500r recall 0.677 ->
-# 0.711, LU noise 0.02 0.927 -> 0.955; docs/causal.md). Not on all-discrete data: there the level
-# is 0.05 and deterministic relations make colliders of their own (asia's either = tub OR lung kept
-# tub – xray on 3 of 20 seeds in test_pc.py, 2 without; child at 5000 rows, 5 seeds: precision
-# 0.985 -> 0.977).
 
 
 class PCError(ValueError):
@@ -255,6 +246,9 @@ class PCLearner:
             if not hidden:
                 continue
             given_hidden = self._ci(a, b, (*s, *hidden))
+            # a decisive dependence, or one at the level with the collider's signature (h depends on a
+            # given b): at the level alone it kept false edges (docs/perf-log.md, "Figures once in the
+            # causal code's comments"); not on all-discrete data, whose functions make colliders
             if given_hidden.margin >= EQUIVALENCE_MARGIN or (not given_hidden.independent and at_level and any(
                     not self._ci(a, h, (*s, b)).independent for h in hidden)):
                 return True

@@ -42,22 +42,16 @@ Z_WIDTHS = (1.0, 0.5, 0.25)
 # dependence at alpha 0.01 stayed 0.00-0.035.
 _GH = np.polynomial.hermite_e.hermegauss(6)
 XY_NODES = tuple(float(w) for w in _GH[0] if w > 0)
-# Each node's cos and sin are scaled by (2a)^(1/8) in the statistic, a the rule's weight of the node in
-# the Gaussian kernel (0.975, 0.806 and 0.517; the normal score 1): at equal scales the top frequency,
-# mostly noise for smooth mechanisms, made a seventh of the statistic. 10 seeds per family
-# (docs/causal.md): mi3-10v-1000r F1 0.867 -> 0.896, multi-index 20v 0.919 -> 0.940, mixed3-12v-500r
-# 0.856 -> 0.868, Sachs 0.554 -> 0.542. The kernel's own scales ((2a)^(1/2)) lost multi-index 10v
-# recall (0.897 -> 0.862 on 6 seeds), (2a)^(1/4) the papers' Fig. 1 precision (0.975 -> 0.950).
+# Each node's cos and sin are scaled by (2a)^(1/8), a the rule's weight of the node in the Gaussian
+# kernel: at equal scales the top frequency, mostly noise for smooth mechanisms, weighed too much
+# (docs/perf-log.md, "Figures once in the causal code's comments").
 XY_WEIGHTS = tuple(float((2 * a / math.sqrt(2 * math.pi)) ** 0.125) for w, a in zip(*_GH) if w > 0)
 # The median distance (the kernel width) is taken over the first rows only, as in the paper (500
 # there; 200 rows give 19,900 distances, enough for a median, at a sixth of the cost).
 WIDTH_ROWS = 200
-# The null's weights (eigenvalues of the covariance of the residual products, n x 49 for 7 x 7
-# features) are estimated on at most this many rows, a seeded subset: that product's cost is linear in
-# n and the weights only shape the p-value's tail. Measured on 5 seeds (bench families at 2000 rows):
-# Sachs 3.23 -> 2.77 CPU-s, F1 0.562 -> 0.558; 20-variable multi-index 1.19 -> 1.04 s, F1 0.917 ->
-# 0.923; mixed 0.29 -> 0.22 s, F1 0.960 -> 0.951 (one seed). 500 rows also changed the 1000-row
-# families' F1 by -0.018 to +0.017; at 1000 they are untouched.
+# The null's weights (eigenvalues of the covariance of the residual products) are estimated on at most
+# this many rows, a seeded subset: that product's cost is linear in n and the weights only shape the
+# p-value's tail (docs/perf-log.md, "Figures once in the causal code's comments").
 NULL_ROWS = 1000
 
 
