@@ -197,12 +197,10 @@ def runnable() -> int:
 
 def hog_size(calm_wait: float | None) -> int:
     """Busy processes per CPU for the hog to start with: the seconds the calm tasks waited for a CPU per
-    CPU second (about the others sharing a task's CPU), rounded up, at least one. The mechanism test
-    finds the wait multiplied by 6 in 8 of 8 checks, by 4 in 2 of 8 and by 3 in none (45 calm demo tasks
-    against 200 with the wait scaled, offline); one per CPU beside a dozen busy processes on two cores
-    adds a fraction of the wait they cause. This many multiplied it by 2.7-8 in demo runs at load
-    10-30 (the story was shown in 3 of 4 runs at 2.8-3.5, not at 2.7), 3 per CPU by 14 at load 5:
-    `grown_size` aims at HOG_FACTOR, once HOG_JUDGE tasks have run under it."""
+    CPU second (about the others sharing a task's CPU), rounded up, at least one: beside that many busy
+    processes one per CPU would add a fraction of the wait they cause, too little for the mechanism
+    test to see (docs/perf-log.md, "The demo's hog size"). `grown_size` aims at HOG_FACTOR, once
+    HOG_JUDGE tasks have run under it."""
     return max(1, math.ceil(calm_wait or 0))
 
 
