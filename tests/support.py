@@ -145,6 +145,23 @@ def seed_node(db: Path, node: str) -> None:
     store.close()
 
 
+def probe_daemon(db: Path, manifest: dict):
+    """A started in-process daemon whose store `db` has the kit `manifest` registered and whose one job
+    is the ProbeJob (stop it with `.stop()`)."""
+    # the daemon's parts, which most tests never load
+    from causewatch.config import DaemonConfig
+    from causewatch.daemon.job_probe import ProbeJob
+    from causewatch.daemon.server import Daemon
+    from causewatch.daemon.store import create_views, migrate
+    from causewatch.daemon.store.results import register_kit
+    from causewatch.probe.registry import kit_row
+    with duckdb.connect(str(db)) as con:
+        migrate(con)
+        create_views(con)
+        register_kit(con, kit_row(manifest))
+    return Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"), jobs=[ProbeJob()]).start()
+
+
 def agent_config(tmp_path: Path, endpoint: str, node: str = "node-1", **kw) -> AgentConfig:
     return AgentConfig(daemon=endpoint, node=node, spool=str(tmp_path / f"spool-{node}"), **kw)
 

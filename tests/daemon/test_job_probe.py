@@ -9,7 +9,7 @@ import urllib.request
 
 import duckdb
 import pytest
-from support import agent_config, wait_for
+from support import agent_config, probe_daemon, wait_for
 
 from causewatch import wire
 from causewatch.agent.runner import hello_body
@@ -84,12 +84,7 @@ def test_a_node_whose_probe_failed_is_asked_again_at_its_next_hello_not_on_sched
 
 def test_new_agent_is_probed_and_ranked(tmp_path):
     db = tmp_path / "cw.duckdb"
-    with duckdb.connect(str(db)) as con:
-        migrate(con)
-        create_views(con)
-        register_kit(con, kit_row(manifest()))
-    daemon = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
-                    jobs=[ProbeJob()]).start()
+    daemon = probe_daemon(db, manifest())
     commands: queue.Queue = queue.Queue()
     sender = Sender(agent_config(tmp_path, daemon.endpoint, node="fresh-node"), on_command=commands.put).start()
     try:

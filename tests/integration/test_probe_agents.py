@@ -11,17 +11,10 @@ import time
 import urllib.error
 import urllib.request
 
-import duckdb
 import pytest
-from support import ROOT, run_cli, wait_for
+from support import ROOT, probe_daemon, run_cli, wait_for
 
-from causewatch.config import DaemonConfig
-from causewatch.daemon.job_probe import ProbeJob
-from causewatch.daemon.server import Daemon
-from causewatch.daemon.store import create_views, migrate
-from causewatch.daemon.store.results import register_kit
 from causewatch.probe import quality
-from causewatch.probe.registry import kit_row
 
 APP = """
 def run_task(spec):
@@ -63,12 +56,7 @@ def manifest():
 
 @pytest.fixture
 def daemon(tmp_path):
-    db = tmp_path / "cw.duckdb"
-    with duckdb.connect(str(db)) as con:
-        migrate(con)
-        create_views(con)
-        register_kit(con, kit_row(manifest()))
-    d = Daemon(DaemonConfig(db=str(db), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"), jobs=[ProbeJob()]).start()
+    d = probe_daemon(tmp_path / "cw.duckdb", manifest())
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "tinyapp.py").write_text(APP)
     yield d
