@@ -187,10 +187,7 @@ def measure_all(worker: Worker, inputs: list, warmup: int, repeats: int, progres
         results = [_tick(progress, json.loads(line)) for line in child.stdout]
         if child.wait() or len(results) != len(inputs):
             errors.seek(0)
-            said = errors.read()
-            if child.returncode == MEASURE_REFUSED and said.strip():   # the worker's own mistake, said in a line
-                raise InputError(said.strip().splitlines()[-1])
-            raise InputError(f"timing worker {worker.callable!r} failed (exit {child.returncode}): {said[-500:]}")
+            raise _failed(f"timing worker {worker.callable!r}", child.returncode, errors.read())
     return results
 
 
@@ -276,9 +273,16 @@ def check_loadable(worker: Worker) -> None:
     done = subprocess.run([sys.executable, "-m", "causewatch.probe.kit", "--check", worker.callable],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=quiet_environment())
     if done.returncode:
-        said = done.stderr.strip().splitlines()
-        raise InputError(said[-1] if done.returncode == MEASURE_REFUSED and said else
-                         f"checking worker {worker.callable!r} failed (exit {done.returncode}): {done.stderr[-500:]}")
+        raise _failed(f"checking worker {worker.callable!r}", done.returncode, done.stderr)
+
+
+def _failed(what: str, code: int, said: str) -> InputError:
+    """The error of a timing interpreter that exited `code` having said `said` on stderr: the worker's own
+    mistake (MEASURE_REFUSED) is its last line; anything else, the end of what it said."""
+    lines = said.strip().splitlines()
+    if code == MEASURE_REFUSED and lines:
+        return InputError(lines[-1])
+    return InputError(f"{what} failed (exit {code}): {said[-500:]}")
 
 
 def _check_main(callable_: str) -> int:
