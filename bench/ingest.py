@@ -236,9 +236,12 @@ def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
                            "max_in_flight_bytes": args.in_flight_mb}
     plain = {"batch_max_frames": args.batch_frames, "store_hot_seconds": args.hot_seconds,
              "compaction_interval": args.compaction_interval}
-    if any(settings.values()) or any(v is not None and v != 0 for v in plain.values()):
+    exact = {"commit_delay": args.commit_delay}   # 0 is a setting of its own
+    if any(settings.values()) or any(v is not None and v != 0 for v in plain.values()) or \
+            any(v is not None for v in exact.values()):
         lines = "".join(f"{k} = {v * 2**20}\n" for k, v in settings.items() if v)
         lines += "".join(f"{k} = {v}\n" for k, v in plain.items() if v is not None and v != 0)
+        lines += "".join(f"{k} = {v}\n" for k, v in exact.items() if v is not None)
         (folder / "daemon.toml").write_text(f"[daemon]\n{lines}")
         extra = ["--config", str(folder / "daemon.toml")]
     daemon = DaemonProcess(folder / "e2e.duckdb", extra=extra, checkout=checkout).start()
@@ -439,6 +442,8 @@ def main() -> None:
     p.add_argument("--interval", type=float, default=1.0, help="soak: seconds between an agent's frames")
     p.add_argument("--batch-frames", type=int, default=0,
                    help="daemon batch_max_frames, frames per commit at most (default: its own)")
+    p.add_argument("--commit-delay", type=float, default=None,
+                   help="daemon commit_delay, seconds a group commit gathers (default: its own; 0: none)")
     p.add_argument("--queue-mb", type=int, default=0, help="daemon max_queue_bytes in MiB (default: its own)")
     p.add_argument("--store-mb", type=int, default=0, help="daemon store_memory_bytes in MiB (default: its own)")
     p.add_argument("--in-flight-mb", type=int, default=0, help="daemon max_in_flight_bytes in MiB (default: its own)")

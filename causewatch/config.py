@@ -59,6 +59,10 @@ class DaemonConfig:
     # value in batches of 1,024 than of 256; the bytes keep a batch of large frames near 256 x 80 KB.
     batch_max_frames: int = _limit(1024, 1, 100_000)
     batch_max_bytes: int = _limit(20 * 2**20, 2**10, 2**34)
+    # Group commit: while frames of several agents arrive, the writer gathers them for up to this many
+    # seconds after its last commit (a commit's fixed cost is most of a small frame's); one agent's
+    # frames alone, a call, or a full batch commit at once. 0 commits whatever is queued, as before.
+    commit_delay: float = _limit(0.25, 0.0, 10.0)
     # bytes of received frames waiting for the writer; when full the daemon stops reading and the
     # agents' credit runs out, so they wait (nothing is dropped)
     max_queue_bytes: int = _limit(64 * 2**20, 2**20, 2**40)

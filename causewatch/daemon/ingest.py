@@ -100,6 +100,7 @@ class WorkQueue:
     def __init__(self, max_bytes: int):
         self.max_bytes, self.bytes = max_bytes, 0
         self._items: collections.deque = collections.deque()   # (item, size)
+        self._sizeless = 0      # calls and the stop queued: a writer gathering frames takes them at once
         self._changed = threading.Condition()
 
     def put(self, item, size: int = 0) -> None:
@@ -108,7 +109,16 @@ class WorkQueue:
                 self._changed.wait()
             self._items.append((item, size))
             self.bytes += size
+            self._sizeless += not size
             self._changed.notify_all()
+
+    def gather(self, until: float, most: int, most_bytes: float) -> None:
+        """Wait until `until` (monotonic) for `most` items or `most_bytes` of them, returning sooner when
+        a call is queued or the queue is half full (the IO thread must not wait for the writer's leisure)."""
+        with self._changed:
+            while (len(self._items) < most and self.bytes < min(most_bytes, self.max_bytes / 2)
+                   and not self._sizeless and (left := until - time.monotonic()) > 0):
+                self._changed.wait(left)
 
     def unbound(self) -> None:
         """Let every waiting and later `put` through: the writer has stopped, so nothing frees bytes (what is
@@ -129,6 +139,7 @@ class WorkQueue:
                 items.append(self._items.popleft())
                 taken += items[-1][1]
             self.bytes -= taken
+            self._sizeless -= sum(not size for _, size in items)
             self._changed.notify_all()
         return [item for item, _ in items]
 
@@ -155,6 +166,9 @@ class Ingest:
         self._credit = CreditGrants(cfg.max_in_flight_bytes)
         self.endpoint: str | None = None
         self._threads: list[threading.Thread] = []
+        # the writer's group commit (cfg.commit_delay): when it last committed, whose frames, and whether
+        # frames of several agents are arriving
+        self._committed_at, self._committed_nodes, self._several_agents = 0.0, set(), False
 
     # ---- lifecycle ----
     def start(self, http: str = "") -> str:
@@ -367,6 +381,9 @@ class Ingest:
         push.connect(self._outbox)
         stopping = False
         while not stopping:
+            if self._several_agents:
+                self._work.gather(self._committed_at + self.cfg.commit_delay, self.cfg.batch_max_frames,
+                                  self.cfg.batch_max_bytes)
             items = self._work.take(self.cfg.batch_max_frames, self.cfg.batch_max_bytes)
             stopping = any(i is _STOP for i in items)
             frames = [i for i in items if i is not _STOP and isinstance(i[1], wire.Frame)]
@@ -403,6 +420,13 @@ class Ingest:
             return
         self.exporter.commit_seconds.inc(time.perf_counter() - t0)
         self.exporter.commit_frames.observe(len(items))
+        nodes = {f.node for _, f in items}
+        # several agents share the writer when one commit holds frames of two, or the last two commits
+        # (within the delay of each other) each held another agent's frames
+        now = time.monotonic()
+        self._several_agents = len(nodes) > 1 or (
+            nodes != self._committed_nodes and now - self._committed_at < self.cfg.commit_delay)
+        self._committed_at, self._committed_nodes = now, nodes
         identity_of = {id(f): ident for ident, f in items}
         for kind, n in collections.Counter(f.type for f in verdicts.stored).items():
             self.exporter.frames_stored.labels(kind).inc(n)

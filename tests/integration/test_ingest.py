@@ -1,6 +1,7 @@
 """Real agents' senders and raw sockets against a real daemon on loopback, stored in a real DuckDB file."""
 
 import math
+import time
 import urllib.request
 
 import msgpack
@@ -168,6 +169,36 @@ def test_each_commit_is_counted_by_its_frames(daemon):
     raw.close()
     assert metric(daemon, "causewatch_commit_frames_count") == 2 == metric(daemon, "causewatch_commit_frames_sum")
     assert metric(daemon, 'causewatch_commit_frames_bucket{le="1.0"}') == 2
+
+
+def test_several_agents_share_commits_and_one_agent_or_a_call_is_not_held(tmp_path):
+    """Group commit (commit_delay 2 s): ten agents' frames, 50 ms apart, are gathered into a few commits (one
+    each without it); one agent's frames, each sent after the last was acked, and a job's call are not held."""
+    from causewatch.config import DaemonConfig
+    from causewatch.daemon.server import Daemon
+    d = Daemon(DaemonConfig(db=str(tmp_path / "g.duckdb"), bind="tcp://127.0.0.1:0", http="", commit_delay=2.0),
+               jobs=[]).start()
+    solo = RawAgent(d.endpoint)
+    for seq in (1, 2, 3):
+        assert solo.ask(wire.encode("samples", "solo", "b", seq, samples(seq)), timeout_ms=1500).type == "ack"
+    agents = [RawAgent(d.endpoint) for _ in range(10)]
+    before = d.exporter.commit_frames.collect()[0]
+    for k, a in enumerate(agents):
+        a.sock.send(wire.encode("samples", f"g{k}", "b", 1, samples(k)))
+        time.sleep(0.05)
+    assert d.ingest.call(lambda con: con.execute("SELECT 1").fetchone(), timeout=1.5) == (1,)
+    assert all(a.sock.poll(5000) and wire.decode(a.sock.recv(), types=wire.DAEMON_TYPES).type == "ack"
+               for a in agents)
+    commits = _sample(d.exporter.commit_frames.collect()[0], "_count") - _sample(before, "_count")
+    for a in [solo, *agents]:
+        a.close()
+    d.stop()
+    assert commits <= 4, commits
+    assert query(d.cfg.db, "SELECT count(*), count(DISTINCT node) FROM ingest_log") == [(13, 11)]
+
+
+def _sample(family, suffix: str) -> float:
+    return next(s.value for s in family.samples if s.name.endswith(suffix))
 
 
 def test_a_queue_of_one_mib_makes_senders_wait_and_loses_nothing(tmp_path):
