@@ -245,7 +245,7 @@ class RCoT:
         model, and n – t_comp stayed. The products let a level's effect change with a continuous
         column (c_op = instr_op·cpi(datatype) + …): without them that part of it stayed in the
         residuals, 45 % of null p-values fell below 0.05 (test_calibration.py) and the LU model kept
-        false edges (docs/causal.md, "Level interactions in z"). Per column, not per level
+        false edges (docs/causal-measured.md, "Level interactions in z"). Per column, not per level
         combination: 64 combinations made 1,029 features at 500 rows, and a dependence the
         per-column 273 find in 19 of 20 draws was found in 5."""
         cont = tuple(c for c in z if not self.discrete[c])
