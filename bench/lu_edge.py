@@ -3,7 +3,7 @@ p-values of c_op – t_comp given c_op's parents, then given those and t_comp's 
 PCLearner's unmasking check uses), by our RCoT and, when causal-learn is installed, by its KCI.
 
 Why: a test calibrated on mixed conditioning sets no longer finds the edge given c_op's parents
-(docs/causal.md, "z's features"); this shows whether a kernel test finds it there, and given which set.
+(docs/causal-measured.md, "z's features"); this shows whether a kernel test finds it there, and given which set.
 Usage: python bench/lu_edge.py [--seeds 6] [--rows 1000] [--noise 0.05] [--json]
 """
 

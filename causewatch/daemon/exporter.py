@@ -40,8 +40,8 @@ def gauge_family(name: str, help: str, labels: Sequence[str],
 
 class Snapshots:
     """Each publisher's families from its latest complete run, rendered once per exposition format: a
-    job publishes once per run, a scrape may come many times, and 10^4 series cost ~45 ms of CPU to
-    render, holding the daemon's GIL beside ingest (docs/perf-log.md)."""
+    job publishes once per run, a scrape may come many times, and rendering many series costs CPU
+    while holding the daemon's GIL beside ingest (docs/perf-log.md, "job snapshots rendered once")."""
 
     def __init__(self):
         # (families by publisher, their rendering by content type): replaced whole by a publish, so a

@@ -291,7 +291,7 @@ class Ingest:
 
     def _receive_waiting(self) -> None:
         """Every message waiting on the ROUTER, up to RECEIVE_AT_ONCE (then the acks get their turn): a
-        poll per burst, not per message (1,000 agents: 1.07x the values per daemon CPU-second)."""
+        poll per burst, not per message (docs/perf-log.md, "A poll per burst")."""
         try:
             for _ in range(RECEIVE_AT_ONCE):
                 self._receive()

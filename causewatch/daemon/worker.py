@@ -170,7 +170,8 @@ class Worker:
         `starved_nice` until it ends (0: never): at SCHED_IDLE it gets no CPU while every core is busy,
         and contention is when the analyses must run (no model had been learnt during a CPU hog).
         Nice 10 is about a tenth of a nice-0 process's share: a learner beside a hog still learns, and
-        ingest beside it keeps ~90 % (at nice 0 bench/stream.py measured 36 %). The pacing above still
+        ingest beside it keeps most of its rate, far more than at nice 0 (docs/perf-log.md, "A starved
+        request's niceness"). The pacing above still
         stops it while ingest has a backlog. Raising needs CAP_SYS_NICE or an RLIMIT_NICE of
         20 - starved_nice (the systemd unit's LimitNICE); without, a warning, once.
         raised_seconds counts the time raised.

@@ -211,7 +211,7 @@ def _cluster(out: Path, vectors: list[dict], max_k: int | None, merge_distance: 
         max_k = int(np.ceil(np.sqrt(len(vectors)))) + 1
     try:
         # SimPoint 3.2's own starts and BIC: with a few dozen tasks k-means++ finds the optima its sampled
-        # starts miss and the BIC rises to max_k (16 masterworker tasks of 3 types: 5 phases, not 3)
+        # starts miss and the BIC rises to max_k (docs/perf-log.md, "A kit's SimPoint starts")
         model = SimPoint(max_k=max_k, fixed_length=False, seed=seed, init="samp", variance_floor=0.0).fit(X)
     except formats.PhaseError as e:
         raise InputError(f"probe build: clustering the task vectors failed: {e}") from None

@@ -11,7 +11,8 @@ import time
 import psutil
 
 # A kit is refused when its reference is noisier than this (both documented in docs/probes.md):
-MAX_SPREAD = 0.10      # relative sd of the reference runs' task-seconds; 18 % gave intervals of +-150 %
+MAX_SPREAD = 0.10      # relative sd of the reference runs' task-seconds; noisier gives useless intervals
+#                        (docs/perf-log.md, "A kit's reference spread")
 MAX_OTHER_CPU = 0.25   # share of the machine's CPU time other processes used during the reference runs
 QUIET_WINDOW = 0.5     # seconds of idle measurement before the first attempt
 RETRY_WAIT = 2.0       # seconds measured idle before a retry (transient load may pass)

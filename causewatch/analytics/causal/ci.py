@@ -157,7 +157,7 @@ class KDEMITest(CITest):
     Gaussian-copula part (partial correlation of the normal scores) against its exact chi-square
     null, counted given z only when the whole value does not contradict it: Fisher-z's own level,
     so on linear data the test has Fisher-z's power. Dependent when either look rejects: a level
-    of at most 1.1·alpha (union bound; docs/causal.md has the measured rates). With a discrete
+    of at most 1.1·alpha (union bound; docs/causal-measured.md, "The two looks' shares"). With a discrete
     column there is no Gaussian look and the KDE look gets all of alpha. All-discrete tests use
     the chi-square null of G² = 2·n·ln2·I. Above `points` rows, statistics and nulls are evaluated
     at a seeded subset of that many points (the kernel sums still run over all rows): ~n/points
@@ -232,8 +232,8 @@ class KDEMITest(CITest):
 
     def _gaussian_leak(self, data, idx, df) -> float:
         """The Gaussian look's leak given z: linear partialling on normal scores leaves nonlinear
-        confounding behind (Fig. 1: D and C both depend on B nonlinearly, D ⊥ C | B, and the partial
-        correlation rejected on 3 of 6 seeds at n = 1000). The mean of the partial-correlation bits
+        confounding behind (Fig. 1: D and C both depend on B nonlinearly, D ⊥ C | B; docs/causal-measured.md,
+        "The Gaussian look given z"). The mean of the partial-correlation bits
         over the local permutations, less their null mean df/(2·n·ln2), at least 0."""
         prep = self.prepared(data)
         values = [entropy.gaussian_cmi_bits(entropy.permuted(prep, idx[0], perm), *idx)
@@ -273,8 +273,8 @@ class KDEMITest(CITest):
         return self._counted[1]
 
 
-# Counts: a chi-square p below this share of the level decides without permutations. G²'s excess
-# on sparse tables about doubled the rejections of a null at 0.05 (9-14 %), not ten-fold.
+# Counts: a chi-square p below this share of the level decides without permutations, since G²'s excess
+# on sparse tables raises a null's rejections by far less than that (docs/perf-log.md, "G²'s excess").
 FAR_BELOW = 0.1
 
 
@@ -351,8 +351,8 @@ class GSquareTest(CITest):
 
 
 # RCoT computes the Lindsay-Pilla-Basak p-value only when the two-moment gamma's p-value is within
-# this factor of alpha; farther out the decision cannot change: where LPB gives 0.01 the gamma gave
-# 0.49-0.99 times that over 300 random weight sets (0.94-1.03 at 0.05), and both fall with the statistic.
+# this factor of alpha; farther out the decision cannot change, as the two stay within a small factor of
+# each other and both fall with the statistic (docs/perf-log.md, "RCoT's p-values").
 LPB_REACH = 10.0
 
 
@@ -382,10 +382,10 @@ class RCoTTest(CITest):
 class AutoTest(CITest):
     """The default: per data set, the test that won bench/causal.py for its kind. All-discrete: the
     KDE test's counting G² (F1 at G²'s, faster than causal-learn's). All-continuous data that pass as
-    jointly Gaussian (gaussian.looks_gaussian): Fisher-z, exact there, at a hundredth of RCoT's time.
-    Otherwise RCoT: at 1000-2000 rows it beat the KDE test on every continuous and mixed family
-    (multiple-index SEM F1 0.92 against 0.82, LU 0.92 against 0.90, at a third of the time or less;
-    docs/causal.md). Without an `alpha`, the level is chosen per kind too: DISCRETE_ALPHA on
+    jointly Gaussian (gaussian.looks_gaussian): Fisher-z, exact there and far cheaper than RCoT.
+    Otherwise RCoT: it beat the KDE test on every continuous and mixed family of the bench, at a
+    fraction of its time (docs/perf-log.md, "AutoTest's choice per kind"). Without an `alpha`, the
+    level is chosen per kind too: DISCRETE_ALPHA on
     all-discrete data, RCOT_ALPHA where RCoT is picked, DEFAULT_ALPHA otherwise (`kde`, which markov
     checks use, is at DEFAULT_ALPHA)."""
 

@@ -25,7 +25,7 @@ import os
 import types
 
 # numba's parallel loops run on OpenMP threads, which by default spin-wait after each loop and burn
-# CPU that the agent and the daemon's other jobs need (measured: +70 % process CPU on a PC fit).
+# CPU that the agent and the daemon's other jobs need (docs/causal-measured.md, "What made the KDE pass cheaper").
 # Set before numba loads libgomp; an explicit OMP_WAIT_POLICY in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -35,8 +35,8 @@ from scipy import special
 
 ESTIMATORS = ("kde", "lemeire")
 # "kde" bandwidth = this × Silverman's rule. Resubstitution counts each point's own kernel; at the
-# density-optimal width that term dominates in 3-4 dimensions and swamps conditional dependences
-# (docs/causal.md has the measurements); 1.5× keeps it small while leaving the dependence visible.
+# density-optimal width that term dominates in 3-4 dimensions and swamps conditional dependences;
+# 1.5× keeps it small while leaving the dependence visible (docs/causal-measured.md, "Why 1.5 × Silverman").
 KDE_BANDWIDTH_SCALE = 1.5
 LN2 = math.log(2.0)
 

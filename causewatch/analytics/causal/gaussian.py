@@ -77,9 +77,8 @@ def _whitened(rows: np.ndarray) -> np.ndarray:
 
 def looks_gaussian(values: np.ndarray, alpha: float = 0.01) -> bool:
     """No column's marginal normality test (Bonferroni over the columns) nor either of Mardia's joint
-    tests rejects at alpha / 3. The marginal tests see what the joint ones dilute: sin(3x) of a wide
-    x, uncorrelated with x, next to four Gaussian columns passed Mardia (p 0.008 and 0.73) and failed
-    its own column's test (p 1e-102)."""
+    tests rejects at alpha / 3. The marginal tests see what the joint ones dilute: one nonlinear column
+    uncorrelated with the others (docs/causal-measured.md, "Which test for which data")."""
     n, d = values.shape
     if d < 2 or n < MIN_ROWS_PER_COLUMN * d:
         return False

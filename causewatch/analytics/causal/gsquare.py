@@ -96,7 +96,7 @@ def _permutation_p(cx, cy, cz, kx, ky, kz, keep, step, hits_wanted, most, seed):
     for draw in range(1, most + 1):
         for s in range(kz):
             for i in range(starts[s + 1] - 1, starts[s], -1):   # Fisher-Yates within the cell
-                state ^= state >> np.uint64(12)                 # xorshift64* (numba's randint: 5x slower)
+                state ^= state >> np.uint64(12)                 # xorshift64*, cheaper than numba's randint
                 state ^= state << np.uint64(25)
                 state ^= state >> np.uint64(27)
                 r = (state * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(32)
@@ -126,7 +126,8 @@ def _cell_entropy_sum(xs, ys, starts, ky, counts, step):
 
 def combination_codes(values: np.ndarray) -> np.ndarray:
     """Each row's combination of values as a code 0, 1, ... in the rows' lexicographic order (each
-    column coded on its own, then folded: np.unique over rows sorts them as records, 3x slower)."""
+    column coded on its own, then folded: np.unique over rows sorts them as records, which is slower;
+    docs/perf-log.md, "G²'s excess")."""
     columns = [np.unique(col, return_inverse=True)[1].ravel() for col in np.asarray(values).T]
     return _folded(columns, [int(c.max()) + 1 if c.size else 1 for c in columns])
 
@@ -182,7 +183,7 @@ class Counter:
                 ceiling: float = CLEARLY_INDEPENDENT) -> tuple[float, float, int, bool]:
         """(p, G², df, permuted) for tuples of column indices. Sparse tables (Cochran's rule fails) get
         the permutation p unless the chi-square p is below `floor` or above `ceiling`: there G² runs
-        above its chi-square (a null rejected 9-14 % at 0.05 with 5-11 rows a cell), and far below
+        above its chi-square (docs/causal-measured.md, "Calibration, shown"), and far below
         the level no permutation would reach it."""
         tables = self._tables(x, y, z)
         stat, df, cells, small, informative = _g2_table(*tables)

@@ -24,8 +24,8 @@ from causewatch.analytics.causal import entropy
 
 TABLE = Path(__file__).with_name("kde_null.toml")
 # Draws per runtime simulation (KDEMITest's default n_null), and the table's parameters: its
-# seed and points are KDEMITest's defaults; its draws are more, because a Gamma fitted to 30
-# draws put the 0.998 quantile 12 % low at n = 500 (1.2 % of independent pairs above it, not 0.2 %).
+# seed and points are KDEMITest's defaults; its draws are more, because a Gamma fitted to 30 draws
+# misplaces the far tail the thresholds sit in (docs/perf-log.md, "The KDE null table's draws").
 N_NULL, SEED, POINTS = 30, 0, 2000
 TABLE_DRAWS = 200
 TABLE_SIZES = (64, 16384)

@@ -77,9 +77,9 @@ def _affine(feature: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 def _polynomials(x, y, max_degree, var):
     """Least-squares polynomials of degree 0, 1, ... max_degree, a generator (the caller stops early),
-    all from one QR of the Vandermonde matrix of standardised x: a fit per degree cost 0.6-2 ms. Each
-    degree's residuals are the last one's less Q's next column times its share of y (numpy's
-    Polynomial objects, evaluated and converted per degree, took 40 % of that: 0.2 s of an LU fit)."""
+    all from one QR of the Vandermonde matrix of standardised x, not a fit per degree. Each degree's
+    residuals are the last one's less Q's next column times its share of y, not numpy's Polynomial
+    objects evaluated per degree (docs/perf-log.md, "MDL's polynomials from one QR")."""
     mu, sd = float(np.mean(x)), float(np.std(x)) or 1.0
     q, r = np.linalg.qr(np.vander((x - mu) / sd, max_degree + 1, increasing=True))
     qy = q.T @ y

@@ -36,8 +36,8 @@ DETERMINED_R2 = 0.99
 MIN_ROWS_PER_CELL = 20
 # A continuous variable is a linear function of two or more continuous ones (an accounting identity, as
 # a short task's duration = CPU time + CPU wait) when one plane holds more than EXACT_SHARE of the rows to
-# within EXACT_TOL of its sd: tight enough that near relations stay the test's (docs/causal.md, "A
-# variable determined by an identity").
+# within EXACT_TOL of its sd: tight enough that near relations stay the test's (docs/causal-measured.md,
+# "A variable determined by an identity").
 EXACT_SHARE = 0.5
 EXACT_TOL = 3e-3
 EXACT_TRIES = 30   # random planes tried: enough to find an identity that most rows hold
@@ -45,8 +45,8 @@ EXACT_TRIES = 30   # random planes tried: enough to find an identity that most r
 UNMASK = 2
 # Only an independence this close to the threshold (margin above -UNMASK_BAND null sd; at alpha 0.01
 # a p-value below about 0.09) is checked for masking: a weak cause hidden by strong ones leaves its
-# test near alpha (the LU model's rescued edges had margins -0.11 to -0.07), and a clear independence
-# spared the check saves the tests that were half of a fit on linear and mixed data.
+# test near alpha, and a clear independence spared the check saves the tests that were half of a fit on
+# linear and mixed data (docs/causal-measured.md, "PC-stable, orientation, unmasking").
 UNMASK_BAND = 1.0
 
 
@@ -56,7 +56,8 @@ class PCError(ValueError):
 
 @functools.cache
 def _blas_pools() -> ThreadpoolController:
-    """The process's BLAS thread pools, found once (the search took 4 ms, a tenth of a small fit)."""
+    """The process's BLAS thread pools, found once: the search is a noticeable share of a small fit
+    (docs/perf-log.md, "The BLAS pools' search")."""
     return ThreadpoolController()
 
 
@@ -83,9 +84,8 @@ class PCLearner:
         other neighbour of one end masking a weak dependence (see _masked).
     reuse_margin : in partial_fit, an earlier CI decision is reused when |margin| (its distance from
         the threshold in null standard deviations) is at least this and it was tested on at least
-        half of today's rows; the others are re-tested. (Without the second rule an independence
-        decided on a model's first 142 rows stood for every later version: the demo's model kept
-        lacking code_phase -> cpu_seconds at 599 rows, which a fit of those rows finds.)
+        half of today's rows; the others are re-tested. (Without the second rule a decision made on a
+        model's first rows stood for every later version: docs/perf-log.md, "partial_fit's reuse rule".)
     max_rows : CI tests and equivalence checks see a seeded random sample of at most this many rows
         (None: all). The KDE test's null is tabulated up to 16,384 rows; beyond, rows add cost
         (kernel sums over every row, nulls simulated at that size) and power no decision needs.

@@ -22,24 +22,19 @@ from causewatch.analytics.causal.gsquare import combination_codes
 
 # Features of z: the paper's default (100); more only slowly shrink the leak of z's nonlinear effect
 # into the residuals, at O(F²) per test. But at most 35 per continuous column of z: a kernel on one or
-# two columns has few eigenvalues above the noise, and 35 per column gave the F1 of 100 on every
-# family of bench/causal.py (10 seeds) at 20-30 % less time; 20 per column lost 0.025 on the LU model.
+# two columns has few eigenvalues above the noise, so 35 per column keep the accuracy of 100 at less
+# cost (docs/causal-measured.md, "z's features, and the LU model's c_op → t_comp").
 Z_FEATURES = 100
 Z_FEATURES_PER_COLUMN = 35
 # z's features take three kernel widths in turn: the median distance, a half and a quarter of it.
 # x's and y's features are cosines of x and y, so what they keep of z is cos(w·f(z)): it oscillates
-# where f is steep, and the median width alone left it in the residuals (x ⊥ y | z with both
-# depending on z through the bench's mechanisms, 1000 rows, 100 draws each: 27 % and 14 % of null
-# p-values below 0.05 with one and two z columns; 8 % and 8 % with the three widths, at the same
-# feature count. σ and σ/3 gave 7 % and 9 %, but X ⊥ Z | Y of the papers' deterministic chain then
-# failed on seed 0, as on 1 in 50 seeds at σ alone; on none of 50 at the three widths).
+# where f is steep, and the median width alone left it in the residuals (docs/causal-measured.md,
+# "Three kernel widths for z").
 Z_WIDTHS = (1.0, 0.5, 0.25)
 # x's and y's features: the normal score itself, and cos and sin at the positive nodes of the 6-point
 # Gauss–Hermite rule (Dao et al. 2017, quadrature Fourier features), not 5 random frequencies as in the
-# paper. A 1-D Gaussian kernel needs few frequencies, and random ones made the p-value a lottery: on a
-# multiple-index SEM edge that KCI finds (p < 1e-4) five feature draws gave 0.0009-0.62, the nodes
-# 0.0000 (bench/causal.py, multi-index 10v: F1 0.936 against RCIT's 0.854; docs/causal.md); false
-# dependence at alpha 0.01 stayed 0.00-0.035.
+# paper: a 1-D Gaussian kernel needs few frequencies, and random ones made the p-value a lottery
+# (docs/causal-measured.md, "RCoT's x and y features").
 _GH = np.polynomial.hermite_e.hermegauss(6)
 XY_NODES = tuple(float(w) for w in _GH[0] if w > 0)
 # Each node's cos and sin are scaled by (2a)^(1/8), a the rule's weight of the node in the Gaussian
@@ -122,7 +117,7 @@ def _hankel(m: np.ndarray, lam: float, size: int) -> np.ndarray:
 @numba.njit(cache=True)
 def _lpb_mixture(m: np.ndarray, p: int):
     """LPB's p gammas of common shape 1/λ and means λ·μ_i, mixed by weights, from the raw moments m
-    (in numba: in Python it took 1.2 ms per p-value, a fifth of an RCoT fit). Returns
+    (in numba: in Python it was a good share of an RCoT fit; docs/perf-log.md, "RCoT's p-values"). Returns
     (ok, λ, μ, weights); not ok when the moment system has no such solution."""
     lam = m[2] / m[1] ** 2 - 1  # a single gamma's shape parameter 1/λ from mean and variance
     none = np.zeros(p)
@@ -206,8 +201,9 @@ class RCoT:
     def _features(self, cols: tuple, count: int) -> np.ndarray:
         """Centred random Fourier features sqrt(2)·cos(v·W/σ + b) of the columns, W ~ N(0, 1),
         b ~ U(0, 2π), σ the median distance between the first WIDTH_ROWS rows times each of Z_WIDTHS
-        in turn, in float32 (the cosine is 18× faster than in float64; the features are random, 5e-7
-        is far below their noise). The columns are not scaled: a least-squares fit on them does not
+        in turn, in float32 (the features are random, so its error is far below their noise, and its
+        cosine is much faster; docs/perf-log.md, "RCoT in float32"). The columns are not scaled: a
+        least-squares fit on them does not
         depend on it."""
         v = self.values[:, list(cols)]
         rng = np.random.default_rng([self.seed, count, *cols])
@@ -244,10 +240,9 @@ class RCoT:
         only, n ⊥ t_comp | ops (ops a function of n, equal normal scores) was rejected on the LU
         model, and n – t_comp stayed. The products let a level's effect change with a continuous
         column (c_op = instr_op·cpi(datatype) + …): without them that part of it stayed in the
-        residuals, 45 % of null p-values fell below 0.05 (test_calibration.py) and the LU model kept
-        false edges (docs/causal.md, "Level interactions in z"). Per column, not per level
-        combination: 64 combinations made 1,029 features at 500 rows, and a dependence the
-        per-column 273 find in 19 of 20 draws was found in 5."""
+        residuals, the null was not calibrated (test_calibration.py) and the LU model kept false
+        edges. Per column, not per level combination, so that many levels do not multiply the features
+        past what the rows can fit (docs/causal-measured.md, "Level interactions in z")."""
         cont = tuple(c for c in z if not self.discrete[c])
         disc = [c for c in z if self.discrete[c]]
         count = min(self.z_features, Z_FEATURES_PER_COLUMN * len(cont))
@@ -314,8 +309,8 @@ class _Fit(NamedTuple):
     czf: np.ndarray | None    # C_zf, z's features against the column's (None without z)
     coef: np.ndarray | None   # C_zz⁻¹·C_zf
     null: np.ndarray          # the residuals on the null's rows (m x k)
-    # Their products r_i·r_j, i <= j (m x k(k+1)/2), in float32: the null's covariance needs 6
-    # digits, and at half the bytes Sachs' 1,395 fits stay in the cache (2000 rows: 1.47 -> 1.36 s).
+    # Their products r_i·r_j, i <= j (m x k(k+1)/2), in float32: the null's covariance needs 6 digits,
+    # and at half the bytes more fits stay in the cache (docs/perf-log.md, "RCoT in float32").
     pairs: np.ndarray
 
 
@@ -409,7 +404,7 @@ def _orthonormal(f: np.ndarray) -> np.ndarray:
     """Uncorrelated unit-variance combinations of centred columns spanning the same space (QR). For a
     discrete x or y the statistic is then the share of each y feature's variance between x's levels,
     whichever level the indicators leave out; the standardised indicators themselves are correlated and
-    weigh the contrasts against that level more (mixed-12v-2000r recall 0.924 -> 0.937, 20 seeds)."""
+    weigh the contrasts against that level more (docs/causal-measured.md, "Orthonormal level contrasts")."""
     return np.linalg.qr(f)[0] * math.sqrt(len(f))
 
 

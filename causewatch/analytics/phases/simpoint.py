@@ -16,8 +16,8 @@ from .formats import CountRows, PhaseError, count_rows, row_of_entries
 class _Projection:
     """SimPoint's random projection: entries uniform in [-1, 1] drawn row by row from the seed, grown
     as higher block ids appear (a file read in chunks), equal to drawing all its rows at once. Its
-    storage doubles when it grows (copying it whole for every chunk with new ids was 0.1 s of a 10 MB
-    interpreter recording's 0.8)."""
+    storage doubles when it grows: copying it whole for every chunk with new ids was a large share of
+    reading a recording (docs/perf-log.md, "SimPoint's projection")."""
 
     def __init__(self, dim: int, seed: int):
         self.rng, self._rows, self._n = np.random.default_rng(seed), np.zeros((0, dim)), 0
@@ -47,7 +47,7 @@ def project(rows: CountRows, projection: np.ndarray) -> tuple[np.ndarray, np.nda
 
     Each entry's projection row is gathered, scaled and summed per interval (np.add.reduceat over the
     rows' runs of entries), in slices of whole rows: one pass, where a bincount per dimension made
-    `dim` passes over the entries with a strided gather each (3x slower)."""
+    `dim` passes over the entries with a strided gather each, slower (docs/perf-log.md, "SimPoint's projection")."""
     entry_row = row_of_entries(rows.indptr)
     n, dim = rows.shape[0], projection.shape[1]
     sums = np.bincount(entry_row, weights=rows.data, minlength=n)

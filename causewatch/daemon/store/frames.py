@@ -33,7 +33,8 @@ ID_COLUMNS_MAX = 1 << 16
 JOIN_BELOW = 1024
 log = logging.getLogger(__name__)
 # The nodes' last_seen are written together at most this often (seconds; a hello's at once): an UPDATE
-# costs 1.5-5 ms however few rows it changes, which at 1,000 agents was 6.5 us of a 1x50 frame's 60.
+# costs milliseconds however few rows it changes, a large share of a small frame's cost at 1,000 agents
+# (docs/perf-log.md, "The nodes' last_seen").
 LAST_SEEN_EVERY = 5.0
 
 
@@ -263,9 +264,9 @@ class Store:
         ms, value): DuckDB inserts one long chunk faster than a chunk per frame. The rows go series by
         series: the frames of one (node, scope, names) are stacked and their T x M block laid out by
         column, so each series' values of the batch sit together in time order: DuckDB's RLE and ALP
-        then keep recorded agent output in 58 % of the bytes of the frames' row-major order
-        (docs/storage.md). Frames are grouped, values never sorted; new series get their ids here, in
-        the order the batch first names them."""
+        then keep recorded agent output in far fewer bytes than the frames' row-major order
+        (docs/storage.md; docs/perf-log.md, "The nodes' last_seen"). Frames are grouped, values never
+        sorted; new series get their ids here, in the order the batch first names them."""
         groups: dict[tuple, tuple[np.ndarray, list[dict]]] = {}
         for f in frames:
             key = (f.node, f.body["scope"], tuple(f.body["names"]))

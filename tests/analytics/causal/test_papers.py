@@ -51,7 +51,7 @@ def test_lu_model_over_seeds_keeps_the_simpler_relation_and_finds_c_op_to_t_comp
     # where causal-learn's KCI does not reject c_op ⊥ t_comp | c_op's parents at 0.01 on any of the
     # six at 0.05 (bench/lu_edge.py) and the KDE test finds it on none. RCoT found it on 15 of 18
     # before z's level interactions, partly through the leak that also made false edges (16 on these
-    # 18: docs/causal.md, "Level interactions in z").
+    # 18: docs/causal-measured.md, "Level interactions in z").
     found = false = 0
     for noise in (0.02, 0.05, 0.1):
         for seed in range(6):
