@@ -17,8 +17,9 @@ def names(units: list[str]) -> str:
 
 
 def change(unit: str, kind: str, dev: Deviation) -> str:
-    verb = "rose" if dev.z > 0 else "fell"
-    return (f"{unit}'s {kind} {verb} from {number(dev.median)} to {number(dev.incident)} "
+    verb = "rose" if dev.incident > dev.median else "fell"
+    what = unit if kind == unit else f"{unit}'s {kind}"
+    return (f"{what} {verb} from {number(dev.median)} to {number(dev.incident)} "
             f"(robust z {dev.z:.3g})")
 
 
@@ -33,7 +34,7 @@ def sentence(unit: str, kind: str | None, dev: Deviation | None, anomalous: bool
     parts = [change(unit, kind, dev)]
     if explained:
         how = "its callers" if by_graph else "units that move with it on the baseline"
-        parts.append(f"it explains the rise at {how} {names(explained)}")
+        parts.append(f"it explains the change at {how} {names(explained)}")
     if echo_of:
         parts.append(f"it may echo {names(echo_of)}, anomalous too")
     elif explained:
