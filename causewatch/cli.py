@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nodes": ("causewatch.commands.nodes", "list the nodes whose agents report, with their facts"),
     "model": ("causewatch.commands.model", "show a learned causal model, its history, or pin a baseline"),
     "anomalies": ("causewatch.commands.anomalies", "list dependency anomalies against the baseline models"),
+    "diagnose": ("causewatch.commands.diagnose",
+                 "rank the units that may have caused an incident, from a baseline and an incident window"),
 }
 VERBOSE, QUIET = ("-v", "--verbose", "-vv", "-vvv"), ("-q", "--quiet")
 EPILOG = """getting started:

@@ -1,0 +1,142 @@
+"""`causewatch diagnose`: rank the units that may have caused an incident, from a calm baseline window and
+the incident's window of the same columns (analytics/rca), with each unit's evidence in words."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+from causewatch.errors import InputError
+
+EPILOG = """examples:
+  causewatch diagnose --baseline normal.csv --incident incident.csv
+  causewatch diagnose --baseline normal.csv --incident incident.csv --target PetSite_latency_Average \\
+      --graph edges.csv --units units.json --json
+  causewatch diagnose --baseline duckdb:runs.duckdb:calm --incident duckdb:runs.duckdb:slow --top 5
+
+Each window is a .csv / .parquet file or duckdb:FILE:TABLE with the same columns (a first column named
+time, timestamp or unix_timestamp is the rows' time, not a metric; an empty cell is no value).
+--units names each unit's columns ({"unit": ["column", ...]}); without it the units are the --graph's
+nodes (a column goes to the longest node name it starts with) or else each column alone. --graph is a
+CSV with header src,dst: src calls dst, so a fault at dst shows at src. --target is the symptom's column.
+A unit scoring 1 or more changed beyond the cut (robust z 4 in the symptom's kind); all below 1 means
+nothing anomalous. With --json: {"causes": [{"unit", "score", "evidence"}, ...]} best first, every unit.
+"""
+
+TIME_COLUMNS = ("time", "timestamp", "unix_timestamp")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--baseline", required=True, metavar="DATA", help="the calm window: CSV, Parquet or "
+                        "duckdb:FILE:TABLE")
+    parser.add_argument("--incident", required=True, metavar="DATA", help="the incident's window, same columns")
+    parser.add_argument("--target", metavar="COLUMN", help="the symptom's column (default: none; every kind alike)")
+    parser.add_argument("--graph", metavar="EDGES.csv", help="call edges between units, header src,dst")
+    parser.add_argument("--units", metavar="UNITS.json", help='{"unit": ["column", ...]}: the candidate units')
+    parser.add_argument("--top", type=int, default=10, metavar="N",
+                        help="rows of the table (default 10; --json lists every unit)")
+    parser.add_argument("--json", action="store_true", help='print {"causes": [{"unit", "score", "evidence"}]}')
+
+
+def _window(spec: str, name: str):
+    from causewatch.commands.learn import load_df
+    df = load_df(spec, SimpleNamespace(app=None, metric=None, bucket=None))
+    first = df.columns[0] if len(df.columns) else None
+    if first is not None and str(first).lower() in TIME_COLUMNS:
+        df = df.set_index(first)
+    df.columns = [str(c) for c in df.columns]
+    if df.empty:
+        raise InputError(f"--{name} {spec}: the window has no rows")
+    return df
+
+
+def _units(path: str | None) -> dict[str, list[str]] | None:
+    if path is None:
+        return None
+    try:
+        units = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"--units {path}: cannot read as JSON ({e})") from None
+    if not isinstance(units, dict) or not all(isinstance(v, list) and all(isinstance(c, str) for c in v)
+                                              for v in units.values()):
+        raise InputError(f'--units {path}: expected {{"unit": ["column", ...]}}')
+    return {str(u): cols for u, cols in units.items()}
+
+
+def _edges(path: str | None) -> list[tuple[str, str]] | None:
+    if path is None:
+        return None
+    import pandas as pd
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError) as e:
+        raise InputError(f"--graph {path}: cannot read as CSV ({e})") from None
+    if not {"src", "dst"} <= set(df.columns):
+        raise InputError(f"--graph {path}: expected a header src,dst, found {','.join(map(str, df.columns))}")
+    return list(zip(df["src"], df["dst"]))
+
+
+def by_prefix(columns, nodes) -> dict[str, list[str]]:
+    """node -> its columns, each column going to the longest node name it starts with; a column no node
+    names is a unit of its own."""
+    units: dict[str, list[str]] = {n: [] for n in nodes}
+    longest = sorted(nodes, key=len, reverse=True)
+    for col in columns:
+        node = next((n for n in longest if col == n or col.startswith(n)), None)
+        units.setdefault(node or col, []).append(col)
+    return units
+
+
+def resolve_units(columns, units, edges, graph_path) -> dict[str, list[str]]:
+    """The candidate units; a graph naming a unit that is neither a unit nor a column prefix is refused."""
+    nodes = sorted({n for e in edges for n in e}) if edges else []
+    if units is None:
+        return by_prefix(columns, nodes) if nodes else {c: [c] for c in columns}
+    if not any(c in columns for cols in units.values() for c in cols):
+        raise InputError("--units: no unit has a column of the windows")
+    unknown = [n for n in nodes if n not in units and not any(c.startswith(n) for c in columns)]
+    if unknown:
+        raise InputError(f"--graph {graph_path}: names units that --units and the columns lack: "
+                         f"{', '.join(unknown[:3])}" + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""))
+    return units
+
+
+def diagnose(args) -> list:
+    from causewatch.analytics.rca import CallGraph, RCAError, rank_causes
+    baseline, incident = _window(args.baseline, "baseline"), _window(args.incident, "incident")
+    edges = _edges(args.graph)
+    units = resolve_units(list(baseline.columns), _units(args.units), edges, args.graph)
+    try:
+        return rank_causes(baseline, incident, units, args.target, CallGraph(edges) if edges else None)
+    except RCAError as e:
+        raise InputError(str(e)) from None
+
+
+def print_table(causes, top: int) -> None:
+    width = max(60, shutil.get_terminal_size((120, 20)).columns)
+    if not causes or causes[0].score < 1:
+        print("nothing changed beyond the cut (every score below 1)")
+    shown = causes[:top]
+    name = max([len("unit")] + [len(c.unit) for c in shown])
+    print(f"{'#':>3}  {'unit':<{name}}  {'score':>7}  evidence")
+    for i, c in enumerate(shown, 1):
+        lines = textwrap.wrap(c.evidence, max(30, width - name - 16)) or [""]
+        score = f"{c.score:7.3f}" if math.isfinite(c.score) else f"{'-':>7}"
+        print(f"{i:>3}  {c.unit:<{name}}  {score}  {lines[0]}")
+        for line in lines[1:]:
+            print(" " * (name + 16) + line)
+    if len(causes) > top:
+        print(f"({len(causes) - top} more units; --top N shows more, --json all)")
+
+
+def run(args) -> int:
+    causes = diagnose(args)
+    if args.json:
+        print(json.dumps({"causes": [c.as_dict() for c in causes]}, indent=1))
+    else:
+        print_table(causes, args.top)
+    return 0
