@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("causewatch.commands.demo",
              "run a daemon, an agent and a workload end to end, then report what was learned"),
     "query": ("causewatch.commands.query", "search code regions with a fuzzy PERFQL query"),
+    "range": ("causewatch.commands.range", "stored samples over a time range: per series or aggregated, or PromQL"),
     "bottlenecks": ("causewatch.commands.bottlenecks", "list bottleneck regions with fuzzy severity degrees"),
     "learn": ("causewatch.commands.learn", "learn a causal model from CSV, Parquet or a DuckDB table"),
     "experiment": ("causewatch.commands.experiment",

@@ -212,7 +212,8 @@ class ClusterSource(_Source):
         from causewatch.daemon import cluster
         if verb.merge.kind == "local":
             raise InputError(f"{verb.path}: {verb.merge.reason}; give one daemon with --daemon URL")
-        replies = cluster.ask_all(self.daemons, method, verb.path, params, raw, f"{verbs.ARROW}, application/json",
+        replies = cluster.ask_all(self.daemons, method, verb.path, cluster.asked(verb, params), raw,
+                                  f"{verbs.ARROW}, application/json",
                                   "", None, self.timeout, client=self.client)
         for r in replies:
             if r.shards:

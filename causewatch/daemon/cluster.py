@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from causewatch.daemon import verbs
+from causewatch.daemon import promql, rangeq, verbs
 from causewatch.daemon.store import lake as store_lake
 
 log = logging.getLogger("causewatch.daemon.cluster")
@@ -126,8 +126,8 @@ class Cluster:
         if verb.merge.kind == "local":
             mine = Reply(self.shard, *self.local(method, path, params, raw, accept))
             return merge(verb, params, [mine, *(Reply(p, error=verb.merge.reason) for p in self.peers)], accept)
-        ask_accept = f"{verbs.ARROW}, application/json" if verb.merge.kind == "tables" else accept
-        replies = self.gather(method, path, params, raw, ask_accept)
+        ask_accept = f"{verbs.ARROW}, application/json" if verb.merge.kind in ("tables", "partials") else accept
+        replies = self.gather(method, path, asked(verb, params), raw, ask_accept)
         cold = {}
         if verb is verbs.SAMPLES and self.lake:
             for r in replies:
@@ -141,6 +141,11 @@ class Cluster:
                     if table is not None:
                         cold[r.shard] = table
         return merge(verb, params, replies, accept, cold)
+
+
+def asked(verb, params: dict) -> dict:
+    """What each shard is asked for `params`: a verb merged from partials asks for them."""
+    return {**params, "partial": ["1"]} if verb.merge.kind == "partials" else params
 
 
 # ---- merging ---------------------------------------------------------------------------------------
@@ -176,6 +181,8 @@ def merge(verb, params: dict, replies: list[Reply], accept: str,
             headers([], missing)
     if verb.merge.kind == "tables":
         return _merged_tables(verb, params, found, answered, missing, accept, cold or {})
+    if verb.merge.kind == "partials":
+        return _merged_partials(verb, params, found, answered, missing, accept)
     parsed = []
     for r in found:
         if r.ctype != "application/json":
@@ -393,6 +400,55 @@ def _merged_tables(verb, params: dict, found: list[Reply], answered: list, missi
     rows = [{k: _clean(v) for k, v in row.items()} for row in merged.to_pylist()]
     body = {"attrs": attrs, "records": rows, "cluster": about} if attrs else {"records": rows, "cluster": about}
     return 200, _json(200, body), "application/json", headers(answered, missing)
+
+
+def _last(params: dict, name: str):
+    """A parameter's value, given as a query string's list or as one value (the CLI's sources)."""
+    value = params.get(name)
+    return value[-1] if isinstance(value, list) and value else value
+
+
+def _finishing(verb, params: dict) -> tuple[tuple[str, ...], str]:
+    """The labels and the final function of a partials verb's answer, read off its parameters."""
+    if verb is verbs.PROMQL_RANGE:
+        parsed = promql.parse(_last(params, "query"))
+        agg, by, fn = parsed.agg, parsed.by, parsed.fn
+    else:
+        agg, fn = _last(params, "agg") or None, _last(params, "fn") or verb.params["fn"].default
+        by = params.get("by") or ()
+        by = [by] if isinstance(by, str) else by
+    return (rangeq.LABELS if agg is None else tuple(dict.fromkeys(by))), agg or fn
+
+
+def _merged_partials(verb, params: dict, found: list[Reply], answered: list, missing: dict, accept: str):
+    """Shards' partial aggregates joined into one answer: Prometheus' matrix (the shards missing as its
+    warnings) or the range verb's rows."""
+    tables = []
+    for r in found:
+        try:
+            tables.append(_table(r)[0])
+        except _Bad as e:
+            missing[r.shard] = str(e)
+    answered = [s for s in answered if s not in missing]
+    about = info(answered, missing)
+    if not tables:
+        return 502, _json(502, {"error": "no shard gave a usable answer", "cluster": about}), "application/json", \
+            headers(answered, missing)
+    labels, final = _finishing(verb, params)
+    joined = rangeq.join_partials(tables, labels, final)
+    if verb.errors == "prometheus":
+        body = rangeq.matrix(joined, labels)
+        if missing:
+            body["warnings"] = [f"shard {k} missing: {v}" for k, v in sorted(missing.items())]
+        return 200, _json(200, {**body, "cluster": about}), "application/json", headers(answered, missing)
+    if verbs.ARROW in accept:
+        joined = joined.replace_schema_metadata({META: json.dumps(about).encode()})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, joined.schema) as writer:
+            writer.write_table(joined)
+        return 200, sink.getvalue().to_pybytes(), verbs.ARROW, headers(answered, missing)
+    rows = [{k: _clean(v) for k, v in row.items()} for row in joined.to_pylist()]
+    return 200, _json(200, {"records": rows, "cluster": about}), "application/json", headers(answered, missing)
 
 
 def info(answered: list[str], missing: dict[str, str]) -> dict:

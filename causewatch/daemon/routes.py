@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import time
 
 import pandas as pd
@@ -22,7 +23,7 @@ import pyarrow as pa
 from causewatch.analytics.causal import CausalModel, model_svg
 from causewatch.analytics.fuzzy import find_bottlenecks, perfql, summarise_bottlenecks
 from causewatch.analytics.fuzzy.summaries import KEYS, records
-from causewatch.daemon import learning, readers, store, verbs
+from causewatch.daemon import learning, promql, rangeq, readers, store, verbs
 from causewatch.daemon.cursor import Cursor
 from causewatch.errors import CausewatchError, InputError, NotFoundError
 from causewatch.probe import broker, extender
@@ -131,6 +132,41 @@ def task_apps(con: Cursor) -> list[dict]:
 def samples(con: Cursor, metric, scope, limit) -> pd.DataFrame:
     """Stored samples, long, oldest first: /api/samples?metric=cpu_seconds&scope=node&limit=1000."""
     return readers.samples.samples_df(con, metric, scope, limit=limit)
+
+
+@verbs.RANGE.handles
+def range_query(con: Cursor, metric, node, scope, start, end, step, window, fn, agg, by, partial) -> pd.DataFrame:
+    """A range question answered in the store: /api/range?metric=cpu&start=T0&end=T1&step=60&fn=avg
+    [&window=300][&agg=avg&by=node][&node=n1][&scope=node] (times in seconds; the last hour by default):
+    rows (labels, t, value), each series' or each group's."""
+    end = time.time() if end is None else end
+    matchers = [_one_of("metric", metric), _one_of("node", node), scope and ("scope", "=", scope)]
+    matchers = [m for m in matchers if m]
+    q = rangeq.question(matchers, end - 3600 if start is None else start, end, step, window, fn, agg or None, by)
+    return readers.ranges.answer(con, q, bool(partial)).to_pandas()
+
+
+def _one_of(label: str, values: list[str] | None) -> tuple | None:
+    """A matcher of any of these values: one by equality, which prunes the lake's row groups, several by
+    an alternation."""
+    if not values:
+        return None
+    return (label, "=", values[0]) if len(values) == 1 else (label, "=~", "|".join(map(re.escape, values)))
+
+
+@verbs.PROMQL_RANGE.handles
+def promql_range(con: Cursor, query, start, end, step, partial):
+    """Prometheus' query_range for a PromQL subset (daemon/promql.py):
+    /api/v1/query_range?query=avg by (node) (avg_over_time(cpu[5m]))&start=T0&end=T1&step=60s
+    (times Unix or RFC 3339; step seconds or a duration); a matrix in Prometheus' JSON."""
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if value is None:
+            raise InputError(f"{name}: missing (query_range takes query, start, end and step)")
+    parsed = promql.parse(query)
+    q = rangeq.question(parsed.matchers, promql.timestamp(start, "start"), promql.timestamp(end, "end"),
+                        promql.duration(step), parsed.window, parsed.fn, parsed.agg, parsed.by)
+    table = readers.ranges.answer(con, q, bool(partial))
+    return table.to_pandas() if partial else rangeq.matrix(table, q.labels)
 
 
 @verbs.BBV_TARGETS.handles
@@ -246,6 +282,11 @@ def _json(code: int, obj) -> tuple[int, bytes, str]:
     return code, json.dumps(obj, default=str).encode(), "application/json"
 
 
+def _error(verb: verbs.Verb, message: str, kind: str) -> dict:
+    """An error answer in the verb's shape: causewatch's {"error"}, or Prometheus' with its errorType."""
+    return rangeq.prometheus_error(message, kind) if verb.errors == "prometheus" else {"error": message}
+
+
 def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, write,
            accept: str = "") -> tuple[int, bytes, str]:
     """The answer to `method path?params` (POST: with body `raw`), reading through `cursor` and writing
@@ -265,12 +306,12 @@ def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, wri
                 raise InputError(f"body: not JSON ({e})") from None
             result = verb.call(cursor, write, body, **verb.parse(params))
     except NotFoundError as e:
-        return _json(404, {"error": str(e)})
+        return _json(404, _error(verb, str(e), "not_found"))
     except CausewatchError as e:
-        return _json(400, {"error": str(e)})
+        return _json(400, _error(verb, str(e), "bad_data"))
     except Exception as e:
         log.exception("%s %s failed", method, path)
-        return _json(500, {"error": f"{type(e).__name__}: {e}"})
+        return _json(500, _error(verb, f"{type(e).__name__}: {e}", "internal"))
     if isinstance(result, pd.DataFrame):
         if verbs.ARROW in accept:
             return 200, arrow_bytes(result), verbs.ARROW

@@ -43,6 +43,8 @@ MERGE_KINDS = {
     "fanned": "a write sent to every shard, each shard's answer kept",
     "local": "this shard's answer alone, the others named missing with `reason`",
     "own": "this shard's answer unchanged (a caller that expects its own format)",
+    "partials": "each shard's partial aggregates per group and time (asked with `partial=1`), joined and finished "
+                "as one answer (daemon/rangeq.py)",
 }
 
 
@@ -69,15 +71,18 @@ def local(reason: str) -> Merge:
     return Merge("local", reason=reason)
 
 
-SUMMED, RANKED, NEWEST, FANNED, OWN = (Merge(k) for k in ("summed", "ranked", "newest", "fanned", "own"))
+SUMMED, RANKED, NEWEST, FANNED, OWN, PARTIALS = (Merge(k) for k in ("summed", "ranked", "newest", "fanned", "own",
+                                                                   "partials"))
 
 
 class Verb:
     """A verb: `call(*leading, **kwargs)` calls its handler with every parameter (defaults filled in);
     `parse` turns a query string's parameters into those keywords and `query` keywords into its."""
 
-    def __init__(self, name: str, *params: Param, merge: Merge, method: str = "GET", writes: bool | None = None):
-        self.name, self.path, self.method, self.merge = name, f"/api/{name}", method, merge
+    def __init__(self, name: str, *params: Param, merge: Merge, method: str = "GET", writes: bool | None = None,
+                 errors: str = "causewatch"):
+        """`errors`: the shape of its error answers, causewatch's {"error"} or "prometheus" (its API's)."""
+        self.name, self.path, self.method, self.merge, self.errors = name, f"/api/{name}", method, merge, errors
         # a POST that only reads (a scheduler's question in a body) is open to any host, as GETs are
         self.writes = method == "POST" if writes is None else writes
         self.params = {p.name: p for p in params}
@@ -179,6 +184,16 @@ LEARN = Verb("learn", Param("data"), Param("app"), Param("metric", many=True), P
              Param("dot", int, default=0), Param("tetrad", int, default=0),
              merge=local("learn reads the asking shard's rows only (ask each shard, or the scope's owner)"))
 
+# A range question over the stored samples (daemon/rangeq.py, docs/queries.md), computed where they lie: times
+# in seconds (start and end default to the last hour), `fn` over each series' window, `agg` across series by
+# labels; `partial=1` answers the partial aggregates a cluster joins.
+RANGE = Verb("range", Param("metric", many=True), NODE, Param("scope"), Param("start", float), Param("end", float),
+             Param("step", float, default=60.0), Param("window", float), Param("fn", default="avg"), Param("agg"),
+             Param("by", many=True), Param("partial", int, default=0), merge=PARTIALS)
+# Prometheus' query_range for a PromQL subset (daemon/promql.py), as Grafana's Prometheus data source asks it
+PROMQL_RANGE = Verb("v1/query_range", Param("query"), Param("start"), Param("end"), Param("step"),
+                    Param("partial", int, default=0), merge=PARTIALS, errors="prometheus")
+
 # writes sent to every shard: a kit registered on each, a baseline pinned where its model is
 KITS = Verb("kits", method="POST", merge=FANNED)        # body {"manifest": {...}, "path": "..."}
 BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST", merge=FANNED)
@@ -188,4 +203,4 @@ PRIORITIZE = Verb("k8s/prioritize", Param("app"), Param("max_age", float), metho
 
 VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, PROBE_STATUS, REGIONS, TASKS,
                                          TASK_APPS, SAMPLES, BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS,
-                                         BASELINE, PRIORITIZE)}
+                                         BASELINE, PRIORITIZE, RANGE, PROMQL_RANGE)}

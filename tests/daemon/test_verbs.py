@@ -43,7 +43,7 @@ def test_the_declarations_and_the_daemon_source_load_no_pandas():
 
 def test_every_merge_kind_has_its_joiner_in_the_cluster_and_a_rule_names_real_parameters():
     from causewatch.daemon import cluster
-    assert set(cluster.JOINS) | {"tables", "own"} == set(verbs.MERGE_KINDS)
+    assert set(cluster.JOINS) | {"tables", "own", "partials"} == set(verbs.MERGE_KINDS)
     with pytest.raises(ValueError, match="merge kind 'pooled': expected one of tables, records"):
         verbs.Merge("pooled")
     with pytest.raises(ValueError, match="x: merge cut 'top' is not one of its parameters"):
