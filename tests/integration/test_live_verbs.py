@@ -203,6 +203,7 @@ EXAMPLES = {
     "regions": {}, "tasks": {"app": "lu"}, "task-apps": {}, "samples": {"metric": ["a"]}, "bbv-targets": {},
     "bbv": {"target": "app:lu", "kind": "python"}, "models": {}, "model": {"scope": "app:lu"}, "anomalies": {},
     "learn": {"data": "tasks", "app": "lu", "estimator": "fisher-z"},
+    "counts": {}, "overview": {},
 }
 
 
