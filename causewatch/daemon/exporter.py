@@ -217,6 +217,8 @@ class Exporter:
         # `analysis`, not `job`: Prometheus sets `job` on every scraped series itself.
         self.job_errors = Counter("causewatch_job_errors", "Analysis job runs that raised, by analysis",
                                   ["analysis"], registry=r)
+        self.job_runs = Counter("causewatch_job_runs", "Analysis job runs finished, raised or not, by analysis",
+                                ["analysis"], registry=r)
         self.commit_seconds = Counter("causewatch_commit_seconds", "Time spent committing batches", registry=r)
         # at the batch bounds the writer is what limits ingest; near 1 each frame pays a whole commit
         self.commit_frames = Histogram("causewatch_commit_frames", "Frames per committed batch", registry=r,
