@@ -22,10 +22,8 @@ from prometheus_client.exposition import choose_encoder
 from causewatch import wire
 from causewatch.daemon import node_families, node_metrics
 
-# An agent metric name `base[.cpuN]`: per-CPU values carry the CPU as a label, not in the name; the
-# CPU time of each mode is node_exporter's one counter with a `mode` label.
+# An agent metric name `base[.cpuN]` (perf's per-CPU counts): the CPU is a label, not in the name.
 _PER_CPU = re.compile(r"^(?P<base>.+)\.cpu(?P<cpu>\d+)$")
-_CPU_MODE = re.compile(r"^cpu_(?P<mode>[a-z_]+)_seconds_total$")
 EOF = b"# EOF\n"   # OpenMetrics' closing line: one per exposition
 
 
@@ -76,18 +74,15 @@ class _Fixed:
 
 def node_series(metric: str) -> tuple[str, dict[str, str]]:
     """An agent metric name as (exported name, extra labels): a labelled name (`wire.labelled`) gives
-    its labels, and one under node_exporter's names (`node_...`) is exported as it is;
-    `cpu_user_seconds_total.cpu3` is causewatch_cpu_seconds_total{mode="user",cpu="3"}; a cumulative perf
-    count gains _total (node_metrics.exported); a name's other parts stay as they are."""
+    its labels, and one under node_exporter's names (`node_...`) is exported as it is; `cycles.cpu3` is
+    causewatch_cycles_total{cpu="3"}, a cumulative perf count gaining _total (node_metrics.exported); a
+    name's other parts stay as they are."""
     metric, labels = wire.unlabelled(metric)
     if metric.startswith("node_"):
         return metric, labels
     m = _PER_CPU.match(metric)
     if m:
         metric, labels["cpu"] = m["base"], m["cpu"]
-    m = _CPU_MODE.match(metric)
-    if m:
-        return "causewatch_" + node_metrics.CPU_SECONDS, {**labels, "mode": m["mode"]}
     return "causewatch_" + node_metrics.exported(metric), labels
 
 
@@ -120,8 +115,8 @@ def _newest_values(rows: dict) -> dict[tuple[str, tuple], float]:
 
 class NodeState:
     """A custom collector of what the agents sent last: each metric's newest value per (node, scope,
-    labels), when each node's newest frame was stored, and frames stored per node. Updated by the
-    writer thread after each commit; a scrape copies it under a lock."""
+    labels) while the agent still sends it, when each node's newest frame was stored, and frames stored
+    per node. Updated by the writer thread after each commit; a scrape copies it under a lock."""
 
     def __init__(self, clock=time.time, shard: str = ""):
         """`shard`: this daemon's shard name, a `shard` label on every node series (several shards'
@@ -132,6 +127,7 @@ class NodeState:
         # frame costs a slice of its bytes, and a scrape works the rows out into series (per frame, 50
         # values into series keys had been a twelfth of the writer's CPU on the agent's 5 x 50 frames)
         self._rows: dict[tuple[str, str, tuple[str, ...]], tuple[bytes, bytes | None]] = {}
+        self._lists: dict[tuple[str, str], list[tuple[str, ...]]] = {}   # (node, scope) -> its rows' names
         self._last_seen: dict[str, float] = {}
         self._frames: dict[str, int] = {}
 
@@ -145,8 +141,21 @@ class NodeState:
         with self._lock:
             for key, body in newest.items():
                 width, nulls = len(key[2]), body.get("nulls")
-                self._rows.pop(key, None)
+                if self._rows.pop(key, None) is None:
+                    self._replace(key)
                 self._rows[key] = (body["values"][-8 * width:], nulls[-width:] if nulls else None)
+
+    def _replace(self, key: tuple[str, str, tuple[str, ...]]) -> None:
+        """A name list new to its (node, scope) replaces the earlier lists that share a name with it: a
+        series the agent sends no more (a device or a mount gone) leaves, as from node_exporter's next
+        scrape. Lists that share none are other batches (a slower collector's, the target's counters)."""
+        node, scope, names = key
+        new = set(names)
+        lists = self._lists.setdefault((node, scope), [])
+        for old in [old for old in lists if not new.isdisjoint(old)]:
+            lists.remove(old)
+            del self._rows[(node, scope, old)]
+        lists.append(names)
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:
