@@ -193,7 +193,9 @@ _ENVELOPE = {"v": (_as_is, True), "type": (_text, True), "node": (_name, True), 
 SCHEMAS: dict[str, dict[str, tuple]] = {
     "hello": {"hostname": (_name, True), "agent_version": (_name, True), "cpu_model": (_text, False),
               "cores": (_int, False), "memory_bytes": (_int, False),
-              "counters": (_map_of(_text, _metric), False), "extra": _EXTRA},
+              "counters": (_map_of(_text, _metric), False), "extra": _EXTRA,
+              # {node collector: {"interval": seconds, "state": "ok" | reason}}
+              "collectors": (_map_of(_map_of(_scalar), _metric), False)},
     "samples": {"scope": (_name, True), "t": (_bytes, True), "names": (_metric_list, True),
                 "values": (_bytes, True), "nulls": (_bytes, False)},
     "bbv": {"target": (_name, True), "kind": (_name, True), "start": (_float, True), "end": (_float, True),

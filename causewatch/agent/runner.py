@@ -1,6 +1,6 @@
 """The agent's main loop: collectors on a fixed, non-drifting schedule, batched into wire frames.
 
-Target counters every `counters_interval`, psutil and system-wide counters every `psutil_interval`, the
+Target counters every `counters_interval`, the target's psutil and system-wide counters every `psutil_interval`, the
 node collectors (`causewatch/agent/node/`) each at its own interval on that tick,
 the IP-sample rings drained every counters tick; one `samples` frame per (scope, rate) per
 `batch_seconds` (slow rows: at least 5 per frame). Task/region records from instrumented programs are
@@ -37,7 +37,7 @@ from causewatch.agent.command import command_name
 from causewatch.agent.instrument import environment, listening
 from causewatch.agent.ipsampler import BBVCollector
 from causewatch.agent.node.schedule import NodeCollectors, default_specs
-from causewatch.agent.system import NodeCollector, ProcessCollector
+from causewatch.agent.system import ProcessCollector
 from causewatch.config import AgentConfig
 from causewatch.errors import CausewatchError, InputError, WireError
 from causewatch.systemd import sd_notify
@@ -175,8 +175,7 @@ class Agent:
         self.batch_seconds, self.notify = batch_seconds, notify
         self.clock, self.monotonic, self.proc = clock, monotonic, proc
         self.node_counters = perf.CounterCollector("system", proc=proc)
-        self.node_system = NodeCollector()
-        self.node = NodeCollectors(default_specs(proc=proc), monotonic=monotonic)
+        self.node = NodeCollectors(default_specs(proc=proc, intervals=cfg.collector_intervals), monotonic=monotonic)
         self.target_counters = self.target_system = self.bbv = None
         if target is not None:
             if target.cgroup:
@@ -199,12 +198,13 @@ class Agent:
 
     # ---- start ----
     def open(self) -> dict:
-        """Open every collector (what fails is a reason, not an error); returns the hello body."""
+        """Open every collector (what fails is a reason, not an error; the node collectors run once);
+        returns the hello body."""
         counters = {f"node.{k}": v for k, v in self.node_counters.open().items()}
         if self.target_counters is not None:
             counters.update(self.target_counters.open())
             counters["bbv"] = self.bbv.open() if self.bbv else "off (bbv_frequency = 0)"
-        self.hello = hello_body(counters, self.target, self.cfg, self.proc)
+        self.hello = {**hello_body(counters, self.target, self.cfg, self.proc), "collectors": self.node.open()}
         return self.hello
 
     def start(self) -> None:
@@ -268,7 +268,7 @@ class Agent:
         t = self.clock()
         # the agent's own delivery counts travel as samples: the daemon serves them (the agent serves nothing)
         own = {f"agent_{k}_total": float(v) for k, v in getattr(self.sender, "counts", {}).items()}
-        row = {**self.node_counters.collect(), **self.node_system.collect(), **own}
+        row = {**self.node_counters.collect(), **own}
         for interval, values in self.node.collect().items():
             # collectors slower than this loop get batches of their own: a row of nulls between two runs
             # would hide their series at /metrics, which shows a batch's newest row

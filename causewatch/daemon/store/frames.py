@@ -353,11 +353,11 @@ class Store:
             first[f.node] = min(first.get(f.node, f.ts), f.ts)
         facts = [(f.node, f.body["hostname"], f.body.get("cpu_model"), f.body.get("cores"), f.body.get("memory_bytes"),
                   f.body["agent_version"], _json(f.body.get("counters")), _json(f.body.get("extra")), f.boot,
-                  first[f.node], f.ts) for f in newest.values()]
+                  first[f.node], f.ts, _json(f.body.get("collectors"))) for f in newest.values()]
         self._insert_rows("nodes", facts, """ON CONFLICT (node) DO UPDATE SET hostname=excluded.hostname,
             cpu_model=excluded.cpu_model, cores=excluded.cores, memory_bytes=excluded.memory_bytes,
             agent_version=excluded.agent_version, counters=excluded.counters, extra=excluded.extra,
-            boot=excluded.boot, last_seen=excluded.last_seen""")
+            boot=excluded.boot, last_seen=excluded.last_seen, collectors=excluded.collectors""")
 
     def run(self, fn):
         """Run fn(con) in one transaction (analysis jobs write through here, on the writer thread)."""

@@ -112,6 +112,8 @@ MIGRATIONS: list[tuple[int, str]] = [
     (8, "CREATE TABLE ingest_trimmed (node VARCHAR, boot VARCHAR, seq BIGINT, PRIMARY KEY (node, boot))"),
     # Why a node's probe failed (its prediction's columns NULL then): rank and `probe status` name it.
     (9, "ALTER TABLE probe_results ADD COLUMN error VARCHAR"),
+    # Each node collector's interval and state at the agent's start, from its hello (`causewatch nodes`).
+    (10, "ALTER TABLE nodes ADD COLUMN collectors JSON"),
 ]
 
 
