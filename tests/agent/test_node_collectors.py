@@ -97,6 +97,30 @@ def test_a_hostile_file_is_an_error_or_a_part_never_an_invented_series(tmp_path,
     assert hostile == "truncated" and set(values) <= good, f"{hostile} gave {sorted(set(values) - good)[:5]}"
 
 
+@pytest.mark.parametrize("make", [kernel.Stat, kernel.MemInfo, kernel.VmStat, storage.DiskStats, network.NetDev,
+                                  network.NetStat], ids=lambda m: m.__name__)
+def test_a_collector_that_kept_a_files_layout_follows_it_when_it_changes(tmp_path, make):
+    """The layouts kept from one run to the next (names and places of the values) are checked each run: a
+    file that lost a line reads as a new collector reads it, and garbage is still an error."""
+    files = PROC_COLLECTORS[make]
+    if not _available(files):
+        pytest.skip(f"{files} not readable here")
+    _copy(tmp_path, files)
+    collector = make(str(tmp_path))
+    collector.collect()
+    target = tmp_path / files[0]
+    lines = target.read_text().splitlines(keepends=True)
+    cut = -2 if make is network.NetStat else -1    # netstat's lines are pairs: a header and its values
+    target.write_text("".join(lines[:cut]))
+    assert collector.collect() == make(str(tmp_path)).collect()
+    if make is kernel.MemInfo:   # the same fields in another order
+        target.write_text("".join(lines[::-1]))
+        assert collector.collect() == make(str(tmp_path)).collect()
+    target.write_text(GARBAGE)
+    with pytest.raises((ValueError, IndexError)):
+        collector.collect()
+
+
 def test_cpufreq_and_throttles_from_a_sysfs_tree(tmp_path):
     for cpu, core in ((0, 0), (1, 0)):   # two threads of one core: one core count
         base = tmp_path / f"devices/system/cpu/cpu{cpu}"
