@@ -13,6 +13,12 @@ import re
 _AGENT = {
     "agent_collector_failure_info": "1 while a node collector of the agent fails, with the reason it gives "
                                     "(its node_scrape_collector_success is 0)",
+    # the agent's own delivery counts (sender.Sender.counts), sent as samples since the agent serves nothing
+    "agent_frames_acked_total": "Frames the agent sent that the daemon acked (stored, or stored before)",
+    "agent_frames_nacked_total": "Nacks the agent got from the daemon, every one",
+    "agent_frames_refused_total": "Frames still unsettled that a nack refused (dropped, or kept to resend)",
+    "agent_frames_resent_total": "Frames the agent sent again after a disconnect or a resend timeout",
+    "agent_spool_dropped_frames_total": "Unsent frames the agent dropped from its full spool",
 }
 _PROCESS = {
     "process_cpu_user_seconds_total": "User-mode CPU seconds of the watched process (scope)",

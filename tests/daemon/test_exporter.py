@@ -65,7 +65,9 @@ def test_every_metric_a_real_agent_sends_has_help():
     node_exporter's (tests/agent/test_node_names.py)."""
     process = ProcessCollector(os.getpid())
     process.collect()
-    names = {*process.collect(), *EVENTS, *DERIVED, "agent_collector_failure_info"}
+    own = {f"agent_{k}_total" for k in ("frames_acked", "frames_nacked", "frames_refused", "frames_resent",
+                                         "spool_dropped_frames")}
+    names = {*process.collect(), *EVENTS, *DERIVED, "agent_collector_failure_info", *own}
     exported = {node_series(n)[0].removeprefix("causewatch_") for n in names}
     assert len(exported) >= 25
     unknown = sorted(n for n in exported if n not in node_metrics.HELP)
