@@ -164,6 +164,10 @@ class AgentConfig:
     # runs anyway after the wait, and its result says whether the node was busy (docs/probes.md).
     probe_idle_wait: float = _limit(60.0, 0.0, 86400.0)
     probe_max_other_cpu: float = _limit(0.25, 0.0, 1.0)
+    # The node's units (jobs, services, containers: agent/unitwatch.py), followed without being told, found
+    # under cgroup_root ("" = where cgroup v2 is mounted) every psutil_interval; false follows none.
+    units: bool = True
+    cgroup_root: str = ""
 
 
 @dataclasses.dataclass
