@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from causewatch.daemon import unit_series
+
 # agent name (without `.cpuN`) -> HELP; a name ending in _total is a counter, the rest gauges
 _SYSTEM = {
     "cpu_utilization_ratio": "Share of CPU time spent neither idle nor in iowait over the agent's last sampling "
@@ -73,7 +75,8 @@ _RATIOS = {
 }
 CPU_SECONDS = "cpu_seconds_total"
 CPU_SECONDS_HELP = "Seconds the CPUs spent in each mode since boot (node_exporter's node_cpu_seconds_total)"
-HELP = {**_SYSTEM, **_PROCESS, **{f"{k}_total": v for k, v in _PERF.items()}, **_RATIOS, CPU_SECONDS: CPU_SECONDS_HELP}
+HELP = {**_SYSTEM, **_PROCESS, **{f"{k}_total": v for k, v in _PERF.items()}, **_RATIOS, CPU_SECONDS: CPU_SECONDS_HELP,
+        **unit_series.HELP}
 _CUMULATIVE = frozenset(_PERF)
 _NOT_IN_NAMES = re.compile(r"[^a-zA-Z0-9_:]")
 
