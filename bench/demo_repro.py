@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-WAIT = "cpu_wait_seconds"   # the hog's variable (causewatch.commands.demo.WAIT)
+WAIT = "cpu_wait_seconds"   # the hog's variable (causewatch.commands.demo.causes.WAIT)
 
 
 BUSY = "while True: pass"

@@ -79,6 +79,7 @@ class DaemonConfig:
     store_hot_seconds: float = _limit(3600.0, 0.0, 3650 * 86400.0)
     compaction_interval: float = _limit(120.0, 1.0, 86400.0)
     fuzzy_terms: str | None = _fmt(None, "file")      # TOML term sets for bottleneck scoring (default: shipped)
+    fuzzy_interval: float = _limit(30.0, 1.0, 86400.0)   # seconds between the fuzzy job's scorings
     reprobe_after: float = _limit(86400.0, 0.0, None)  # seconds before a node's probe result is re-taken; 0: never
     # The causal job (daemon/job_causal.py): how often it learns, from how many new task rows at least,
     # in how many evaluations in a row a departure must be found before it is raised as an anomaly,

@@ -12,6 +12,10 @@ have unacked (docs/architecture.md); no other peer ever receives that type.
 Metric, counter and parameter names follow one rule, METRIC_NAME: a letter or '_' first, then
 letters, digits and '_', '.', ':', '-' (at most MAX_NAME characters). Readers may rely on it, but
 still pass names to SQL as parameters.
+
+A labelled series travels as one metric name, `labelled(base, labels)`: `base.label:value...`, labels
+sorted, each value's characters outside [A-Za-z0-9_] as `-` and two hex digits per UTF-8 byte
+(`node_filesystem_avail_bytes.device:-2fdev-2fvda.fstype:ext4.mountpoint:-2f`); `unlabelled` reverses it.
 """
 
 from __future__ import annotations
@@ -464,6 +468,37 @@ def samples_arrays(body: dict):
     nulls = body.get("nulls")
     mask = np.frombuffer(nulls, np.uint8).reshape(values.shape).astype(bool) if nulls else None
     return t, body["names"], values, mask
+
+
+_ESCAPE = re.compile(r"[^A-Za-z0-9_]")
+_ESCAPED = re.compile(r"(?:-[0-9a-f]{2})+")
+
+
+def _escape(match: re.Match) -> str:
+    return "".join(f"-{b:02x}" for b in match.group().encode())
+
+
+def labelled(base: str, labels: dict[str, str]) -> str:
+    """One metric name for the series `base{labels}` (label names are plain words: [a-z_]+)."""
+    return base + "".join(f".{k}:{_ESCAPE.sub(_escape, str(v))}" for k, v in sorted(labels.items()))
+
+
+def _unescape(match: re.Match) -> str:
+    return bytes.fromhex(match.group().replace("-", "")).decode(errors="replace")
+
+
+def unlabelled(metric: str) -> tuple[str, dict[str, str]]:
+    """(base, labels) of a name `labelled` made; a name without labels is (itself, {}); a part that is
+    no `label:value` (the older `NAME.cpuN`) stays in the base."""
+    base, *parts = metric.split(".")
+    labels = {}
+    for part in parts:
+        key, sep, value = part.partition(":")
+        if sep:
+            labels[key] = _ESCAPED.sub(_unescape, value)
+        else:
+            base = f"{base}.{part}"
+    return base, labels
 
 
 def sparse(counts: dict[str, int]) -> dict:

@@ -167,6 +167,19 @@ def agent_config(tmp_path: Path, endpoint: str, node: str = "node-1", **kw) -> A
     return AgentConfig(daemon=endpoint, node=node, spool=str(tmp_path / f"spool-{node}"), **kw)
 
 
+class StoreVerbs:
+    """The API's verbs on a store's own cursor (`read(verb, **params)`, as commands/source.py's sources
+    read): for code that reads through the API, on a Store a test also writes to (the read-only handle
+    `source.StoreSource` opens is refused beside the store's own)."""
+
+    def __init__(self, store):
+        from causewatch.daemon import routes  # noqa: F401 (binds the verbs' handlers)
+        self.con = store.cursor()
+
+    def read(self, verb, **params):
+        return verb.call(self.con, **params)
+
+
 def query(db: Path | str, sql: str, params=None) -> list[tuple]:
     """Read a DuckDB file that no daemon holds open."""
     with duckdb.connect(str(db), read_only=True) as con:

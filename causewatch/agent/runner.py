@@ -1,6 +1,7 @@
 """The agent's main loop: collectors on a fixed, non-drifting schedule, batched into wire frames.
 
-Target counters every `counters_interval`, psutil and system-wide counters every `psutil_interval`,
+Target counters every `counters_interval`, psutil and system-wide counters every `psutil_interval`, the
+node collectors (`causewatch/agent/node/`) each at its own interval on that tick,
 the IP-sample rings drained every counters tick; one `samples` frame per (scope, rate) per
 `batch_seconds` (slow rows: at least 5 per frame). Task/region records from instrumented programs are
 relayed from the ipc socket; `run_probe` commands run in a thread, a failure sent back as its reason;
@@ -35,6 +36,7 @@ from causewatch.agent import cgroups, perf
 from causewatch.agent.command import command_name
 from causewatch.agent.instrument import environment, listening
 from causewatch.agent.ipsampler import BBVCollector
+from causewatch.agent.node.schedule import NodeCollectors, default_specs
 from causewatch.agent.system import NodeCollector, ProcessCollector
 from causewatch.agent.unitwatch import UnitWatch, slurm_installed
 from causewatch.config import AgentConfig
@@ -175,6 +177,7 @@ class Agent:
         self.clock, self.monotonic, self.proc = clock, monotonic, proc
         self.node_counters = perf.CounterCollector("system", proc=proc)
         self.node_system = NodeCollector()
+        self.node = NodeCollectors(default_specs(proc=proc), monotonic=monotonic)
         self.target_counters = self.target_system = self.bbv = None
         if target is not None:
             if target.cgroup:
@@ -268,7 +271,15 @@ class Agent:
         t = self.clock()
         # the agent's own delivery counts travel as samples: the daemon serves them (the agent serves nothing)
         own = {f"agent_{k}_total": float(v) for k, v in getattr(self.sender, "counts", {}).items()}
-        self._add("node", "slow", t, {**self.node_counters.collect(), **self.node_system.collect(), **own})
+        row = {**self.node_counters.collect(), **self.node_system.collect(), **own}
+        for interval, values in self.node.collect().items():
+            # collectors slower than this loop get batches of their own: a row of nulls between two runs
+            # would hide their series at /metrics, which shows a batch's newest row
+            if interval <= self.cfg.psutil_interval:
+                row.update(values)
+            else:
+                self._add("node", f"slow:{interval:g}", t, values)
+        self._add("node", "slow", t, row)
         if self.target_system is not None:
             self._add(self.target.label, "slow", t, self.target_system.collect())
         if self.units is not None:
@@ -291,9 +302,10 @@ class Agent:
         self._batches.setdefault((scope, rate), Batch(scope)).add(t, row)
 
     def flush_batches(self, rate: str | None = None) -> None:
-        """Send the rows of one rate ('fast' or 'slow'), or of all."""
+        """Send the rows of one rate ('fast' or 'slow', which includes the slower node collectors' 'slow:N'),
+        or of all."""
         for (_, r), batch in self._batches.items():
-            body = batch.body() if rate in (None, r) else None
+            body = batch.body() if rate in (None, r, r.partition(":")[0]) else None
             if body is not None:
                 self.sender.send("samples", body)
 
@@ -319,7 +331,7 @@ class Agent:
             log.warning("%d frames not acked within %.0f s; they stay in the spool %s for the next run",
                         getattr(self.sender, "unacked", -1), timeout, Path(self.cfg.spool).expanduser())
         self.sender.close()
-        for c in (self.node_counters, self.target_counters, self.bbv):
+        for c in (self.node_counters, self.target_counters, self.bbv, self.node):
             if c is not None:
                 c.close()
         counts = getattr(self.sender, "counts", {})

@@ -38,8 +38,8 @@ def default_jobs(cfg: DaemonConfig) -> list[Job]:
                         baseline_rows=cfg.causal_baseline_rows, quiet_intervals=cfg.causal_quiet_intervals))
     causal.compute = compute_for(cfg.analysis_scheduler)   # where its learns run (docs/cluster.md)
     compaction = CompactionJob.from_config(cfg)
-    return [causal, FuzzyJob(termsets), ProbeJob(cfg.reprobe_after), RetentionJob.from_config(cfg),
-            *([compaction] if compaction else [])]
+    return [causal, FuzzyJob(termsets, interval=cfg.fuzzy_interval), ProbeJob(cfg.reprobe_after),
+            RetentionJob.from_config(cfg), *([compaction] if compaction else [])]
 
 
 def install(cfg: DaemonConfig, jobs: list[Job] | None) -> list[tuple[str, float]]:

@@ -16,11 +16,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, UntypedMetricFamily
 from prometheus_client.exposition import choose_encoder
 
 from causewatch import wire
-from causewatch.daemon import node_metrics
+from causewatch.daemon import node_families, node_metrics
 from causewatch.daemon.unit_series import UnitSeries
 
 # An agent metric name `base[.cpuN]`: per-CPU values carry the CPU as a label, not in the name; the
@@ -76,10 +76,13 @@ class _Fixed:
 
 
 def node_series(metric: str) -> tuple[str, dict[str, str]]:
-    """An agent metric name as (exported name, extra labels): `cpu_user_seconds_total.cpu3` is
-    causewatch_cpu_seconds_total{mode="user",cpu="3"}; a cumulative perf count gains _total
-    (node_metrics.exported); a name's other parts stay as they are."""
-    labels = {}
+    """An agent metric name as (exported name, extra labels): a labelled name (`wire.labelled`) gives
+    its labels, and one under node_exporter's names (`node_...`) is exported as it is;
+    `cpu_user_seconds_total.cpu3` is causewatch_cpu_seconds_total{mode="user",cpu="3"}; a cumulative perf
+    count gains _total (node_metrics.exported); a name's other parts stay as they are."""
+    metric, labels = wire.unlabelled(metric)
+    if metric.startswith("node_"):
+        return metric, labels
     m = _PER_CPU.match(metric)
     if m:
         metric, labels["cpu"] = m["base"], m["cpu"]
@@ -123,8 +126,9 @@ def _unit_values(rows: dict, units: dict[tuple[str, str], dict]) -> dict[tuple[s
         last = np.frombuffer(raw, "<f8")
         if nulls is not None:
             last = np.where(np.frombuffer(nulls, np.uint8) != 0, np.nan, last)
-        labels = tuple(sorted(units[(node, scope)].items()))
-        values.update((((node_series(m)[0], labels), v) for m, v in zip(names, last.tolist())))
+        for metric, value in zip(names, last.tolist()):
+            name, labels = node_series(metric)
+            values[(name, tuple(sorted({**units[(node, scope)], **labels}.items())))] = value
     return values
 
 
@@ -198,9 +202,11 @@ class NodeState:
                 by_name.setdefault(name, []).append(({**dict(labels), **shard}, value))
         for name, series in sorted(by_name.items()):
             keys = sorted({k for labels, _ in series for k in labels})
-            kind, help = node_metrics.describe(name.removeprefix("causewatch_"))
-            family = (CounterMetricFamily(name.removesuffix("_total"), help, labels=keys)
-                      if kind == "counter" else GaugeMetricFamily(name, help, labels=keys))
+            kind, help = (node_families.describe(name) if name.startswith("node_")
+                          else node_metrics.describe(name.removeprefix("causewatch_")))
+            family = (CounterMetricFamily(name.removesuffix("_total"), help, labels=keys) if kind == "counter"
+                      else UntypedMetricFamily(name, help, labels=keys) if kind == "untyped"
+                      else GaugeMetricFamily(name, help, labels=keys))
             for labels, value in series:
                 family.add_metric([labels.get(k, "") for k in keys], value)
             yield family
@@ -242,6 +248,8 @@ class Exporter:
         # `analysis`, not `job`: Prometheus sets `job` on every scraped series itself.
         self.job_errors = Counter("causewatch_job_errors", "Analysis job runs that raised, by analysis",
                                   ["analysis"], registry=r)
+        self.job_runs = Counter("causewatch_job_runs", "Analysis job runs finished, raised or not, by analysis",
+                                ["analysis"], registry=r)
         self.commit_seconds = Counter("causewatch_commit_seconds", "Time spent committing batches", registry=r)
         # at the batch bounds the writer is what limits ingest; near 1 each frame pays a whole commit
         self.commit_frames = Histogram("causewatch_commit_frames", "Frames per committed batch", registry=r,

@@ -7,7 +7,9 @@ majority rule of analytics.causal.baseline among the versions learnt from baseli
 one. An anomaly (a new dependency on the newest tasks, a mechanism changed since the baseline's own
 tasks, at most BEFORE_ROWS of them; an edge that appeared or disappeared, a strength out of its band)
 is raised once, updated while it lasts and resolved when gone, or when its app has sent no task for
-quiet_intervals intervals (its program ended). Exports causewatch_edge_strength,
+quiet_intervals intervals (its program ended). Its evidence's `raised_on` names the task rows it was raised
+on (count, first and last start): the newest rows of the checks in a row that found it, or for an edge the
+raising version's window; kept while it stays open. Exports causewatch_edge_strength,
 causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind,evidence} (1 while open; the
 evidence in one line as it was at the opening, so the series, and the alert, keep one identity);
 and its compute's counters (daemon/compute.py: where the learns ran, re-runs, fall-backs from a Dask
@@ -82,6 +84,19 @@ def learn(learner: PCLearner | None, data: pd.DataFrame, check: bool, grow: bool
     return learner, violations, submodels(learner.model_)
 
 
+def _rows(starts: np.ndarray) -> dict:
+    """Task rows judged, as an anomaly's evidence names them: how many, the first and last start."""
+    return {"rows": int(len(starts)), "first_start": float(starts.min()), "last_start": float(starts.max())}
+
+
+def _joined(before: dict | None, now: dict) -> dict:
+    """The rows of two evaluations in a row (`before` None: the first)."""
+    if before is None:
+        return now
+    return {"rows": before["rows"] + now["rows"], "first_start": min(before["first_start"], now["first_start"]),
+            "last_start": max(before["last_start"], now["last_start"])}
+
+
 def _sample(rows: pd.DataFrame | None) -> pd.DataFrame | None:
     return rows if rows is None or len(rows) <= BEFORE_ROWS else rows.sample(BEFORE_ROWS, random_state=0)
 
@@ -106,6 +121,9 @@ class _Scope:
         self.open: dict[tuple[str, str, str], int] | None = None   # (kind, src, dst) -> anomaly_id
         self.evidence: dict[tuple[str, str, str], str] = {}   # (kind, src, dst) -> one line, at the opening
         self.seen: dict[tuple[str, str, str], int] = {}   # not yet raised: evaluations in a row it was found
+        # (kind, src, dst) -> the rows judged ({rows, first_start, last_start}): while not yet raised, of
+        # the evaluations in a row that found it; once raised, those it was raised on
+        self.judged: dict[tuple[str, str, str], dict] = {}
 
 
 class CausalJob(Job):
@@ -161,6 +179,8 @@ class CausalJob(Job):
             st.open = {(a["kind"], a["src"], a["dst"]): a["anomaly_id"] for a in found}
             st.evidence = {(a["kind"], a["src"], a["dst"]): anomalies.one_line(
                 a["kind"], a["src"], a["dst"], a["score"], a["threshold"], a["evidence"]) for a in found}
+            st.judged = {(a["kind"], a["src"], a["dst"]): a["evidence"]["raised_on"] for a in found
+                         if "raised_on" in a["evidence"]}
 
     def _resolve_quiet(self, ctx: JobContext, read_at: float) -> None:
         """Resolve the open anomalies of each scope whose app sent no task for quiet_intervals intervals
@@ -176,7 +196,7 @@ class CausalJob(Job):
             ctx.write(functools.partial(store.results.record_anomalies, raised=[], updated=[],
                                         resolved=list(st.open.values()), now=self.clock(), reason=reason))
             log.info("anomalies %s: %d resolved, %s", scope, len(st.open), reason)
-            st.open, st.evidence, st.seen = {}, {}, {}
+            st.open, st.evidence, st.seen, st.judged = {}, {}, {}, {}
 
     def _families(self) -> list:
         """Every scope's gauges, so edges that disappeared stop being exported."""
@@ -242,7 +262,7 @@ class CausalJob(Job):
             st.violations = violations
         st.decision = self._rule(ctx, scope, st) if st.baseline is None else None
         model_id = self._store(ctx, scope, st, float(df["t_start"].max()), fitted)
-        self._track(ctx, scope, st, model_id, data if grown or violations is not None else None)
+        self._track(ctx, scope, st, model_id, data if grown or violations is not None else None, starts)
 
     def _store(self, ctx: JobContext, scope: str, st: _Scope, window_end: float, fitted: dict) -> int:
         model = st.learner.model_
@@ -264,9 +284,11 @@ class CausalJob(Job):
         return baseline.choose(versions, self.baseline_rows, total + (st.n_rows >= self.baseline_rows))
 
     # ---- anomalies against the baseline ----
-    def _track(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, newest: pd.DataFrame | None) -> None:
+    def _track(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, newest: pd.DataFrame | None,
+               starts: np.ndarray) -> None:
         """Choose or reload the baseline, then raise, update and resolve the scope's anomalies. The new
-        dependencies are judged only on a model update's newest rows (`newest`), edges on every version."""
+        dependencies are judged only on a model update's newest rows (`newest`, started at `starts`), edges
+        on every version."""
         model, now = st.learner.model_, self.clock()
         with ctx.read() as cur:
             chosen = readers.models.baseline(cur, scope)
@@ -300,6 +322,9 @@ class CausalJob(Job):
         keep = set() if judged else {k for k in st.open if k[0] in anomalies.ROW_KINDS}
         found = {f.key: f for f in found}
         st.seen = {k: st.seen.get(k, 0) + 1 for k in found if k not in st.open}
+        sighted = {k: _joined(st.judged.get(k), _rows(starts)) if f.kind in anomalies.ROW_KINDS else _rows(st.starts)
+                   for k, f in found.items() if k not in st.open}
+        st.judged = {**{k: v for k, v in st.judged.items() if k in st.open}, **sighted}
         confirmed = {k: f for k, f in found.items() if k in st.open or st.seen[k] >= self.confirm or f.sure}
         self._lifecycle(ctx, scope, st, model_id, confirmed, keep, now)
 
@@ -321,7 +346,8 @@ class CausalJob(Job):
     def _lifecycle(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, found: dict, keep: set,
                    now: float) -> None:
         window = [st.window_start, now]
-        evidence = {key: {**f.evidence, "window": window, "threshold": f.threshold, "score": f.score}
+        evidence = {key: {**f.evidence, "window": window, "threshold": f.threshold, "score": f.score,
+                          **({"raised_on": st.judged[key]} if key in st.judged else {})}
                     for key, f in found.items()}
         new = [key for key in found if key not in st.open]
         gone = set(st.open) - set(found) - keep
@@ -340,4 +366,5 @@ class CausalJob(Job):
         for key in gone:
             del st.open[key]
             st.evidence.pop(key, None)
+            st.judged.pop(key, None)
             log.info("anomaly %s %s: %s -> %s resolved", scope, *key)

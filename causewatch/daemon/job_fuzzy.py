@@ -23,11 +23,11 @@ COLUMNS = ["ts", "node", "app", "region", "source", "metric", "value", "term", "
 
 class FuzzyJob(Job):
     name = "fuzzy"
-    interval = 30.0
 
     def __init__(self, termsets: dict[str, TermSet] | None = None, window: float = 600.0,
-                 mode: str = "compatible", clock=time.time):
+                 mode: str = "compatible", clock=time.time, interval: float = 30.0):
         self.termsets, self.window, self.mode, self.clock = termsets, window, mode, clock
+        self.interval = interval   # seconds between runs (the scheduler reads it)
 
     def run(self, ctx: JobContext) -> None:
         now = self.clock()

@@ -34,6 +34,8 @@ _SYSTEM = {
     "net_sent_packets_total": "Packets sent on all network interfaces since boot",
     "net_errors_total": "Receive and send errors on all network interfaces since boot",
     "net_dropped_total": "Received and sent packets dropped on all network interfaces since boot",
+    "agent_collector_failure_info": "1 while a node collector of the agent fails, with the reason it gives "
+                                    "(its node_scrape_collector_success is 0)",
 }
 _PROCESS = {
     "process_cpu_user_seconds_total": "User-mode CPU seconds of the watched process (scope)",

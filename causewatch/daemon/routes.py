@@ -46,6 +46,18 @@ def stats(con: Cursor) -> dict:
     return {"tables": readers.report.table_counts(con), "samples_per_metric": readers.samples.samples_per_metric(con)}
 
 
+@verbs.COUNTS.handles
+def counts(con: Cursor) -> dict:
+    """Frames, sample rows, metrics, phase vectors, tasks and regions stored so far: /api/counts."""
+    return readers.report.live_counts(con)
+
+
+@verbs.OVERVIEW.handles
+def overview(con: Cursor) -> dict:
+    """The store at a glance, each analysis' latest output with it: /api/overview."""
+    return readers.report.overview(con)
+
+
 @verbs.NODES.handles
 def nodes(con: Cursor) -> list[dict]:
     return readers.report.nodes(con)

@@ -72,12 +72,12 @@ class WorkerJobs:
 
 class Scheduler:
     """One thread: the waiting hellos first, then whichever jobs are due. `errors` is the counter a failed
-    hook increments, labelled by job (the exporter's causewatch_job_errors_total)."""
+    hook increments, `runs` the one each finished run does, labelled by job (the exporter's
+    causewatch_job_errors_total and causewatch_job_runs_total)."""
 
-    def __init__(self, runner: Runner, errors):
-        self.runner, self.errors = runner, errors
+    def __init__(self, runner: Runner, errors, runs):
+        self.runner, self.errors, self.runs = runner, errors, runs
         self.intervals: dict[str, float] = {}
-        self.runs: dict[str, int] = {}
         self._hellos: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
@@ -85,7 +85,6 @@ class Scheduler:
     def build(self) -> None:
         """Build the runner's jobs: a config they refuse raises here."""
         self.intervals = dict(self.runner.schedule())
-        self.runs = dict.fromkeys(self.intervals, 0)
 
     def start(self) -> None:
         """Build the jobs, then run them on the scheduler's thread."""
@@ -108,7 +107,7 @@ class Scheduler:
         for name, interval in self.intervals.items():
             if now >= due.get(name, 0.0):
                 self._guard(name, self.runner.run, name)
-                self.runs[name] += 1
+                self.runs.labels(name).inc()
                 due[name] = now + interval
 
     def _loop(self) -> None:

@@ -207,7 +207,12 @@ BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST
 # A Kubernetes scheduler extender's prioritize call (docs/brokers.md): ExtenderArgs in, HostPriorityList out;
 # `app` when the pod names none (label causewatch/app), `max_age` the seconds after which a result is stale.
 PRIORITIZE = Verb("k8s/prioritize", Param("app"), Param("max_age", float), method="POST", writes=False, merge=OWN)
+# What the store holds at a glance: `counts` cheaply, while data arrives (a progress line's), `overview` its
+# rows and each analysis' latest output (the demo's report); each one store's figures.
+COUNTS = Verb("counts", merge=local("counts of one store (a count of distinct metrics does not add up over shards)"))
+OVERVIEW = Verb("overview", merge=local("an overview of one store: its rows, its newest model, its scores"))
 
 VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, PROBE_STATUS, REGIONS, TASKS,
                                          TASK_APPS, SAMPLES, BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS,
-                                         BASELINE, PRIORITIZE, RANGE, PROMQL_RANGE, JOBS, JOB)}
+                                         BASELINE, PRIORITIZE, RANGE, PROMQL_RANGE,
+                                         COUNTS, OVERVIEW, JOBS, JOB)}

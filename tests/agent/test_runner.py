@@ -199,3 +199,20 @@ def test_stopping_a_launched_command_stops_the_processes_it_started(tmp_path):
     assert target.stop(1.0) == -15
     gone, alive = psutil.wait_procs(started, timeout=5)
     assert not alive, alive
+
+
+def test_node_collectors_slower_than_the_loop_get_batches_of_their_own(tmp_path):
+    from causewatch.config import AgentConfig
+    t = [1000.0]
+    agent = runner.Agent(AgentConfig(node="n", spool=str(tmp_path)), sender=_Recorder(), monotonic=lambda: t[0])
+    for _ in range(3):
+        agent.sample_slow()
+        t[0] += 1.0
+    agent.flush_batches("slow")
+    frames = [(len(body["t"]) // 8, body["names"]) for kind, body in agent.sender.sent if kind == "samples"]
+    [every_second] = [names for rows, names in frames if rows == 3]
+    assert "node_load1" in every_second and "load1" in every_second
+    assert not any(n.startswith("node_filesystem_") for n in every_second)
+    slow = [names for rows, names in frames if rows == 1]
+    assert len(slow) == 2 and any(n.startswith("node_filesystem_size_bytes") for n in slow[0] + slow[1])
+    agent.node.close()

@@ -13,9 +13,15 @@ import time
 
 import pyarrow as pa
 import pytest
+from support import StoreVerbs
 
 from causewatch import wire
-from causewatch.commands import demo
+from causewatch.commands.demo import causes, report
+from causewatch.commands.demo.causes import WAIT
+from causewatch.commands.demo.hog import HOG_JUDGE
+from causewatch.commands.demo.parts import SCOPE
+from causewatch.commands.demo.story import Story
+from causewatch.daemon import verbs
 from causewatch.daemon.store import Store, results
 
 ORIGIN = 1_000.0          # the workload's start, unix seconds
@@ -38,39 +44,46 @@ def store(tmp_path):
 def _tasks(st: Store, times, origin: float = ORIGIN, ratio=_ratio, seq: int = 0) -> None:
     st.commit_frames([wire.Frame("task", "demo-node-1", "b", seq + i, origin + t, {
         "app": "demo", "task_id": f"t{seq + i}", "start": origin + t, "duration": CPU * (1 + ratio(t)),
-        "cpu_seconds": CPU, "params": {"type": "float"}, "counters": {demo.WAIT: CPU * ratio(t)}})
+        "cpu_seconds": CPU, "params": {"type": "float"}, "counters": {WAIT: CPU * ratio(t)}})
         for i, t in enumerate(times)])
 
 
 def _model(st: Store, learned: float, origin: float = ORIGIN, lag: float = 1.0,
-           nodes=("cpu_seconds", demo.WAIT, "duration")) -> int:
+           nodes=("cpu_seconds", WAIT, "duration")) -> int:
     """A model version of `nodes` learnt `learned` s after `origin` from the tasks up to `lag` s before."""
-    edges = [e for e in [("cpu_seconds", "duration", 0.9), (demo.WAIT, "duration", 0.4)] if e[0] in nodes]
+    edges = [e for e in [("cpu_seconds", "duration", 0.9), (WAIT, "duration", 0.4)] if e[0] in nodes]
     graph = {"nodes": list(nodes), "edges": [
         {"src": s, "dst": d, "directed": True, "strength": v} for s, d, v in edges]}
     return st.run(lambda con: results.insert_model(
-        con, demo.SCOPE, (origin, origin + learned - lag), int(2 * learned), origin + learned, graph,
+        con, SCOPE, (origin, origin + learned - lag), int(2 * learned), origin + learned, graph,
         pa.Table.from_pylist([dict(src=s, dst=d, strength=v, directed=True) for s, d, v in edges])))
 
 
-def _anomaly(st: Store, kind: str, src: str, dst: str, opened: float, resolved: float | None = None) -> None:
+def _raised_on(lo: float, hi: float, origin: float = ORIGIN) -> dict:
+    """The causal job's evidence of the rows an anomaly was raised on: tasks started `lo`-`hi` s in."""
+    return {"rows": 40, "first_start": origin + lo, "last_start": origin + hi}
+
+
+def _anomaly(st: Store, kind: str, src: str, dst: str, opened: float, judged: tuple[float, float],
+             resolved: float | None = None) -> None:
     def write(con):
-        raised = results.raise_anomaly(con, {"scope": demo.SCOPE, "kind": kind, "src": src, "dst": dst,
+        raised = results.raise_anomaly(con, {"scope": SCOPE, "kind": kind, "src": src, "dst": dst,
                                              "opened": ORIGIN + opened, "baseline_id": 2, "model_id": 1,
-                                             "score": 1.43, "threshold": 1.06, "evidence": {"rows": 40}})
+                                             "score": 1.43, "threshold": 1.06,
+                                             "evidence": {"rows": 40, "raised_on": _raised_on(*judged)}})
         if resolved is not None:
             results.resolve_anomaly(con, raised, ORIGIN + resolved)
     st.run(write)
 
 
 def _story(**hog):
-    story = demo.Story(ORIGIN, "http://127.0.0.1:9", seconds=30, wait=120)   # no daemon: nothing is pinned
+    story = Story(ORIGIN, "http://127.0.0.1:9", seconds=30, wait=120)   # no daemon: nothing is pinned
     story.hog.started, story.hog.stopped = hog.get("started"), hog.get("stopped")
     return story
 
 
 def _report(st: Store, story, folder) -> dict:
-    return json.loads(json.dumps(demo.report(st.cursor(), 100.0, folder, story)))
+    return json.loads(json.dumps(report.report(StoreVerbs(st), 100.0, folder, story)))
 
 
 def test_the_report_gives_each_anomaly_its_cause_and_says_the_story_was_shown(store, tmp_path):
@@ -81,21 +94,21 @@ def test_the_report_gives_each_anomaly_its_cause_and_says_the_story_was_shown(st
     _tasks(store, [t / 2 for t in range(200)])
     for learned in (10, 20, 30, 40, 50, 60, 70, 78, 86, 94):
         _model(store, learned)
-    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 2, "pinned", ORIGIN + 21))
-    _anomaly(store, "mechanism_changed", "(time)", demo.WAIT, opened=45.0, resolved=78.0)
-    _anomaly(store, "markov_violation", "cpu_seconds", "duration", opened=55.0, resolved=78.0)
-    _anomaly(store, "mechanism_changed", "(time)", demo.WAIT, opened=94.5)
-    _anomaly(store, "edge_appeared", "cpu_seconds", demo.WAIT, opened=30.5, resolved=40.5)
+    store.run(lambda con: results.set_baseline(con, SCOPE, 2, "pinned", ORIGIN + 21))
+    _anomaly(store, "mechanism_changed", "(time)", WAIT, opened=45.0, judged=(19, 39), resolved=78.0)
+    _anomaly(store, "markov_violation", "cpu_seconds", "duration", opened=55.0, judged=(29, 49), resolved=78.0)
+    _anomaly(store, "mechanism_changed", "(time)", WAIT, opened=94.5, judged=(77, 93))
+    _anomaly(store, "edge_appeared", "cpu_seconds", WAIT, opened=30.5, judged=(0, 29), resolved=40.5)
     rep = _report(store, _story(started=HOG[0], stopped=HOG[1]), tmp_path)
     by_open = {a["opened_s"]: a for a in rep["anomalies"]}
     assert by_open[45.0]["when"] == "raised +10.0 s from the hog's start, resolved +6.0 s from its stop"
-    # raised on the checks of the versions learnt at 30 and 40 s (confirm 2): tasks started 19-39 s
+    # raised on the tasks the causal job's evidence names (here the checks of the versions learnt at 30 and 40 s)
     assert by_open[45.0]["cause"].startswith("the hog: the tasks it judged, 19-39 s, ran while it contended")
     assert by_open[55.0]["cause"].startswith("the hog: the tasks it judged, 29-49 s, ran while it did")
-    # raised on the checks of the versions learnt at 86 and 94 s: tasks of 77-93 s, waiting 2.0 against 0.5
+    # raised on the tasks of 77-93 s, which waited 2.0 against the baseline's 0.5
     assert by_open[94.5]["cause"].startswith("other work: the tasks it judged, 77-93 s, outside the hog: "
                                               "they waited 2.0 s for a CPU per CPU second, the baseline's tasks 0.5")
-    # the version learnt at 30 s, window 0-29 s: before the hog, contention as in the baseline's window
+    # an edge of the version learnt at 30 s, window 0-29 s: before the hog, contention as in the baseline's window
     assert by_open[30.5]["cause"].startswith("unexplained: the model window, 0-29 s, outside the hog: they waited "
                                               "0.5 s for a CPU per CPU second, the baseline's tasks 0.5")
     (hog,) = rep["contention_hog"]
@@ -110,7 +123,7 @@ def test_the_report_gives_each_anomaly_its_cause_and_says_the_story_was_shown(st
     assert set(page) == {"CausewatchMechanismChanged", "CausewatchAnomalousDependency"}
     mechanism = page["CausewatchMechanismChanged"]
     assert (mechanism["severity"], mechanism["for_s"], mechanism["src"], mechanism["dst"]) == \
-        ("page", 120, "(time)", demo.WAIT)
+        ("page", 120, "(time)", WAIT)
     assert mechanism["evidence"] == \
         "cpu_wait_seconds given its causes: 1.430 bits > 1.060 on 40 rows"
     assert mechanism["picture"] == "http://127.0.0.1:9/api/model?scope=app%3Ademo&format=svg"
@@ -125,14 +138,14 @@ def test_anomalies_without_the_hog_are_explained_and_the_last_line_says_why_not(
     without a baseline (here a bound of nothing, and no model came); the last line says so, and no
     anomaly is put down to the hog."""
     _tasks(store, [t / 2 for t in range(200)])   # from 35 s on, other work made them wait (_ratio's "hog")
-    story = demo.Story(ORIGIN, "http://127.0.0.1:9", seconds=0, wait=0)
-    assert story.step(store.cursor(), stored=200) is False   # the story is over, and the tasks are in
+    story = Story(ORIGIN, "http://127.0.0.1:9", seconds=0, wait=0)
+    assert story.step(StoreVerbs(store), stored=200) is False   # the story is over, and the tasks are in
     assert not story.hog.running and story.hog.started is None
     for learned in (30, 40, 50):
         _model(store, learned)
-    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 1, "first stable", ORIGIN + 31))
-    _anomaly(store, "mechanism_changed", "(time)", demo.WAIT, opened=50.5)
-    _anomaly(store, "edge_appeared", "cpu_seconds", "duration", opened=30.5)
+    store.run(lambda con: results.set_baseline(con, SCOPE, 1, "first stable", ORIGIN + 31))
+    _anomaly(store, "mechanism_changed", "(time)", WAIT, opened=50.5, judged=(29, 49))
+    _anomaly(store, "edge_appeared", "cpu_seconds", "duration", opened=30.5, judged=(0, 29))
     rep = _report(store, story, tmp_path)
     assert [a["when"] for a in rep["anomalies"]] == ["the hog never ran"] * 2
     causes = sorted(a["cause"] for a in rep["anomalies"])
@@ -147,11 +160,12 @@ def test_anomalies_without_the_hog_are_explained_and_the_last_line_says_why_not(
         "hog (other work 1, unexplained 1: causes in the report)")
 
 
-def _contended_story(store) -> demo.Story:
+def _contended_story(store) -> Story:
     """A story whose hog ran over HOG, with the variable and reasons `contended` finds in the store."""
-    story = _story(started=HOG[0], stopped=HOG[1])
-    waits = demo._task_waits(store.cursor(), ORIGIN)
-    story.contended, story.why, story.held = demo.contended(store.cursor(), waits, ORIGIN)
+    story, api = _story(started=HOG[0], stopped=HOG[1]), StoreVerbs(store)
+    waits = causes.task_waits(api, ORIGIN)
+    story.contended, story.why, story.held = causes.contended(api, api.read(verbs.MODELS, scope=SCOPE), waits,
+                                                              ORIGIN)
     return story
 
 
@@ -162,7 +176,7 @@ def test_a_wait_the_model_left_out_shows_in_duration(store, tmp_path):
     _tasks(store, [t / 2 for t in range(200)])   # duration = CPU + wait: a linear copy
     for learned in (10, 20, 30, 40, 50, 60, 70, 78, 86, 94):
         _model(store, learned, nodes=["cpu_seconds", "duration"])
-    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 2, "first stable", ORIGIN + 21))
+    store.run(lambda con: results.set_baseline(con, SCOPE, 2, "first stable", ORIGIN + 21))
     story = _contended_story(store)
     assert story.contended == "duration" and story.why == (
         "cpu_wait_seconds is not a variable of the baseline model, so the hog shows in duration (on the baseline's "
@@ -172,7 +186,7 @@ def test_a_wait_the_model_left_out_shows_in_duration(store, tmp_path):
         "story NOT shown: no anomaly on duration in 0 model versions under the hog (wait per CPU second 0.5 before, "
         "4.0 during) (cpu_wait_seconds is not in the model: duration holds it)")
     assert rep["contention_hog"][0]["shown"].startswith("no: no anomaly on duration while the hog ran")
-    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, resolved=78.0)
+    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, judged=(19, 39), resolved=78.0)
     rep = _report(store, story, tmp_path)
     assert rep["anomalies"][0]["cause"].startswith("the hog: the tasks it judged, 19-39 s, ran while it contended "
                                                    "for the CPUs, and duration holds their wait for a CPU")
@@ -186,19 +200,19 @@ def test_a_model_that_orients_duration_to_the_wait_shows_the_hog_in_duration(sto
     """A baseline with duration -> wait judges the wait's change given the task time that holds it, and
     so misses it (a quiet-machine run lost the story so): the story's variable is then duration."""
     _tasks(store, [t / 2 for t in range(200)])
-    graph = {"nodes": ["cpu_seconds", demo.WAIT, "duration"], "edges": [
-        {"src": "duration", "dst": demo.WAIT, "directed": True, "strength": 0.9},
+    graph = {"nodes": ["cpu_seconds", WAIT, "duration"], "edges": [
+        {"src": "duration", "dst": WAIT, "directed": True, "strength": 0.9},
         {"src": "duration", "dst": "cpu_seconds", "directed": True, "strength": 1.1}]}
-    store.run(lambda con: results.insert_model(con, demo.SCOPE, (ORIGIN, ORIGIN + 20), 40, ORIGIN + 21, graph,
+    store.run(lambda con: results.insert_model(con, SCOPE, (ORIGIN, ORIGIN + 20), 40, ORIGIN + 21, graph,
                                                pa.Table.from_pylist([{**e} for e in graph["edges"]])))
-    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 1, "first stable", ORIGIN + 21))
+    store.run(lambda con: results.set_baseline(con, SCOPE, 1, "first stable", ORIGIN + 21))
     for learned in (30, 40, 50, 60, 70, 78, 86, 94):
         _model(store, learned)
     story = _contended_story(store)
     assert story.contended == "duration" and story.why == (
         "the baseline model has duration -> cpu_wait_seconds: the wait's change is judged given the task time, "
         "which holds it, so the hog shows in duration")
-    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, resolved=78.0)
+    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, judged=(19, 39), resolved=78.0)
     assert _report(store, story, tmp_path)["story"]["line"] == (
         "story shown: mechanism_changed on duration raised 10.0 s into the hog, resolved 6.0 s after it stopped "
         "(the model has duration -> cpu_wait_seconds: duration shows it)")
@@ -210,18 +224,18 @@ def test_the_stretches_follow_the_store(store):
     raised, then calm until it resolves; the workload may stop once its tasks are in. Bounds of
     nothing would end each stretch at once: these have none."""
     origin = time.time() - 100   # the workload started 100 s ago
-    story = demo.Story(origin, "http://127.0.0.1:9", seconds=30, wait=float("inf"))
-    con = store.cursor()
+    story = Story(origin, "http://127.0.0.1:9", seconds=30, wait=float("inf"))
+    con = StoreVerbs(store)
     assert story.step(con, stored=story.calm_tasks) and story.stretch == "calm"   # no model, no baseline
     _tasks(store, range(50), origin, ratio=lambda t: 0.5)   # calm: half a second per CPU second
     _model(store, 10, origin)
-    store.run(lambda con: results.set_baseline(con, demo.SCOPE, 1, "first stable", time.time()))
+    store.run(lambda con: results.set_baseline(con, SCOPE, 1, "first stable", time.time()))
     try:
         assert story.step(con, stored=story.calm_tasks - 1) and story.stretch == "calm"   # too few calm tasks
         assert story.step(con, stored=story.calm_tasks) and story.stretch == "hog" and story.hog.running
         assert story.hog.per_cpu == 1 and story.hog.sized is None   # ceil(0.5)
         # its first 20 tasks waited 1.0 s per CPU second: one per CPU added 0.5, three reach 4 x 0.5 = 2.0
-        _tasks(store, [story.hog.started + 1 + i / 10 for i in range(demo.HOG_JUDGE)], origin,
+        _tasks(store, [story.hog.started + 1 + i / 10 for i in range(HOG_JUDGE)], origin,
                ratio=lambda t: 1.0, seq=50)
         assert story.step(con, stored=story.calm_tasks + 10) and story.hog.running   # no anomaly yet
         assert story.hog.per_cpu == 3 and story.hog.sized.startswith(
@@ -230,12 +244,13 @@ def test_the_stretches_follow_the_store(store):
         assert len(pids) == story.hog.per_cpu * len(story.hog.cpus)
         assert {frozenset(os.sched_getaffinity(pid)) for pid in pids} == {frozenset({c}) for c in story.hog.cpus}
         _model(store, time.time() - origin, origin, lag=0)   # a version on tasks that ran under the hog
+        under = {"raised_on": _raised_on(story.hog.started, time.time() - origin, origin)}
         raised = store.run(lambda con: results.raise_anomaly(con, {
-            "scope": demo.SCOPE, "kind": "mechanism_changed", "src": "(time)", "dst": demo.WAIT,
-            "opened": time.time(), "baseline_id": 1, "model_id": 1, "score": 1.0, "threshold": 0.5, "evidence": {}}))
+            "scope": SCOPE, "kind": "mechanism_changed", "src": "(time)", "dst": WAIT,
+            "opened": time.time(), "baseline_id": 1, "model_id": 1, "score": 1.0, "threshold": 0.5, "evidence": under}))
         edge = store.run(lambda con: results.raise_anomaly(con, {
-            "scope": demo.SCOPE, "kind": "edge_appeared", "src": "cpu_seconds", "dst": demo.WAIT,
-            "opened": time.time(), "baseline_id": 1, "model_id": 1, "score": 1.0, "threshold": 0.5, "evidence": {}}))
+            "scope": SCOPE, "kind": "edge_appeared", "src": "cpu_seconds", "dst": WAIT,
+            "opened": time.time(), "baseline_id": 1, "model_id": 1, "score": 1.0, "threshold": 0.5, "evidence": under}))
         assert story.step(con, stored=story.calm_tasks + 50) and story.stretch == "end" and not story.hog.running
         assert story.step(con, stored=story.calm_tasks + 60) and story.stretch == "end"   # still open
         # an edge on the wait that resolves first does not end it: the change on the rows is the subject
@@ -252,25 +267,26 @@ def test_the_report_times_each_anomaly_against_the_hog(store, tmp_path):
     """A new dependency on the CPU wait raised while the hog ran and resolved after it stopped, and a
     model edge still open, timed against the hog; the newest model's edges with the versions holding
     them (either way round; weak ones are not stable), other scopes' versions not counted."""
-    row = {"scope": demo.SCOPE, "baseline_id": 3, "model_id": 7, "score": 1.43, "threshold": 1.06}
+    row = {"scope": SCOPE, "baseline_id": 3, "model_id": 7, "score": 1.43, "threshold": 1.06}
 
     def write(con):
-        raised = results.raise_anomaly(con, dict(row, kind="markov_violation", src="cpu_seconds", dst=demo.WAIT,
-                                               opened=ORIGIN + 41.0, evidence={"rows": 44}))
+        raised = results.raise_anomaly(con, dict(row, kind="markov_violation", src="cpu_seconds", dst=WAIT,
+                                               opened=ORIGIN + 41.0,
+                                               evidence={"rows": 44, "raised_on": _raised_on(0, 39)}))
         results.resolve_anomaly(con, raised, ORIGIN + 82.5)
-        results.raise_anomaly(con, dict(row, kind="edge_appeared", src="cpu_seconds", dst=demo.WAIT,
+        results.raise_anomaly(con, dict(row, kind="edge_appeared", src="cpu_seconds", dst=WAIT,
                                       opened=ORIGIN + 50.0, evidence={"strength_bits": 0.2}))
     store.run(write)
     graph = lambda *edges: {"nodes": ["a", "b", "c", "d"], "edges": [   # noqa: E731
         {"src": s, "dst": d, "directed": True, "strength": v} for s, d, v in edges]}
-    for scope, edges in ((demo.SCOPE, [("a", "b", 0.9), ("b", "c", 0.3)]), ("app:other", [("a", "b", 1.0)]),
-                         (demo.SCOPE, [("b", "a", 0.8), ("c", "d", 0.05)])):
+    for scope, edges in ((SCOPE, [("a", "b", 0.9), ("b", "c", 0.3)]), ("app:other", [("a", "b", 1.0)]),
+                         (SCOPE, [("b", "a", 0.8), ("c", "d", 0.05)])):
         store.run(lambda con: results.insert_model(con, scope, (ORIGIN, ORIGIN + 39), 100, ORIGIN + 40, graph(*edges),
                                                  pa.Table.from_pylist([dict(src=s, dst=d, strength=v, directed=True)
                                                                        for s, d, v in edges])))
     rep = _report(store, _story(started=35.0, stopped=72.0), tmp_path)
     first, second = rep["anomalies"]
-    assert first == {"scope": demo.SCOPE, "kind": "markov_violation", "src": "cpu_seconds", "dst": demo.WAIT,
+    assert first == {"scope": SCOPE, "kind": "markov_violation", "src": "cpu_seconds", "dst": WAIT,
                      "state": "resolved", "opened_s": 41.0, "resolved_s": 82.5, "score": 1.43, "threshold": 1.06,
                      "rows": 44, "when": "raised +6.0 s from the hog's start, resolved +10.5 s from its stop",
                      "cause": "the hog: the tasks it judged, 0-39 s, ran while it contended for the CPUs, and "
@@ -285,7 +301,7 @@ def test_the_report_times_each_anomaly_against_the_hog(store, tmp_path):
 
 def test_a_hog_stops_by_itself_when_the_demo_is_killed(tmp_path):
     """However the demo goes (here SIGKILL, where no `finally` runs), its busy processes go too."""
-    code = ("import time\nfrom causewatch.commands import demo\nhog = demo.Hog()\nhog.start(0.0, 1.0, 0.5)\n"
+    code = ("import time\nfrom causewatch.commands.demo.hog import Hog\nhog = Hog()\nhog.start(0.0, 1.0, 0.5)\n"
             "print(' '.join(str(p.pid) for p in hog.procs), flush=True)\ntime.sleep(600)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     pids = [int(pid) for pid in parent.stdout.readline().split()]

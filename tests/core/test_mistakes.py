@@ -14,7 +14,7 @@ from support import DaemonProcess, free_port, run_cli
 
 from causewatch import config
 from causewatch.cli import main
-from causewatch.commands.demo import MARK, prepare
+from causewatch.commands.demo.parts import MARK, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -217,7 +217,8 @@ def test_learn_and_the_daemon_show_the_same_bounded_strength_on_the_same_rows(st
 
 def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     """The DAG changes (duration starts to depend on n), then changes back: one markov_violation of
-    duration on n is raised, updated while it lasts and resolved after; the gauge follows it."""
+    duration on n is raised, updated while it lasts and resolved after; the gauge follows it. Its
+    evidence names the rows it was raised on: the two batches of the checks in a row that found it."""
     ctx = _ctx(store)
     job = CausalJob(min_rows=50, min_new=20, max_rows=400)
     cur = store.cursor()
@@ -228,9 +229,13 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     base = cur.execute("SELECT model_id, how FROM baselines WHERE scope = 'app:lu'").fetchone()
     assert base is not None and base[1] == "first stable"
     assert cur.execute("SELECT count(*) FROM anomalies").fetchone() == (0,)
+    raised_at = None   # the first task of the batch whose check raised it
     for i, seq in enumerate(range(340, 580, 80)):       # three runs of changed tasks
         _ingest(store, _tasks(10 + i, seq, 80, broken=True))
         job.run(ctx)
+        if raised_at is None and cur.execute("SELECT count(*) FROM anomalies WHERE kind = 'markov_violation'"
+                                             ).fetchone()[0]:
+            raised_at = seq
     rows = cur.execute("SELECT kind, src, dst, opened, updated, resolved, evidence FROM anomalies "
                        "WHERE kind = 'markov_violation'").fetchall()
     assert [(k, s, d) for k, s, d, *_ in rows] == [("markov_violation", "n", "duration")]   # raised once
@@ -238,6 +243,9 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     assert resolved is None and updated >= opened
     evidence = json.loads(evidence)
     assert evidence["rows"] == 80 and evidence["score"] > evidence["threshold"] > 0 and len(evidence["window"]) == 2
+    # raised on the second check in a row that found it (confirm 2), kept through the updates after
+    assert raised_at is not None and raised_at > 340 and evidence["raised_on"] == {
+        "rows": 160, "first_start": 1000.0 + raised_at - 80, "last_start": 1000.0 + raised_at + 79}
     assert re.search(rb'causewatch_dependency_anomaly\{dst="duration",evidence="duration depends on n given its '
                      rb'parents: [0-9.]+ bits > [0-9.]+ on 80 rows",kind="markov_violation",scope="app:lu",'
                      rb'src="n"\} 1.0',
@@ -326,6 +334,8 @@ def test_a_pinned_baseline_s_own_tasks_show_a_mechanism_change_and_its_end(store
     evidence = json.loads(rows[0][3])
     assert rows[0][2] is not None and evidence["rows_before"] == 200 and evidence["given"] == ["size"]
     assert evidence["newest"] > 2 * evidence["before"] and evidence["sure"] is True
+    # sure at its first look: raised on that batch alone, the fourth (its tasks started 1438-1483)
+    assert evidence["raised_on"] == {"rows": 46, "first_start": 1000.0 + 300 + 3 * 46, "last_start": 1483.0}
     assert "task_clock_seconds" not in json.loads(cur.execute("SELECT graph FROM models").fetchone()[0])["nodes"]
 
 

@@ -51,6 +51,11 @@ def test_a_get_route_reads_the_store_through_the_host(host):
     assert code == 200 and [r["region"] for r in rows] == ["PARTICLE_LOAD"]
     code, stats, _ = ask(host, "GET", "/api/stats")
     assert stats["tables"]["regions"] == 3 and stats["tables"]["models"] == 1
+    code, counts, _ = ask(host, "GET", "/api/counts")
+    assert code == 200 and (counts["regions"], counts["tasks"], counts["phase vectors"]) == (3, 3, 4)
+    code, overview, _ = ask(host, "GET", "/api/overview")
+    assert code == 200 and overview["tasks"] == [{"app": "3dpic", "tasks": 3, "mean_seconds": 1.5}]
+    assert [(e["src"], e["dst"], e["versions"]) for e in overview["causal_edges"]] == [("a", "b", 1)]
 
 
 def test_a_dataframe_route_answers_json_records_unless_arrow_is_accepted(host):

@@ -30,7 +30,7 @@ class Counting(Job):
 def scheduler(*jobs):
     exporter = Exporter()
     ctx = JobContext(read=None, write=None, send=None, exporter=exporter)
-    return Scheduler(LocalJobs(list(jobs), ctx), exporter.job_errors), exporter
+    return Scheduler(LocalJobs(list(jobs), ctx), exporter.job_errors, exporter.job_runs), exporter
 
 
 def test_failing_job_is_counted_and_others_run():
@@ -43,6 +43,9 @@ def test_failing_job_is_counted_and_others_run():
     s.run_due(105.0, due)
     assert bad.calls == good.calls == ["run", "run"]
     assert exporter.registry.get_sample_value("causewatch_job_errors_total", {"analysis": "bad"}) == 2
+    # every finished run counts, a failed one too: a reader waits on it for a run that began after its data
+    assert [exporter.registry.get_sample_value("causewatch_job_runs_total", {"analysis": job})
+            for job in ("bad", "good")] == [2, 2]
 
 
 def test_a_jobs_hooks_default_to_doing_nothing():

@@ -9,9 +9,10 @@ import sys
 import time
 
 import pytest
-from support import run_cli
+from support import StoreVerbs, run_cli
 
-from causewatch.commands import demo, demo_shards
+from causewatch.commands.demo import report, sections, shards
+from causewatch.commands.demo.parts import SCOPE
 
 
 def test_demo_reports_every_part(tmp_path):
@@ -39,7 +40,7 @@ def test_demo_reports_every_part(tmp_path):
     assert rep["phases"] and all("masterworker.py:_" in p["top_functions"] for p in rep["phases"][:3])
     assert rep["tasks"][0]["app"] == "demo" and rep["tasks"][0]["tasks"] == frames["task"]
     assert rep["causal_edges"], "the causal job learned no model from the task records"
-    assert all(1 <= e["held_by"] <= e["versions"] and e["stable"] == (e["held_by"] >= demo.STABLE * e["versions"]
+    assert all(1 <= e["held_by"] <= e["versions"] and e["stable"] == (e["held_by"] >= report.STABLE * e["versions"]
                and e["strength_bits"] >= 0.1) for e in rep["causal_edges"])
     assert rep["causal_submodels"] and all(s["formula"] for s in rep["causal_submodels"])
     assert rep["bottlenecks"], "the fuzzy job scored no region"
@@ -74,7 +75,7 @@ def check_shards(rep: dict) -> None:
     assert rep["shards"] == ["a", "b"] and rep["answered"] == {"shards": ["a", "b"], "missing": {}, "partial": False}
     assert rep["header"] == "a,b" and rep["frames"] > 0 and rep["samples"] > 0
     where = rep["nodes"]
-    assert len(where) == demo_shards.NODES and all(w["shard"] == w["hashed_to"] for w in where.values())
+    assert len(where) == shards.NODES and all(w["shard"] == w["hashed_to"] for w in where.values())
     assert {w["shard"] for w in where.values()} == {"a", "b"}   # the six names hash to both (fixed names)
     assert set(rep["lake_files"]) == {"a", "b"} and all(n > 0 for n in rep["lake_files"].values())
     then = rep["then"]
@@ -90,15 +91,16 @@ def test_the_report_names_each_phase_s_top_functions(tmp_path):
     kinds = [{"masterworker.py:_float": 95, "numeric.py:ones": 5}, {"masterworker.py:_dict": 60, "x.py:<listcomp>": 40},
              {"masterworker.py:_integer": 100}]
     store = Store(str(tmp_path / "cw.duckdb"))
-    store.commit_frames(bbv_frames([("n", "b", i + 1, demo.SCOPE, "python", float(i), i + 1.0, key, count)
+    store.commit_frames(bbv_frames([("n", "b", i + 1, SCOPE, "python", float(i), i + 1.0, key, count)
                                     for i in range(60) for key, count in kinds[min(i // 10, 2)].items()]))
-    with store.cursor() as con:
-        rows = demo.phases(con)
+    with store.cursor():
+        api = StoreVerbs(store)
+        rows = sections.phases(api)
         assert [(r["weight"], r["intervals"]) for r in rows] == [(0.667, 40), (0.167, 10), (0.167, 10)]
         assert rows[0]["top_functions"] == "masterworker.py:_integer 100%"
         assert {r["top_functions"] for r in rows[1:]} == {"masterworker.py:_float 95%, numeric.py:ones 5%",
                                                           "masterworker.py:_dict 60%, x.py:<listcomp> 40%"}
-        assert demo.phases(con, shown=1)[-1]["more"].startswith("2 lighter phases: causewatch phases")
+        assert sections.phases(api, shown=1)[-1]["more"].startswith("2 lighter phases: causewatch phases")
     store.close()
 
 

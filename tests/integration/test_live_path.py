@@ -2,16 +2,20 @@
 instrumented master-worker workload at its steady mix. The causal job forms its baseline on its own (no
 pin) within the calm stretch's bound; a CPU hog on every core the workload may use opens the mechanism
 change on the tasks' CPU wait while it runs, and the change resolves after it stops. The demo's story,
-without its kit and probes: the stretches, the hog and the verdict are `causewatch.commands.demo`'s."""
+without its kit and probes: the stretches, the hog and the verdict are `causewatch.commands.demo`'s,
+read through the daemon's API as the demo reads it."""
 
 import time
 
 import pytest
 
 from causewatch.analytics.causal.anomalies import ROW_KINDS
-from causewatch.commands import demo
+from causewatch.commands.demo import causes, parts
+from causewatch.commands.demo.session import CAUSAL
+from causewatch.commands.demo.story import WAIT_MORE, Story
+from causewatch.commands.source import DaemonSource
 from causewatch.config import DaemonConfig
-from causewatch.daemon import readers
+from causewatch.daemon import verbs
 from causewatch.daemon.server import Daemon
 
 # Alone, after the parallel part of `make test`: the other worker's tests shift the tasks' CPU wait too.
@@ -21,19 +25,18 @@ pytestmark = pytest.mark.serial
 
 def test_a_baseline_forms_alone_then_a_hog_opens_an_anomaly_that_resolves_after(tmp_path):
     daemon = Daemon(DaemonConfig(db=str(tmp_path / "cw.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0",
-                                 **demo.CAUSAL)).start()
-    agents = [demo._agent(tmp_path, daemon.endpoint, node, watch) for node, watch in demo.NODES]
+                                 **CAUSAL)).start()
+    agents = [parts.agent(tmp_path, daemon.endpoint, node, watch) for node, watch in parts.NODES]
     try:
-        con = daemon.store.cursor()
-        story = demo.Story(time.time(), f"http://{daemon.http.address}", 30.0, demo.WAIT_MORE)
+        api = DaemonSource(f"http://{daemon.http.address}")
+        story = Story(time.time(), api.url, 30.0, WAIT_MORE)
         (tmp_path / "go").touch()
-        while agents[0].poll() is None and story.step(con, readers.report.live_counts(con)["tasks"]):
+        while agents[0].poll() is None and story.step(api, api.read(verbs.COUNTS)["tasks"]):
             time.sleep(1.0)
         story.finish()
         (tmp_path / "stop").touch()
-        ours = story._ours(con)
-        anomalies = readers.models.anomalies(con, demo.SCOPE, limit=10_000)
-        models = sorted(readers.models.models(con, demo.SCOPE), key=lambda m: m["learned_at"])
+        ours = story.hog_anomalies(api)
+        anomalies = api.read(verbs.ANOMALIES, scope=parts.SCOPE, limit=10_000)
     finally:
         for agent in agents:
             agent.terminate()
@@ -49,7 +52,7 @@ def test_a_baseline_forms_alone_then_a_hog_opens_an_anomaly_that_resolves_after(
     changes = [a for a in ours if a["kind"] in ROW_KINDS]
     assert changes, (story.short, hog.started, hog.stopped, story.hog_versions,
                      [(a["kind"], a["src"], a["dst"], a["opened"] - story.origin,
-                       demo._judged(a, models, story.origin)) for a in anomalies])
+                       causes.judged(a, story.origin)) for a in anomalies])
     first = min(changes, key=lambda a: a["opened"])
     opened, resolved = first["opened"] - story.origin, first["resolved"]
     print(f"\nbaseline after {story.baseline_s:.1f} s (no pin); {first['kind']} on {first['dst']} opened "

@@ -217,7 +217,7 @@ EXAMPLES = {
     "learn": {"data": "tasks", "app": "lu", "estimator": "fisher-z"},
     "range": {"metric": ["a"], "start": 0.0, "end": 60.0, "step": 10.0, "fn": "count"},
     "v1/query_range": {"query": "count_over_time(a[10s])", "start": "0", "end": "60", "step": "10s"},
-    "jobs": {"kind": "service"}, "job": {"id": "7"},
+    "counts": {}, "overview": {}, "jobs": {"kind": "service"}, "job": {"id": "7"},
 }
 
 
