@@ -123,7 +123,7 @@ class UnitWatch:
             return {}
         stats = {pid: s for pid in pids if (s := slurm.read_stat(pid, self.proc)) is not None}
         for pid, (job, step) in stepds.items():
-            found.setdefault(f"job:{job}", units.Found(f"job:{job}", "job", "", job_id=job))
+            found.setdefault(f"job:{job}", units.Found(f"job:{job}", "job", "", job_id=job, extra={"stepd": pid}))
             found[f"step:{job}.{step}"] = units.Found(f"step:{job}.{step}", "step", "", f"job:{job}", job, step,
                                                       extra={"stepd": pid})
         return stats
@@ -152,7 +152,8 @@ class UnitWatch:
             run.counter = cgroups.CgroupCounter(f.path)
         elif f.kind == "step":
             run.counter = slurm.StepCounter(run.stepd, self.proc)
-            run.record["start"] = restored["start"] if restored else self._started(run.stepd, now)
+        if run.stepd is not None and not restored:   # found by a slurmstepd: it started when that did
+            run.record["start"] = self._started(run.stepd, now)
         return run
 
     def _started(self, pid: int, default: float) -> float:

@@ -2,10 +2,12 @@
 pods; cgroup v2 accounting and Slurm's own words parsed; and a real cgroup v2 subtree made here, with a busy
 process in a fake service, a fake pod's container and a Slurm-like step, found, counted and ended."""
 
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -14,7 +16,9 @@ import pytest
 from causewatch import wire
 from causewatch.agent import cgroups, slurm, units, unitwatch
 from causewatch.agent.runner import Agent
-from causewatch.config import AgentConfig
+from causewatch.agent.sender import Sender
+from causewatch.config import AgentConfig, DaemonConfig
+from causewatch.daemon.server import Daemon
 
 HEX = "ab" * 32
 POD = "1b2c3d4e-aaaa-bbbb-cccc-0123456789ab"
@@ -229,6 +233,7 @@ def test_a_real_cgroup_subtree_is_found_counted_and_ended(subtree, tmp_path):
     cfg = AgentConfig(node="n", spool=str(tmp_path / "spool"), cgroup_root=str(subtree.root), daemon="tcp://127.0.0.1:9")
     sender = Recorder()
     agent = Agent(cfg, sender)
+    agent.units.slurm_procs = False   # the subtree's units alone, not another test's Slurm steps on this machine
     assert agent.open()["counters"]["units.cgroup"] == "ok"
     own = {folder: None for folder in spins}
     while any(own[f] is None for f in spins):
@@ -278,3 +283,41 @@ def test_an_agent_that_restarts_goes_on_with_its_units_and_ends_the_gone_ones(tm
     assert [(r["unit"], r["event"], r["start"]) for r in records] == [("service:b.service", "end", 100)]
     assert records[0]["extra"]["ended_unseen"] is True
     assert again.running["service:a.service"].record["start"] == 100
+
+
+def unit_series(daemon: Daemon) -> list[str]:
+    with urllib.request.urlopen(f"http://{daemon.http.address}/metrics", timeout=10) as r:
+        return [line for line in r.read().decode().splitlines() if line.startswith("causewatch_unit_")]
+
+
+@pytest.mark.service
+def test_two_hundred_short_units_in_a_row_leave_no_series_at_the_daemon(subtree, tmp_path):
+    """Real cgroups made and removed 200 times, the agent's records and counters through a real sender to
+    a real daemon: while one runs /metrics has its series alone; after them, none, and all 200 are listed."""
+    daemon = Daemon(DaemonConfig(db=str(tmp_path / "u.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
+                    jobs=[]).start()
+    cfg = AgentConfig(node="n", spool=str(tmp_path / "spool"), cgroup_root=str(subtree.root), daemon=daemon.endpoint)
+    sender = Sender(cfg).start()
+    try:
+        agent = Agent(cfg, sender)
+        agent.units.slurm_procs = False
+        agent.open()
+        for i in range(200):
+            subtree.make(f"system.slice/short-{i}.service")
+            agent.sample_units(time.time())
+            if i == 100:   # the one running now, alone
+                agent.flush_batches()
+                assert sender.flush(30)
+                running = unit_series(daemon)
+                assert running and all('unit="service:short-100.service"' in line for line in running)
+            subtree.remove(f"system.slice/short-{i}.service")
+            agent.sample_units(time.time())
+        agent.flush_batches()
+        assert sender.flush(30)
+        assert unit_series(daemon) == []
+        with urllib.request.urlopen(f"http://{daemon.http.address}/api/jobs?kind=service&limit=1000") as r:
+            listed = json.load(r)
+        assert len(listed) == 200 and {u["state"] for u in listed} == {"finished"}
+    finally:
+        sender.close()
+        daemon.stop()

@@ -101,6 +101,10 @@ def test_dashboard_links_the_model_picture_of_the_chosen_scope():
     # the node's CPU (per-CPU counters only, so a sum by node is CPUs in use) and memory
     assert any(e.startswith("sum by (node) (rate(causewatch_cpu_seconds_total{") for e in exprs)
     assert any("causewatch_memory_available_bytes" in e for e in exprs)
+    # the jobs' row: running units only, their CPU use and memory against what they were allocated
+    assert any("rate(causewatch_unit_cpu_seconds_total{kind=\"job\"}" in e and "causewatch_unit_cpus" in e
+               for e in exprs)
+    assert any("causewatch_unit_memory_bytes" in e and "causewatch_unit_memory_limit_bytes" in e for e in exprs)
 
 
 def _probed_store(path: Path) -> duckdb.DuckDBPyConnection:
