@@ -113,17 +113,20 @@ def allocation(path: str) -> dict:
     return out
 
 
-def first_pid(path: str) -> int | None:
-    """A process of the cgroup or of one below it (Slurm keeps a step's tasks in task_N), or None."""
+def some_pids(path: str, most: int = 8) -> list[int]:
+    """Up to `most` processes of the cgroup and the ones below it (Slurm keeps a step's tasks in
+    user/task_N), leaving out a `slurm` folder's: slurmstepd's own, whose environment is not the job's."""
+    out: list[int] = []
     for folder, dirs, _ in os.walk(path):
+        dirs[:] = [d for d in dirs if d != "slurm"]
         try:
             with open(os.path.join(folder, "cgroup.procs")) as f:
-                line = f.readline().strip()
-        except OSError:
+                out += [int(line) for line in f.read().split()[:most - len(out)]]
+        except (OSError, ValueError):
             continue
-        if line:
-            return int(line)
-    return None
+        if len(out) >= most:
+            break
+    return out
 
 
 class CgroupCounter:

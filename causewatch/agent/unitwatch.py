@@ -77,6 +77,7 @@ class UnitWatch:
         self._stepds = slurm.StepdFinder(proc)
         self._job_cgroups = False    # a Slurm job was found as a cgroup: Slurm's proctrack is cgroup here
         self._restored: dict[str, dict] = {}
+        self._failed: set[str] = set()   # reasons a tick failed, each logged once
         self._stats: dict[int, tuple] = {}   # this tick's /proc/PID/stat of every process, while steps are found there
 
     def open(self) -> dict[str, str]:
@@ -89,7 +90,18 @@ class UnitWatch:
 
     # ---- a tick ----
     def tick(self) -> tuple[list[dict], dict[str, dict]]:
-        """(the unit records of this tick's changes, in order; {unit: its counters now})."""
+        """(the unit records of this tick's changes, in order; {unit: its counters now}); never raises: a
+        tick that fails is logged (once per reason) and sends nothing, and the next one tries again."""
+        try:
+            return self._tick()
+        except Exception as e:   # the sampling loop goes on without this tick's units
+            reason = f"{type(e).__name__}: {e}"
+            if reason not in self._failed:
+                self._failed.add(reason)
+                log.warning("following the node's units failed this tick (logged once): %s", reason, exc_info=True)
+            return [], {}
+
+    def _tick(self) -> tuple[list[dict], dict[str, dict]]:
         now = self.clock()
         found = units.scan(self.root) if self.root else {}
         if any(f.kind == "job" for f in found.values()):
@@ -215,9 +227,11 @@ class UnitWatch:
     def _describe(self, run: Running) -> None:
         """Fill the record's owner, job name and allocation from what Slurm and the cgroup say."""
         r = run.record
-        pid = self._a_process(run)
-        if r["kind"] in ("job", "step"):
-            env = slurm.environ(pid, self.proc) if pid else {}
+        pids = self._processes(run)
+        pid = pids[0] if pids else None
+        if r["kind"] in ("job", "step"):   # the job's environment: a process that has it (an extern step's may not)
+            envs = [e for e in (slurm.environ(p, self.proc) for p in pids) if "SLURM_JOB_ID" in e]
+            env = envs[0] if envs else {}
             r.update({k: v for k, v in slurm.from_environ(env).items() if k not in r})
             known = {"user", "cpus", "memory_bytes"} <= set(r)
             if r["kind"] == "job" and (pid or run.tries + 1 >= ENRICH_TICKS) and not run.asked and not known:
@@ -244,13 +258,14 @@ class UnitWatch:
             r["user"] = name
         run.tries += 1
 
-    def _a_process(self, run: Running) -> int | None:
+    def _processes(self, run: Running) -> list[int]:
+        """Some processes of the unit: in its cgroup, or below its (or its steps') slurmstepd."""
         if run.record.get("cgroup"):
-            return cgroups.first_pid(run.record["cgroup"])
+            return cgroups.some_pids(run.record["cgroup"])
         if run.stepd is not None:
-            return next(iter(self._children(run.stepd)), None)
+            return self._children(run.stepd)[:8]
         steps = [r for r in self.running.values() if r.record.get("parent") == run.record["unit"] and r.stepd]
-        return next((c for s in steps for c in self._children(s.stepd)), None)
+        return [c for s in steps for c in self._children(s.stepd)][:8]
 
     def _children(self, pid: int) -> list[int]:
         return slurm.process_tree(self._stats, pid)

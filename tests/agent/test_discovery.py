@@ -321,3 +321,38 @@ def test_two_hundred_short_units_in_a_row_leave_no_series_at_the_daemon(subtree,
     finally:
         sender.close()
         daemon.stop()
+
+
+def test_a_steps_processes_are_counted_once_whoever_reaps_them(tmp_path):
+    """slurmstepd 10 runs a script 11 that runs a program 12: while they live their own times, once reaped
+    their parent's cutime, and the last reading of one whose parent went first (it leaves the step)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    counter = slurm.StepCounter(10, proc=str(tmp_path))   # no per-process files: memory and I/O read as 0
+
+    def cpu(stats):   # {pid: (ppid, utime, stime, cutime, cstime, start)}
+        return counter.collect(stats)["unit_cpu_seconds_total"] * tick
+    stepd = (1, 50, 50, 0, 0, 1)   # slurmstepd's own time is not the job's
+    assert cpu({10: stepd, 11: (10, 2, 1, 0, 0, 5), 12: (11, 100, 10, 0, 0, 6)}) == pytest.approx(113)
+    assert cpu({10: stepd, 11: (10, 2, 1, 140, 12, 5)}) == pytest.approx(155)            # 12 ended, 11 reaped it
+    assert cpu({10: (1, 50, 50, 160, 13, 1)}) == pytest.approx(173)                       # 11 ended, reaped
+    orphan = slurm.StepCounter(10, proc=str(tmp_path))
+    orphan.collect({10: stepd, 11: (10, 0, 0, 0, 0, 5), 12: (11, 30, 0, 0, 0, 6)})
+    # 11 went first: 12 is init's now, out of the step (as for Slurm's linuxproc), its last reading kept
+    assert orphan.collect({10: stepd, 12: (1, 40, 0, 0, 0, 6)})["unit_cpu_seconds_total"] * tick == pytest.approx(30)
+    assert orphan.collect({10: stepd})["unit_cpu_seconds_total"] * tick == pytest.approx(30)
+
+
+def test_a_jobs_environment_is_read_from_its_tasks_not_from_slurmstepd(tmp_path):
+    for folder, pids in (("step_0/slurm", "100\n"), ("step_0/user/task_0", "200\n201\n")):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "cgroup.procs").write_text(pids)
+    assert cgroups.some_pids(str(tmp_path)) == [200, 201]
+
+
+def test_a_failing_tick_sends_nothing_and_says_why_once(tmp_path, monkeypatch, caplog):
+    watch = unitwatch.UnitWatch(str(tmp_path))
+    watch.open()
+    monkeypatch.setattr(unitwatch.units, "scan", lambda root: 1 / 0)
+    assert watch.tick() == ([], {}) and watch.tick() == ([], {})
+    said = [r.getMessage() for r in caplog.records if "units failed" in r.getMessage()]
+    assert said == ["following the node's units failed this tick (logged once): ZeroDivisionError: division by zero"]

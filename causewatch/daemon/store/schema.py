@@ -114,7 +114,7 @@ MIGRATIONS: list[tuple[int, str]] = [
     (9, "ALTER TABLE probe_results ADD COLUMN error VARCHAR"),
     # The units an agent follows (jobs, steps, services, containers, pods): a row per (node, unit, start),
     # written at its start, updated by its changes, closed with its totals at its end, so a finished job's
-    # summary outlives its samples (retention leaves this table alone).
+    # summary outlives its samples (retention: retain_units_days from its end).
     (10, """
     CREATE TABLE units (node VARCHAR, unit VARCHAR, started DOUBLE, kind VARCHAR, ended DOUBLE, parent VARCHAR,
         job_id VARCHAR, step VARCHAR, uid BIGINT, user VARCHAR, job_name VARCHAR, cpus DOUBLE, cpuset VARCHAR,
