@@ -84,6 +84,9 @@ def test_cgroup_v2_files_read_as_counters_and_missing_ones_say_why(tmp_path):
     (tmp_path / "memory.current").unlink()
     counter.collect()
     assert counter.unavailable["memory"].startswith("no memory.current: the memory controller is not enabled")
+    (tmp_path / "memory.current").write_text("2048\n")   # the controller enabled later: found within 30 ticks
+    seen = [("unit_memory_bytes" in counter.collect()) for _ in range(cgroups.RETRY_ABSENT + 1)]
+    assert seen == [False] * cgroups.RETRY_ABSENT + [True] and "memory" not in counter.unavailable
     assert set(got) <= set(cgroups.METRICS)
 
 
