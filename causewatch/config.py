@@ -114,6 +114,7 @@ class DaemonConfig:
     retain_samples_days: float = _limit(14.0, 0.0, 36500.0)          # raw samples
     retain_bbv_days: float = _limit(14.0, 0.0, 36500.0)              # phase vectors
     retain_samples_minute_days: float = _limit(400.0, 0.0, 36500.0)  # per-minute aggregates of samples
+    retain_units_days: float = _limit(400.0, 0.0, 36500.0)   # finished units' rows (a job's summary), from their end
     retention_export: str = _fmt("", "folder")   # Parquet copies of deleted rows go here first ("" = none)
     retention_interval: float = _limit(300.0, 1.0, 86400.0)          # seconds between retention runs
     # Shards (docs/shards.md): this daemon's name ("" = a lone daemon, today's layout); its lake files then
@@ -129,6 +130,10 @@ class DaemonConfig:
         if minute and (raw == 0 or minute < raw):
             raise ConfigError("retain_samples_minute_days", f"{minute!r} is shorter than retain_samples_days "
                               f"({raw!r}, 0 = forever): keep the per-minute aggregates at least as long")
+        units = self.retain_units_days   # a finished job's summary outlives its samples
+        if units and (raw == 0 or units < raw):
+            raise ConfigError("retain_units_days", f"{units!r} is shorter than retain_samples_days ({raw!r}, 0 = "
+                              "forever): keep a finished unit's summary at least as long as its samples")
         if self.peers and (not self.shard or self.shard in self.peer_urls()):
             raise ConfigError("peers", "give this daemon its own shard name (shard = NAME), one not among its peers")
 
@@ -175,6 +180,10 @@ class AgentConfig:
     # runs anyway after the wait, and its result says whether the node was busy (docs/probes.md).
     probe_idle_wait: float = _limit(60.0, 0.0, 86400.0)
     probe_max_other_cpu: float = _limit(0.25, 0.0, 1.0)
+    # The node's units (jobs, services, containers: agent/unitwatch.py), followed without being told, found
+    # under cgroup_root ("" = where cgroup v2 is mounted) every psutil_interval; false follows none.
+    units: bool = True
+    cgroup_root: str = ""
     # {node collector: seconds between its runs, 0 = off} ([agent.collector_intervals]); the rest keep
     # NODE_COLLECTOR_INTERVALS'. They run on the psutil_interval tick, so none more often than that.
     collector_intervals: dict = dataclasses.field(default_factory=dict)

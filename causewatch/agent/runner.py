@@ -32,12 +32,13 @@ import psutil
 import zmq
 
 from causewatch import __version__, wire
-from causewatch.agent import perf
+from causewatch.agent import cgroups, perf
 from causewatch.agent.command import command_name
 from causewatch.agent.instrument import environment, listening
 from causewatch.agent.ipsampler import BBVCollector
 from causewatch.agent.node.schedule import NodeCollectors, default_specs
 from causewatch.agent.system import ProcessCollector
+from causewatch.agent.unitwatch import UnitWatch, slurm_installed
 from causewatch.config import AgentConfig
 from causewatch.errors import CausewatchError, InputError, WireError
 from causewatch.systemd import sd_notify
@@ -186,6 +187,7 @@ class Agent:
             if cfg.bbv_frequency > 0:   # 0 turns IP sampling off
                 self.bbv = BBVCollector(target.label, pid=target.pid, cgroup=target.cgroup,
                                         frequency=cfg.bbv_frequency, proc=proc, wall=clock, monotonic=monotonic)
+        self.units = unit_watch(cfg, proc, clock) if cfg.units else None
         self._batches: dict[tuple[str, str], Batch] = {}
         self._relay: threading.Thread | None = None
         self._stop = StopSignal()
@@ -204,6 +206,7 @@ class Agent:
         if self.target_counters is not None:
             counters.update(self.target_counters.open())
             counters["bbv"] = self.bbv.open() if self.bbv else "off (bbv_frequency = 0)"
+        counters.update(self.units.open() if self.units else {"units": "off (units = false)"})
         self.hello = {**hello_body(counters, self.target, self.cfg, self.proc), "collectors": self.node.open()}
         return self.hello
 
@@ -279,6 +282,21 @@ class Agent:
         self._add("node", "slow", t, row)
         if self.target_system is not None:
             self._add(self.target.label, "slow", t, self.target_system.collect())
+        if self.units is not None:
+            self.sample_units(t)
+
+    def sample_units(self, t: float) -> None:
+        """The units' changes as records, their counters as rows; an ended unit's rows go before its end."""
+        records, rows = self.units.tick()
+        for scope, row in rows.items():
+            self._add(scope, "slow", t, row)
+        for body in records:
+            if body["event"] == "end":
+                batch = self._batches.pop((body["unit"], "slow"), None)
+                last = batch.body() if batch else None
+                if last is not None:
+                    self.sender.send("samples", last)
+            self.sender.send("unit", body)
 
     def _add(self, scope: str, rate: str, t: float, row: dict) -> None:
         self._batches.setdefault((scope, rate), Batch(scope)).add(t, row)
@@ -450,6 +468,14 @@ def _cpu_model(proc: str) -> str:
     except OSError:
         pass
     return ""
+
+
+def unit_watch(cfg: AgentConfig, proc: str = "/proc", clock: Callable[[], float] = time.time) -> UnitWatch:
+    """The node's units as `cfg` says: under cgroup_root (or cgroup v2's mount), Slurm steps also by their
+    processes on a node with Slurm; the running set kept beside the spool."""
+    root = cfg.cgroup_root or cgroups.find_root(os.path.join(proc, "self/mounts"))
+    state = os.path.join(os.path.expanduser(cfg.spool), "units.json")
+    return UnitWatch(root, proc, slurm_installed(), state, clock)
 
 
 class StopSignal:

@@ -21,6 +21,7 @@ from prometheus_client.exposition import choose_encoder
 
 from causewatch import wire
 from causewatch.daemon import node_families, node_metrics
+from causewatch.daemon.unit_series import UnitSeries
 
 # An agent metric name `base[.cpuN]` (perf's per-CPU counts): the CPU is a label, not in the name.
 _PER_CPU = re.compile(r"^(?P<base>.+)\.cpu(?P<cpu>\d+)$")
@@ -113,6 +114,19 @@ def _newest_values(rows: dict) -> dict[tuple[str, tuple], float]:
     return values
 
 
+def _unit_values(rows: dict, units: dict[tuple[str, str], dict]) -> dict[tuple[str, tuple], float]:
+    """As `_newest_values`, for the rows of running units: labelled by their records, not their scope."""
+    values = {}
+    for (node, scope, names), (raw, nulls) in rows.items():
+        last = np.frombuffer(raw, "<f8")
+        if nulls is not None:
+            last = np.where(np.frombuffer(nulls, np.uint8) != 0, np.nan, last)
+        for metric, value in zip(names, last.tolist()):
+            name, labels = node_series(metric)
+            values[(name, tuple(sorted({**units[(node, scope)], **labels}.items())))] = value
+    return values
+
+
 class NodeState:
     """A custom collector of what the agents sent last: each metric's newest value per (node, scope,
     labels) while the agent still sends it, when each node's newest frame was stored, and frames stored
@@ -130,16 +144,29 @@ class NodeState:
         self._lists: dict[tuple[str, str], list[tuple[str, ...]]] = {}   # (node, scope) -> its rows' names
         self._last_seen: dict[str, float] = {}
         self._frames: dict[str, int] = {}
+        self.units = UnitSeries()
+        self._unit_rows: dict[tuple[str, str], set] = {}   # (node, unit) -> its keys in _rows
 
     def observe(self, frames: Iterable[wire.Frame]) -> None:
         now, newest = self.clock(), {}
+        changes = self.units.changes(frames)
         for f in frames:
             self._frames[f.node] = self._frames.get(f.node, 0) + 1
             self._last_seen[f.node] = now
             if f.type == "samples" and len(f.body["t"]):
                 newest[(f.node, f.body["scope"], tuple(f.body["names"]))] = f.body   # a batch's last frame
+            elif f.type == "unit" and f.body["event"] == "end":   # its samples before its end go with it
+                newest = {k: b for k, b in newest.items() if (k[0], k[1]) != (f.node, f.body["unit"])}
         with self._lock:
+            self.units.apply(changes)
+            for unit in (k for k, body in changes.items() if body is None):
+                for key in self._unit_rows.pop(unit, ()):
+                    self._rows.pop(key, None)
             for key, body in newest.items():
+                if (key[0], key[1]) in self.units.ended:
+                    continue
+                if wire.unit_kind(key[1]):
+                    self._unit_rows.setdefault((key[0], key[1]), set()).add(key)
                 width, nulls = len(key[2]), body.get("nulls")
                 if self._rows.pop(key, None) is None:
                     self._replace(key)
@@ -160,8 +187,12 @@ class NodeState:
     def collect(self) -> Iterable[Metric]:
         with self._lock:
             rows, seen, frames = dict(self._rows), dict(self._last_seen), dict(self._frames)
-        values = _newest_values(rows)
+            units = {key: self.units.labels(*key) for key in self._unit_rows}
+            running = dict(self.units.running)
+        unit_rows = {k: rows.pop(k) for k in [k for k in rows if (k[0], k[1]) in units]}
+        values = {**_newest_values(rows), **_unit_values(unit_rows, units)}
         shard = {"shard": self.shard} if self.shard else {}
+        yield from self.units.families(running, shard)
         yield gauge_family("causewatch_agent_last_seen_timestamp_seconds", "When the daemon stored the node's "
                            "newest frame, unix seconds", ["node", *shard],
                            (({"node": n, **shard}, t) for n, t in seen.items()))

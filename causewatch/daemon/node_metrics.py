@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from causewatch.daemon import unit_series
+
 # agent name (without `.cpuN`) -> HELP; a name ending in _total is a counter, the rest gauges
 _AGENT = {
     "agent_collector_failure_info": "1 while a node collector of the agent fails, with the reason it gives "
@@ -58,7 +60,7 @@ _RATIOS = {
     "cache_miss_ratio": "Cache misses per cache reference over the agent's last interval (perf)",
     "branch_miss_ratio": "Branch misses per branch instruction over the agent's last interval (perf)",
 }
-HELP = {**_AGENT, **_PROCESS, **{f"{k}_total": v for k, v in _PERF.items()}, **_RATIOS}
+HELP = {**_AGENT, **_PROCESS, **{f"{k}_total": v for k, v in _PERF.items()}, **_RATIOS, **unit_series.HELP}
 _CUMULATIVE = frozenset(_PERF)
 _NOT_IN_NAMES = re.compile(r"[^a-zA-Z0-9_:]")
 

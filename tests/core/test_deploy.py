@@ -105,6 +105,11 @@ def test_dashboard_links_the_model_picture_of_the_chosen_scope():
     assert any("node_memory_MemAvailable_bytes" in e for e in exprs)
     assert not [e for e in exprs if re.search(r"causewatch_(cpu|memory|load|swap|disk|net)_", e)]   # the old names
 
+    # the jobs' row: running units only, their CPU use and memory against what they were allocated
+    assert any("rate(causewatch_unit_cpu_seconds_total{kind=\"job\"}" in e and "causewatch_unit_cpus" in e
+               for e in exprs)
+    assert any("causewatch_unit_memory_bytes" in e and "causewatch_unit_memory_limit_bytes" in e for e in exprs)
+
 
 def test_named_node_exporter_metrics_are_what_the_agent_sends_here():
     """A node_exporter name the rules or the dashboard use is one the agent's node collectors send here."""

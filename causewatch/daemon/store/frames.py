@@ -22,6 +22,7 @@ from causewatch.daemon.store import columns
 from causewatch.daemon.store.lake import folder_for, publish, sweep
 from causewatch.daemon.store.results import record_probe_facts
 from causewatch.daemon.store.schema import migrate
+from causewatch.daemon.store.units import UPSERT, unit_rows
 from causewatch.daemon.store.views import create_views
 
 # Cached series-id columns (samples_batch) at most: past it the cache starts again (names that vary
@@ -243,6 +244,8 @@ class Store:
         for table, values in rows.items():
             if values:
                 self._insert_rows(table, values)
+        if "unit" in by_type:
+            self._insert_rows("units", unit_rows(by_type["unit"], now), UPSERT)
         if "hello" in by_type:
             self._upsert_nodes(by_type["hello"])
         # every stored frame says its node is alive (hello alone left a streaming agent looking silent), to
