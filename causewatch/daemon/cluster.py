@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from causewatch.daemon import promql, rangeq, verbs
+from causewatch.daemon import promjson, promql, rangeq, verbs
 from causewatch.daemon.store import lake as store_lake
 
 log = logging.getLogger("causewatch.daemon.cluster")
@@ -437,10 +437,9 @@ def _merged_partials(verb, params: dict, found: list[Reply], answered: list, mis
     labels, final = _finishing(verb, params)
     joined = rangeq.join_partials(tables, labels, final)
     if verb.errors == "prometheus":
-        body = rangeq.matrix(joined, labels)
-        if missing:
-            body["warnings"] = [f"shard {k} missing: {v}" for k, v in sorted(missing.items())]
-        return 200, _json(200, {**body, "cluster": about}), "application/json", headers(answered, missing)
+        warnings = {"warnings": [f"shard {k} missing: {v}" for k, v in sorted(missing.items())]} if missing else {}
+        body = promjson.matrix(joined, labels, **warnings, cluster=about)
+        return 200, body.encode(), "application/json", headers(answered, missing)
     if verbs.ARROW in accept:
         joined = joined.replace_schema_metadata({META: json.dumps(about).encode()})
         sink = pa.BufferOutputStream()

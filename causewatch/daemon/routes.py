@@ -23,7 +23,7 @@ import pyarrow as pa
 from causewatch.analytics.causal import CausalModel, model_svg
 from causewatch.analytics.fuzzy import find_bottlenecks, perfql, summarise_bottlenecks
 from causewatch.analytics.fuzzy.summaries import KEYS, records
-from causewatch.daemon import learning, promql, rangeq, readers, store, verbs
+from causewatch.daemon import learning, promjson, promql, rangeq, readers, store, verbs
 from causewatch.daemon.cursor import Cursor
 from causewatch.errors import CausewatchError, InputError, NotFoundError
 from causewatch.probe import broker, extender
@@ -166,7 +166,7 @@ def promql_range(con: Cursor, query, start, end, step, partial):
     q = rangeq.question(parsed.matchers, promql.timestamp(start, "start"), promql.timestamp(end, "end"),
                         promql.duration(step), parsed.window, parsed.fn, parsed.agg, parsed.by)
     table = readers.ranges.answer(con, q, bool(partial))
-    return table.to_pandas() if partial else rangeq.matrix(table, q.labels)
+    return table.to_pandas() if partial else verbs.Text(promjson.matrix(table, q.labels), "application/json")
 
 
 @verbs.BBV_TARGETS.handles
@@ -284,7 +284,7 @@ def _json(code: int, obj) -> tuple[int, bytes, str]:
 
 def _error(verb: verbs.Verb, message: str, kind: str) -> dict:
     """An error answer in the verb's shape: causewatch's {"error"}, or Prometheus' with its errorType."""
-    return rangeq.prometheus_error(message, kind) if verb.errors == "prometheus" else {"error": message}
+    return promjson.error(message, kind) if verb.errors == "prometheus" else {"error": message}
 
 
 def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, write,

@@ -112,6 +112,8 @@ MIGRATIONS: list[tuple[int, str]] = [
     (8, "CREATE TABLE ingest_trimmed (node VARCHAR, boot VARCHAR, seq BIGINT, PRIMARY KEY (node, boot))"),
     # Why a node's probe failed (its prediction's columns NULL then): rank and `probe status` name it.
     (9, "ALTER TABLE probe_results ADD COLUMN error VARCHAR"),
+    # Each lake file's layout (store.views.NAMES, IDS): the files written so far name their series only.
+    (10, "ALTER TABLE lake_files ADD COLUMN layout INTEGER DEFAULT 1"),
 ]
 
 
