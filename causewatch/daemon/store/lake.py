@@ -43,6 +43,9 @@ ORDER = "node, scope, metric, ts"
 # The export's own DuckDB (export): what it may hold before it spills, and the rows a streamed batch holds.
 EXPORT_MEMORY_BYTES = 256 * 2**20
 EXPORT_BATCH_ROWS = 1 << 17
+# What a connection that reads the lake sets: a file is never rewritten in place (a move or a merge writes
+# a new one), so its footer is read once, not at every query.
+READS = "SET parquet_metadata_cache = true"
 COPY_OPTIONS = ("FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 9, PARQUET_VERSION v2, "
                 "DICTIONARY_SIZE_LIMIT 1, ROW_GROUP_SIZE 1048576")
 
