@@ -80,7 +80,11 @@ class StoreSource(_Source):
         self.con.close()
 
     def read(self, verb, **params):
-        return verb.call(self.con, **params)
+        """The verb's answer as a daemon's source gives it (JSON written by the route read back)."""
+        answer = verb.call(self.con, **params)
+        if isinstance(answer, verbs.Text) and answer.ctype == "application/json":
+            return json.loads(answer)
+        return answer
 
     def write(self, verb, body=None, **params):
         """A write verb on the file, in the writer's transaction (DuckDB allows one writing process)."""

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from causewatch.daemon import promql, rangeq, verbs
+from causewatch.daemon import promjson, promql, rangeq, verbs
 from causewatch.daemon.store import lake as store_lake
 
 log = logging.getLogger("causewatch.daemon.cluster")
@@ -120,8 +120,9 @@ class Cluster:
 
     def answer(self, method: str, path: str, params: dict, raw: bytes, accept: str) -> tuple[int, bytes, str, list]:
         """(code, body, content type, extra headers) for the whole cluster."""
-        verb = verbs.VERBS.get((method, path))
-        if verb is None or verb.merge.kind == "own":   # unknown routes answer as this shard's 404
+        verb = verbs.find(method, path)[0]
+        if verb is None or verb.merge.kind == "own" or _a_number(verb, params):
+            # unknown routes answer as this shard's 404; a number needs no shard's rows
             return (*self.local(method, path, params, raw, accept), [])
         if verb.merge.kind == "local":
             mine = Reply(self.shard, *self.local(method, path, params, raw, accept))
@@ -141,6 +142,11 @@ class Cluster:
                     if table is not None:
                         cold[r.shard] = table
         return merge(verb, params, replies, accept, cold)
+
+
+def _a_number(verb, params: dict) -> bool:
+    """An instant query of numbers alone (Grafana's test of a data source)."""
+    return verb is verbs.PROMQL_QUERY and promql.scalar(_last(params, "query")) is not None
 
 
 def asked(verb, params: dict) -> dict:
@@ -279,6 +285,14 @@ def _newest(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
     return 200, {**best, "shard": r.shard}, "application/json"
 
 
+def _union(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
+    """Prometheus' lists of every shard (label names, values, series' label sets), each element once."""
+    lists = kept(lambda o: None if isinstance(o, dict) and isinstance(o.get("data"), list)
+                 else "expected Prometheus' {status, data: [...]}")
+    seen = {json.dumps(x, sort_keys=True): x for _, obj in lists for x in obj["data"]}
+    return 200, promjson.listed([seen[k] for k in sorted(seen)]), "application/json"
+
+
 def _fanned(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
     """A write sent to every shard: each shard's answer, the first one's fields on top."""
     done = {r.shard: obj for r, obj in parsed}
@@ -294,7 +308,7 @@ def _alone(verb, params: dict, parsed: list, kept) -> tuple[int, object, str]:
 
 # the joiner of each JSON merge kind (verbs.MERGE_KINDS: "tables" is `_merged_tables`; "own" never merges)
 JOINS = {"records": _joined_records, "summed": _summed, "ranked": _ranked, "newest": _newest, "fanned": _fanned,
-         "local": _alone}
+         "local": _alone, "union": _union}
 
 
 def _sorted(rows: list[dict], order) -> list[dict]:
@@ -410,7 +424,7 @@ def _last(params: dict, name: str):
 
 def _finishing(verb, params: dict) -> tuple[tuple[str, ...], str]:
     """The labels and the final function of a partials verb's answer, read off its parameters."""
-    if verb is verbs.PROMQL_RANGE:
+    if verb in (verbs.PROMQL_RANGE, verbs.PROMQL_QUERY):
         parsed = promql.parse(_last(params, "query"))
         agg, by, fn = parsed.agg, parsed.by, parsed.fn
     else:
@@ -437,10 +451,10 @@ def _merged_partials(verb, params: dict, found: list[Reply], answered: list, mis
     labels, final = _finishing(verb, params)
     joined = rangeq.join_partials(tables, labels, final)
     if verb.errors == "prometheus":
-        body = rangeq.matrix(joined, labels)
-        if missing:
-            body["warnings"] = [f"shard {k} missing: {v}" for k, v in sorted(missing.items())]
-        return 200, _json(200, {**body, "cluster": about}), "application/json", headers(answered, missing)
+        warnings = {"warnings": [f"shard {k} missing: {v}" for k, v in sorted(missing.items())]} if missing else {}
+        shape = promjson.vector if verb is verbs.PROMQL_QUERY else promjson.matrix
+        body = shape(joined, labels, **warnings, cluster=about)
+        return 200, body.encode(), "application/json", headers(answered, missing)
     if verbs.ARROW in accept:
         joined = joined.replace_schema_metadata({META: json.dumps(about).encode()})
         sink = pa.BufferOutputStream()

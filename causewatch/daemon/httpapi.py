@@ -4,7 +4,8 @@ filtered by `name[]`; /api/ requests are answered by the API worker (routes.answ
 the daemon itself never loads pandas or the analytics).
 
 POSTs that write are taken from loopback or with the configured bearer token (a POST that only reads,
-as a scheduler extender's, from anywhere); that check, the body's size limit
+as a scheduler extender's, or a form asking a Prometheus read as Grafana posts one, from anywhere); that
+check, the body's size limit
 and /metrics stay in the daemon, so a scrape never waits for the worker.
 
 A web configuration (webconfig.py) adds HTTPS, its handshake on the request's own thread, and a user and
@@ -115,8 +116,9 @@ class Api:
             return answer(method, path, params, b"", accept)
         if method != "POST":
             return _json(405, {"error": f"{method}: the API takes GET and POST"})
-        verb = verbs.VERBS.get((method, path))
-        if ((verb is None or verb.writes) and not _loopback(environ.get("REMOTE_ADDR", ""))
+        verb = verbs.find(method, path)[0]
+        form = _form_verb(path, environ.get("CONTENT_TYPE", ""))
+        if (form is None and (verb is None or verb.writes) and not _loopback(environ.get("REMOTE_ADDR", ""))
                 and not self._has_token(environ.get("HTTP_AUTHORIZATION", ""))):
             return _json(403, {"error": "POST is taken from loopback or with the api_token of the daemon's config "
                                         "(Authorization: Bearer TOKEN)"})
@@ -126,7 +128,12 @@ class Api:
             return _json(400, {"error": f"Content-Length: not a number ({environ['CONTENT_LENGTH']!r})"})
         if length > MAX_BODY:
             return _json(413, {"error": f"body over {MAX_BODY} bytes"})
-        return answer(method, path, params, environ["wsgi.input"].read(length), accept)
+        body = environ["wsgi.input"].read(length)
+        if form is not None:   # a read asked by form, as Grafana asks Prometheus: the same as its GET
+            for name, values in urllib.parse.parse_qs(body.decode("latin-1")).items():
+                params[name] = params.get(name, []) + values
+            return answer("GET", path, params, b"", accept)
+        return answer(method, path, params, body, accept)
 
     def _peer_refused(self, peer: str, environ: dict) -> str | None:
         """Why a request marked as a peer's is refused: the peer must be one this daemon was told about,
@@ -147,6 +154,14 @@ class Api:
     def _authenticated(self, web: WebConfig, authorization: str) -> bool:
         """A configured user's password, or the api_token (a peer's request carries it, not a user's)."""
         return web.auth.allows(authorization) or self._has_token(authorization)
+
+
+def _form_verb(path: str, content_type: str):
+    """The GET verb a POSTed form asks (one that takes forms: Prometheus' API), or None."""
+    if content_type.partition(";")[0].strip().lower() != "application/x-www-form-urlencoded":
+        return None
+    verb = verbs.find("GET", path)[0]
+    return verb if verb is not None and verb.forms else None
 
 
 def _adding(start_response: Callable, headers: tuple) -> Callable:

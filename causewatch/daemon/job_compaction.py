@@ -69,8 +69,11 @@ class CompactionJob(Job):
         ])
 
     def merge(self, ctx: JobContext, day: str, files: list[str]) -> str | None:
-        """Rewrite a closed day's files as one (one day a run bounds the work); the day, or None when
-        the swap found the day changed meanwhile (the next run merges it again)."""
-        staged, rows = store.lake.merge(self.lake, files)
+        """Rewrite a closed day's files as one, in the lake's newest layout (one day a run bounds the
+        work); the day, or None when the swap found the day changed meanwhile (the next run merges it
+        again)."""
+        with ctx.read() as cur:
+            series = readers.samples.series_to_name(cur, files)
+        staged, rows = store.lake.merge(self.lake, files, series=series)
         done = ctx.write(functools.partial(store.lake.swap, lake=self.lake, old=files, staged=staged, rows=rows))
         return day if done else None

@@ -6,12 +6,14 @@ parts; anything else is refused naming what is not supported.
     selector := name ["{" matchers "}"] | "{" matchers "}"
 
 AGG: sum, avg, min, max, count; FN: avg, min, max, sum, count, last. A bare selector is each series'
-newest sample in the 5 minutes before each point, as Prometheus' lookback.
+newest sample in the 5 minutes before each point, as Prometheus' lookback. An instant query may also be
+a number or arithmetic of numbers (`1+1`, Grafana's test of a data source): a scalar.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections import namedtuple
 
@@ -160,6 +162,69 @@ def _label(name: str) -> str:
 
 def _unquote(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text[1:-1])
+
+
+class _Number(_Parser):
+    """Arithmetic of numbers: total := product (('+' | '-') product)*; product := unary (('*' | '/' | '%')
+    unary)*; unary := ('-' | '+') unary | number | '(' total ')'."""
+
+    def total(self) -> float:
+        value = self.product()
+        while self.peek()[1] in ("+", "-"):
+            value = value + self.product() if self.take() == "+" else value - self.product()
+        return value
+
+    def product(self) -> float:
+        value = self.unary()
+        while self.peek()[1] in ("*", "/", "%"):
+            op, right = self.take(), self.unary()
+            value = value * right if op == "*" else _divide(value, right, op)
+        return value
+
+    def unary(self) -> float:
+        kind, text, _ = self.peek()
+        if text in ("-", "+"):
+            self.take()
+            return -self.unary() if text == "-" else self.unary()
+        if text == "(":
+            self.take()
+            value = self.total()
+            self.take(")")
+            return value
+        return float(self.take(kind="num"))
+
+
+def _divide(a: float, b: float, op: str) -> float:
+    """Go's float division and math.Mod, as Prometheus': by zero is ±Inf or NaN, not an error."""
+    if b == 0:
+        return float("nan") if op == "%" or a == 0 or a != a else math.copysign(float("inf"), a)
+    return a / b if op == "/" else math.fmod(a, b)
+
+
+def scalar(text: str) -> float | None:
+    """The value of an expression of numbers alone, None for any other expression."""
+    try:
+        tokens = _tokens(text or "")
+    except InputError:
+        return None
+    if not tokens or any(kind not in ("num", "op") for kind, _, _ in tokens):
+        return None
+    p = _Number(text)
+    try:
+        value = p.total()
+    except (InputError, ValueError):
+        return None
+    return value if p.peek()[0] == "end" else None
+
+
+def selector(text: str) -> list[tuple[str, str, str]]:
+    """The matchers of a series selector alone (a `match[]` of the series and label APIs)."""
+    p = _Parser(text or "")
+    matchers = p.selector()
+    kind, rest, pos = p.peek()
+    if kind != "end":
+        raise InputError(f"match[]: {text!r} is not a series selector ({rest!r} at character {pos})")
+    return matchers
 
 
 def parse(text: str) -> Parsed:

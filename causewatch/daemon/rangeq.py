@@ -3,7 +3,8 @@ evaluation times start, start + step, ... <= end, each point's window (t - windo
 over each series' window (`fn`) and the aggregation across series (`agg`, grouped `by` labels).
 
 Here too: the partial columns a shard answers in a cluster, joined and finished with pyarrow (the
-daemon process merges shards' answers and loads no pandas), and an answer as Prometheus' matrix JSON.
+daemon process merges shards' answers and loads no pandas). A store's own answer is finished from its
+partials by daemon/rangefinish.py, and written as Prometheus' JSON by daemon/promjson.py.
 """
 
 from __future__ import annotations
@@ -123,39 +124,3 @@ def join_partials(tables: list[pa.Table], labels: tuple[str, ...], final: str) -
         value = pc.divide(cols["p_sum"], cols["p_count"]) if final == "avg" else cols[NEEDS[final][0]]
     out = pa.table({**{k: joined[k] for k in keys}, "value": pc.cast(value, pa.float64())})
     return out.sort_by([(k, "ascending") for k in keys])
-
-
-# ---- Prometheus' JSON ----------------------------------------------------------------------------
-
-def sample_text(v: float | None) -> str:
-    """A value as Prometheus writes it: the shortest exact decimal, +Inf, -Inf, NaN."""
-    if v is None or v != v:
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    text = repr(float(v))
-    return text[:-2] if text.endswith(".0") else text
-
-
-def _seconds(t: float):
-    return int(t) if float(t).is_integer() else t
-
-
-def matrix(table: pa.Table, labels: tuple[str, ...]) -> dict:
-    """An answer (labels, t, value; sorted by them) as query_range's success JSON, `metric` the series'
-    labels (ours named as Prometheus' where they differ: metric is __name__)."""
-    cols = table.to_pydict()
-    result, key, current = [], None, None
-    for i, (t, v) in enumerate(zip(cols["t"], cols["value"])):
-        here = tuple(cols[c][i] for c in labels)
-        if here != key:
-            key = here
-            current = {"metric": {("__name__" if c == "metric" else c): x for c, x in zip(labels, here)},
-                       "values": []}
-            result.append(current)
-        current["values"].append([_seconds(t), sample_text(v)])
-    return {"status": "success", "data": {"resultType": "matrix", "result": result}}
-
-
-def prometheus_error(message: str, kind: str = "bad_data") -> dict:
-    return {"status": "error", "errorType": kind, "error": message}

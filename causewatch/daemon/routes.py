@@ -24,7 +24,7 @@ from causewatch import wire
 from causewatch.analytics.causal import CausalModel, model_svg
 from causewatch.analytics.fuzzy import find_bottlenecks, perfql, summarise_bottlenecks
 from causewatch.analytics.fuzzy.summaries import KEYS, records
-from causewatch.daemon import learning, promql, rangeq, readers, store, verbs
+from causewatch.daemon import learning, promjson, promql, rangeq, readers, store, verbs
 from causewatch.daemon.cursor import Cursor
 from causewatch.errors import CausewatchError, InputError, NotFoundError
 from causewatch.probe import broker, extender
@@ -167,8 +167,11 @@ def _one_of(label: str, values: list[str] | None) -> tuple | None:
     return (label, "=", values[0]) if len(values) == 1 else (label, "=~", "|".join(map(re.escape, values)))
 
 
+JSON = "application/json"
+
+
 @verbs.PROMQL_RANGE.handles
-def promql_range(con: Cursor, query, start, end, step, partial):
+def promql_range(con: Cursor, query, start, end, step, timeout, partial):
     """Prometheus' query_range for a PromQL subset (daemon/promql.py):
     /api/v1/query_range?query=avg by (node) (avg_over_time(cpu[5m]))&start=T0&end=T1&step=60s
     (times Unix or RFC 3339; step seconds or a duration); a matrix in Prometheus' JSON."""
@@ -179,7 +182,51 @@ def promql_range(con: Cursor, query, start, end, step, partial):
     q = rangeq.question(parsed.matchers, promql.timestamp(start, "start"), promql.timestamp(end, "end"),
                         promql.duration(step), parsed.window, parsed.fn, parsed.agg, parsed.by)
     table = readers.ranges.answer(con, q, bool(partial))
-    return table.to_pandas() if partial else rangeq.matrix(table, q.labels)
+    return table.to_pandas() if partial else verbs.Text(promjson.matrix(table, q.labels), JSON)
+
+
+@verbs.PROMQL_QUERY.handles
+def promql_query(con: Cursor, query, time, timeout, partial):
+    """Prometheus' instant query for the PromQL subset, at `time` (now by default): /api/v1/query?query=
+    max by (node) (load1)&time=T; a vector in Prometheus' JSON, or a scalar for arithmetic of numbers."""
+    at = _now() if time is None else promql.timestamp(time, "time")
+    number = promql.scalar(query)
+    if number is not None:
+        return verbs.Text(promjson.scalar(at, number), JSON)
+    parsed = promql.parse(query)
+    q = rangeq.question(parsed.matchers, at, at, parsed.window, parsed.window, parsed.fn, parsed.agg, parsed.by)
+    table = readers.ranges.answer(con, q, bool(partial))
+    return table.to_pandas() if partial else verbs.Text(promjson.vector(table, q.labels), JSON)
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _selectors(match: list[str] | None) -> list:
+    return [promql.selector(m) for m in match or ()]
+
+
+@verbs.LABELS.handles
+def label_names(con: Cursor, match, start, end) -> dict:
+    """Prometheus' label names of the series (those `match[]` selects): /api/v1/labels[?match[]=up]."""
+    return promjson.listed(readers.labels.names(con, _selectors(match)))
+
+
+@verbs.LABEL_VALUES.handles
+def label_values(con: Cursor, name, match, start, end) -> dict:
+    """A label's values: /api/v1/label/__name__/values[?match[]={node="n1"}] (also ?name=__name__)."""
+    if not name:
+        raise InputError("name: give the label, as /api/v1/label/NAME/values")
+    return promjson.listed(readers.labels.values(con, name, _selectors(match)))
+
+
+@verbs.SERIES.handles
+def series(con: Cursor, match, start, end) -> dict:
+    """The label sets of the series `match[]` selects: /api/v1/series?match[]=up&match[]={node="n1"}."""
+    if not match:
+        raise InputError("match[]: give at least one series selector, e.g. match[]=up or match[]={node=\"n1\"}")
+    return promjson.listed(readers.labels.label_sets(con, _selectors(match)))
 
 
 @verbs.BBV_TARGETS.handles
@@ -323,7 +370,7 @@ def _json(code: int, obj) -> tuple[int, bytes, str]:
 
 def _error(verb: verbs.Verb, message: str, kind: str) -> dict:
     """An error answer in the verb's shape: causewatch's {"error"}, or Prometheus' with its errorType."""
-    return rangeq.prometheus_error(message, kind) if verb.errors == "prometheus" else {"error": message}
+    return promjson.error(message, kind) if verb.errors == "prometheus" else {"error": message}
 
 
 def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, write,
@@ -331,10 +378,11 @@ def answer(method: str, path: str, params: dict, raw: bytes, cursor: Cursor, wri
     """The answer to `method path?params` (POST: with body `raw`), reading through `cursor` and writing
     with `write(fn)` (remote.answer gives the daemon's; a test, a DuckDB file's). A DataFrame answers
     as Arrow when `accept` (the request's Accept header) names verbs.ARROW, else as JSON."""
-    verb = verbs.VERBS.get((method, path))
+    verb, named = verbs.find(method, path)
     if verb is None:
         known = sorted(v.path for v in verbs.VERBS.values() if v.method == method)
         return _json(404, {"error": f"no route {method} {path} (known: {', '.join(['/metrics', *known])})"})
+    params = {**params, **named}
     try:
         if method == "GET":
             result = verb.call(cursor, **verb.parse(params))

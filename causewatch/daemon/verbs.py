@@ -27,10 +27,16 @@ class Text(str):
 
 # Param and Merge are named tuples, not dataclasses: every data verb's CLI imports this module, `--help`
 # too, and dataclasses loads inspect and ast.
-class Param(namedtuple("Param", "name kind many default", defaults=(str, False, None))):
+class Param(namedtuple("Param", "name kind many default alias", defaults=(str, False, None, None))):
     """A query parameter, which is also the reader's keyword: `kind` converts a query value, `many`
-    takes every value given (a list), `default` stands in when it is not given."""
+    takes every value given (a list), `default` stands in when it is not given, `alias` is its name in
+    a query string where that is no Python name (Prometheus' `match[]`)."""
     __slots__ = ()
+
+    @property
+    def asked(self) -> str:
+        """Its name in a query string."""
+        return self.alias or self.name
 
 
 # What a cluster does with the shards' answers to a verb (daemon/cluster.py has one joiner each):
@@ -45,6 +51,7 @@ MERGE_KINDS = {
     "own": "this shard's answer unchanged (a caller that expects its own format)",
     "partials": "each shard's partial aggregates per group and time (asked with `partial=1`), joined and finished "
                 "as one answer (daemon/rangeq.py)",
+    "union": "Prometheus' lists (label names, a label's values, series) of every shard, each element once, sorted",
 }
 
 
@@ -71,8 +78,8 @@ def local(reason: str) -> Merge:
     return Merge("local", reason=reason)
 
 
-SUMMED, RANKED, NEWEST, FANNED, OWN, PARTIALS = (Merge(k) for k in ("summed", "ranked", "newest", "fanned", "own",
-                                                                   "partials"))
+SUMMED, RANKED, NEWEST, FANNED, OWN, PARTIALS, UNION = (
+    Merge(k) for k in ("summed", "ranked", "newest", "fanned", "own", "partials", "union"))
 
 
 class Verb:
@@ -80,9 +87,12 @@ class Verb:
     `parse` turns a query string's parameters into those keywords and `query` keywords into its."""
 
     def __init__(self, name: str, *params: Param, merge: Merge, method: str = "GET", writes: bool | None = None,
-                 errors: str = "causewatch"):
-        """`errors`: the shape of its error answers, causewatch's {"error"} or "prometheus" (its API's)."""
+                 errors: str = "causewatch", forms: bool = False):
+        """`errors`: the shape of its error answers, causewatch's {"error"} or "prometheus" (its API's);
+        `forms`: a GET verb that also takes its parameters as a POSTed form (as Prometheus' API does,
+        and Grafana asks)."""
         self.name, self.path, self.method, self.merge, self.errors = name, f"/api/{name}", method, merge, errors
+        self.forms = forms
         # a POST that only reads (a scheduler's question in a body) is open to any host, as GETs are
         self.writes = method == "POST" if writes is None else writes
         self.params = {p.name: p for p in params}
@@ -113,14 +123,15 @@ class Verb:
     def parse(self, query: dict[str, list[str]]) -> dict:
         """Keywords from a parsed query string; a parameter the verb does not take, or a value that does
         not convert, is an InputError naming it."""
-        unknown = sorted(set(query) - set(self.params))
+        asked = {p.asked: p for p in self.params.values()}
+        unknown = sorted(set(query) - set(asked))
         if unknown:
             raise InputError(f"{', '.join(unknown)}: {self.path} takes no such parameter "
-                             f"(takes {', '.join(self.params) or 'none'})")
+                             f"(takes {', '.join(asked) or 'none'})")
         kwargs = {}
         for name, p in self.params.items():
-            if name in query:
-                values = query[name] if p.many else query[name][-1:]
+            if p.asked in query:
+                values = query[p.asked] if p.many else query[p.asked][-1:]
                 try:
                     converted = [p.kind(v) for v in values]
                 except ValueError:
@@ -131,7 +142,7 @@ class Verb:
     def query(self, **kwargs) -> dict:
         """The query-string parameters of these keywords (None left out, a list for `many`)."""
         self._check(kwargs)
-        return {k: v for k, v in kwargs.items() if v is not None}
+        return {self.params[k].asked: v for k, v in kwargs.items() if v is not None}
 
 
 def count(value: str) -> int:
@@ -190,9 +201,20 @@ LEARN = Verb("learn", Param("data"), Param("app"), Param("metric", many=True), P
 RANGE = Verb("range", Param("metric", many=True), NODE, Param("scope"), Param("start", float), Param("end", float),
              Param("step", float, default=60.0), Param("window", float), Param("fn", default="avg"), Param("agg"),
              Param("by", many=True), Param("partial", int, default=0), merge=PARTIALS)
-# Prometheus' query_range for a PromQL subset (daemon/promql.py), as Grafana's Prometheus data source asks it
-PROMQL_RANGE = Verb("v1/query_range", Param("query"), Param("start"), Param("end"), Param("step"),
-                    Param("partial", int, default=0), merge=PARTIALS, errors="prometheus")
+# Prometheus' HTTP API for a PromQL subset (daemon/promql.py), as Grafana's Prometheus data source asks it (GET
+# or a POSTed form): query_range and the instant query (a point, or a number), the label names, a label's
+# values and the series' label sets; `timeout` is taken and ignored, `start` and `end` of the lists too (every
+# stored series is named: the series table keeps no times).
+PROMETHEUS = {"errors": "prometheus", "forms": True}
+TIMEOUT, MATCH = Param("timeout"), Param("match", many=True, alias="match[]")
+PROMQL_RANGE = Verb("v1/query_range", Param("query"), Param("start"), Param("end"), Param("step"), TIMEOUT,
+                    Param("partial", int, default=0), merge=PARTIALS, **PROMETHEUS)
+PROMQL_QUERY = Verb("v1/query", Param("query"), Param("time"), TIMEOUT, Param("partial", int, default=0),
+                    merge=PARTIALS, **PROMETHEUS)
+LABELS = Verb("v1/labels", MATCH, Param("start"), Param("end"), merge=UNION, **PROMETHEUS)
+# Prometheus' path names the label (/api/v1/label/NAME/values): `find` reads it as `name`
+LABEL_VALUES = Verb("v1/label/values", Param("name"), MATCH, Param("start"), Param("end"), merge=UNION, **PROMETHEUS)
+SERIES = Verb("v1/series", MATCH, Param("start"), Param("end"), merge=UNION, **PROMETHEUS)
 
 # The units the agents follow (docs/agent.md, "Units"): jobs by default, running, finished or all, per user
 # and node, running at some time in the `last` seconds; and one Slurm job's report on each of its nodes.
@@ -214,5 +236,15 @@ OVERVIEW = Verb("overview", merge=local("an overview of one store: its rows, its
 
 VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, PROBE_STATUS, REGIONS, TASKS,
                                          TASK_APPS, SAMPLES, BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS,
-                                         BASELINE, PRIORITIZE, RANGE, PROMQL_RANGE,
+                                         BASELINE, PRIORITIZE, RANGE, PROMQL_RANGE, PROMQL_QUERY, LABELS,
+                                         LABEL_VALUES, SERIES,
                                          COUNTS, OVERVIEW, JOBS, JOB)}
+
+
+def find(method: str, path: str) -> tuple[Verb | None, dict[str, list[str]]]:
+    """The verb of a request (None: no such route) and the parameters its path gives."""
+    head, sep, rest = path.partition("/api/v1/label/")
+    name, slash, tail = rest.partition("/")
+    if sep and not head and slash and tail == "values" and name:
+        return VERBS.get((method, LABEL_VALUES.path)), {"name": [name]}
+    return VERBS.get((method, path)), {}

@@ -21,7 +21,7 @@ import pytest
 from causewatch import wire
 from causewatch.commands.source import open_source
 from causewatch.config import DaemonConfig, load
-from causewatch.daemon import readers, store, verbs
+from causewatch.daemon import rangeq, readers, store, verbs
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_compaction import CHUNK, CompactionJob
 from causewatch.daemon.job_retention import RetentionJob
@@ -254,6 +254,54 @@ def test_a_closed_day_is_merged_into_one_sorted_file_and_a_stale_merge_is_refuse
     pd.testing.assert_frame_equal(df, df.sort_values(KEY, ignore_index=True))
     assert sorted(p.relative_to(filled.lake).as_posix() for p in filled.lake.rglob("*.parquet")) == sorted(
         [path, *other])
+
+
+def _ranges(s: Store) -> list[pd.DataFrame]:
+    """Range questions over both days: each series' means, a node's maxima, one metric's newest values."""
+    asked = [([("metric", "=", "mem")], 1800, "avg", None, ()),
+             ([("node", "=", "n1")], 3600, "max", "max", ("metric",)),
+             ([("metric", "=~", "c.*")], 900, "last", "sum", ("node",))]
+    with s.cursor() as cur:
+        return [readers.ranges.answer(cur, rangeq.question(m, T0 + 600, T0 + 1.9 * DAY, 900, w, fn, agg, by))
+                .to_pandas() for m, w, fn, agg, by in asked]
+
+
+def test_a_lake_file_that_names_its_series_only_reads_alike_until_a_merge_gives_it_ids(filled):
+    """Files of the first layout (as daemons wrote them before the series id column): every reader
+    answers as from the newest layout, and the compaction job rewrites each such closed day with ids."""
+    compact(filled, T0 + 2 * DAY)
+    before, answers = reads(filled), _ranges(filled)
+    assert all(len(a) for a in answers)
+    with filled.cursor() as cur:
+        paths = [filled.lake / p for (p,) in cur.execute("SELECT path FROM lake_files").fetchall()]
+    for path in paths:
+        old = path.with_suffix(".old")
+        filled.con.execute(f"COPY (SELECT node, scope, metric, ts, value FROM read_parquet('{path}') ORDER BY ALL) "
+                           f"TO '{old}' (FORMAT parquet)")
+        os.replace(old, path)
+    filled.con.execute("UPDATE lake_files SET layout = ?", [store.views.NAMES])
+    store.views.create_views(filled.con, filled.lake)
+    with filled.cursor() as cur:
+        columns = cur.execute(f"DESCRIBE SELECT * FROM read_parquet('{paths[0]}')").df().column_name
+    assert "series_id" not in set(columns)
+
+    def same() -> None:
+        after = reads(filled)
+        for name, value in before.items():
+            if isinstance(value, pd.DataFrame):
+                pd.testing.assert_frame_equal(after[name], value, check_exact=True, obj=name)
+            else:
+                assert after[name] == value, name
+        for got, want in zip(_ranges(filled), answers, strict=True):
+            pd.testing.assert_frame_equal(got, want)
+
+    same()
+    job = CompactionJob(str(filled.lake), hot_seconds=3600, clock=lambda: T0 + 10 * DAY)
+    for _ in paths:   # a day a run
+        job.run(context(filled))
+    with filled.cursor() as cur:
+        assert cur.execute("SELECT list(DISTINCT layout) FROM lake_files").fetchone()[0] == [store.views.IDS]
+    same()
 
 
 def test_retention_drops_whole_days_of_the_lake_after_rolling_them_up(tmp_path, filled):

@@ -218,6 +218,8 @@ EXAMPLES = {
     "range": {"metric": ["a"], "start": 0.0, "end": 60.0, "step": 10.0, "fn": "count"},
     "v1/query_range": {"query": "count_over_time(a[10s])", "start": "0", "end": "60", "step": "10s"},
     "counts": {}, "overview": {}, "jobs": {"kind": "service"}, "job": {"id": "7"},
+    "v1/query": {"query": "count_over_time(a[30s])", "time": "59"}, "v1/labels": {},
+    "v1/label/values": {"name": "__name__"}, "v1/series": {"match": ["a"]},
 }
 
 
@@ -233,7 +235,7 @@ def _size(verb, answer) -> int | dict:
     if kind == "partials":   # counts over time, which two copies double
         if isinstance(answer, pd.DataFrame):
             return list(answer["value"])
-        return [float(v) for s in answer["data"]["result"] for _, v in s["values"]]
+        return [float(v) for s in answer["data"]["result"] for _, v in s.get("values", [s.get("value")])]
     return {k: v for k, v in answer.items() if k != "shard"}
 
 
@@ -288,7 +290,8 @@ def test_every_get_verb_answers_alike_by_route_both_sources_and_a_cluster(tmp_pa
                     if name == "rank":   # a probe's age grows between the two asks
                         [n.pop("age_seconds") for n in (*here["nodes"], *there["nodes"])]
                     assert here == there, name
-                query = {k: [str(x) for x in (v if isinstance(v, list) else [v])] for k, v in params.items()}
+                query = {k: [str(x) for x in (v if isinstance(v, list) else [v])]
+                         for k, v in verb.query(**params).items()}
                 code, data, ctype, _ = _two_shards(verb, query, mine, url)
                 merged, about = source._answer(data, ctype)
                 assert code == 200 and about["shards"] == (["a"] if verb.merge.kind == "local" else ["a", "b"]), name

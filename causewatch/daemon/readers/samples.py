@@ -7,7 +7,7 @@ import pandas as pd
 
 from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
-from causewatch.daemon.store.views import samples_filter
+from causewatch.daemon.store.views import NAMES, samples_filter
 
 
 def samples_per_metric(con: Cursor) -> dict[str, int]:
@@ -54,7 +54,17 @@ def tiers(con: Cursor) -> dict[str, float]:
 
 def lake_days_to_merge(con: Cursor, before: str) -> list[tuple[str, list[str]]]:
     """The lake's days before `before` (YYYY-MM-DD: no regular move adds to them) that have more than
-    one file, oldest first, each with its files."""
+    one file or a file of the first layout (names only: a merge writes the series ids too), oldest
+    first, each with its files."""
     return [(day, sorted(files)) for day, files in con.execute(
-        "SELECT day::VARCHAR, list(path) FROM lake_files WHERE day < ?::DATE GROUP BY day HAVING count(*) > 1 "
-        "ORDER BY day", [before]).fetchall()]
+        "SELECT day::VARCHAR, list(path) FROM lake_files WHERE day < ?::DATE GROUP BY day "
+        "HAVING count(*) > 1 OR min(layout) = ? ORDER BY day", [before, NAMES]).fetchall()]
+
+
+def series_to_name(con: Cursor, files: list[str]):
+    """The store's series (series_id, node, scope, metric, as Arrow) when any of the lake's `files` is
+    of the first layout (names only), which a merge gives ids from; else None."""
+    if not con.execute("SELECT count(*) FROM lake_files WHERE list_contains(?, path) AND layout = ?",
+                       [files, NAMES]).fetchall()[0][0]:
+        return None
+    return con.sql("SELECT series_id, node, scope, metric FROM series").to_arrow_table()

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 
 from causewatch.daemon.cursor import Cursor
-from causewatch.daemon.store.lake import folder_for
+from causewatch.daemon.store.lake import READS, folder_for
 from causewatch.daemon.store.views import create_views
 from causewatch.errors import InputError
 
@@ -31,6 +31,7 @@ def open_store(path: str, need: tuple[str, ...] = ()) -> duckdb.DuckDBPyConnecti
         hint = " (a running daemon holds its store: read it through the daemon's HTTP API)" \
             if "lock" in str(e).lower() else ""
         raise InputError(f"{path}: cannot open the DuckDB store read-only ({e}){hint}") from None
+    con.execute(READS)
     missing = set(need) - set(table_names(con))
     if missing:
         con.close()

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from causewatch import wire
 from causewatch.daemon.store import columns
-from causewatch.daemon.store.lake import folder_for, publish, sweep
+from causewatch.daemon.store.lake import READS, folder_for, publish, sweep
 from causewatch.daemon.store.results import record_probe_facts
 from causewatch.daemon.store.schema import migrate
 from causewatch.daemon.store.units import UPSERT, unit_rows
@@ -141,6 +141,7 @@ class Store:
         self.path, self.lake = path, folder_for(path, lake, shard)
         self.con = duckdb.connect(path, config={"memory_limit": f"{memory_bytes}B"} if memory_bytes else {})
         try:
+            self.con.execute(READS)
             self.version = migrate(self.con)
             self._open_lake()
         except BaseException:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import duckdb
 
-from causewatch.daemon.store.views import create_views, listed, samples_filter
+from causewatch.daemon.store.views import IDS, create_views, listed, samples_filter
 
 DAY_MS = 86_400_000
 TABLE = "samples"        # the lake's one table so far: its folder under the lake
@@ -43,6 +43,9 @@ ORDER = "node, scope, metric, ts"
 # The export's own DuckDB (export): what it may hold before it spills, and the rows a streamed batch holds.
 EXPORT_MEMORY_BYTES = 256 * 2**20
 EXPORT_BATCH_ROWS = 1 << 17
+# What a connection that reads the lake sets: a file is never rewritten in place (a move or a merge writes
+# a new one), so its footer is read once, not at every query.
+READS = "SET parquet_metadata_cache = true"
 COPY_OPTIONS = ("FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 9, PARQUET_VERSION v2, "
                 "DICTIONARY_SIZE_LIMIT 1, ROW_GROUP_SIZE 1048576")
 
@@ -120,7 +123,8 @@ def shard_samples(root: str | Path, shard: str, metrics: list[str] | None = None
     quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     where, params = samples_filter(metrics, scope)
     with duckdb.connect() as con:
-        return con.sql(f"SELECT node, ts / 1000 AS ts, scope, metric, value FROM read_parquet([{quoted}]) "
+        return con.sql(f"SELECT node, ts / 1000 AS ts, scope, metric, value FROM read_parquet([{quoted}], "
+                       "union_by_name = true) "
                        f"WHERE {where} ORDER BY ts, node, scope, metric", params=params).to_arrow_table()
 
 
@@ -172,8 +176,8 @@ def export(cur: duckdb.DuckDBPyConnection, lake: str, lo: int, hi: int) -> tuple
     folder = Path(lake)
     staged = f"{STAGING}/{uuid.uuid4().hex}.parquet"
     (folder / STAGING).mkdir(parents=True, exist_ok=True)
-    query = f"""SELECT s.node, s.scope, s.metric, h.ts, h.value FROM {HOT} h JOIN {SERIES} s USING (series_id)
-        WHERE h.ts >= ? AND h.ts < ?"""
+    query = f"""SELECT s.node, s.scope, s.metric, h.series_id, h.ts, h.value FROM {HOT} h
+        JOIN {SERIES} s USING (series_id) WHERE h.ts >= ? AND h.ts < ?"""
     # a cursor of its own, so the caller's connection (the writer's, in adopt) has no result left open
     with cur.cursor() as streaming, duckdb.connect(config={
             "memory_limit": f"{EXPORT_MEMORY_BYTES}B", "threads": 1,
@@ -212,14 +216,20 @@ def adopt(con: duckdb.DuckDBPyConnection, lake: str, staged: str, lo: int, hi: i
                                      ).fetchone()
         if n != rows:
             raise RuntimeError(f"lake file {rel} holds {n} rows where {rows} were written")
-        con.execute("INSERT INTO lake_files VALUES (?, ?, ?::DATE, ?, ?, ?, ?, ?)",
-                    [rel, TABLE, _day(lo), rows, os.path.getsize(folder / rel), first, last, time.time()])
+        _list(con, folder, rel, _day(lo), rows, first, last)
         con.execute(f"DELETE FROM {HOT} WHERE ts >= ? AND ts < ?", [lo, hi])
         create_views(con, folder)
         return rows
     except BaseException:   # the transaction's rollback keeps the rows hot
         (folder / rel).unlink(missing_ok=True)
         raise
+
+
+def _list(con: duckdb.DuckDBPyConnection, folder: Path, rel: str, day: str, rows: int, lo: int, hi: int) -> None:
+    """A file of this module's layout in the lake's catalog."""
+    con.execute("INSERT INTO lake_files (path, tbl, day, rows, bytes, ts_min, ts_max, written, layout) "
+                "VALUES (?, ?, ?::DATE, ?, ?, ?, ?, ?, ?)",
+                [rel, TABLE, day, rows, os.path.getsize(folder / rel), lo, hi, time.time(), IDS])
 
 
 def drop_before(con: duckdb.DuckDBPyConnection, lake: Path, day: str) -> int:
@@ -232,19 +242,26 @@ def drop_before(con: duckdb.DuckDBPyConnection, lake: Path, day: str) -> int:
     return rows
 
 
-def merge(lake: str, files: list[str], memory_bytes: int = 256 * 2**20) -> tuple[str, int]:
+def merge(lake: str, files: list[str], memory_bytes: int = 256 * 2**20, series=None) -> tuple[str, int]:
     """Rewrite `files` (one day's, relative paths) as one sorted file in the staging folder, outside the
     store (the jobs worker runs this on its own DuckDB: the writer is not held while it sorts).
+    `series` (an Arrow table of the store's series: series_id, node, scope, metric) gives the ids of
+    files of the first layout, which name their series only; a row whose names it lacks keeps a null id.
     Returns (staged path relative to the lake, rows)."""
     folder = Path(lake)
     staged = f"{STAGING}/{uuid.uuid4().hex}.parquet"
     (folder / STAGING).mkdir(parents=True, exist_ok=True)
     paths = ", ".join("'" + str(folder / f).replace("'", "''") + "'" for f in files)
+    source = f"read_parquet([{paths}], hive_partitioning = false, union_by_name = true)"
+    if series is not None:
+        source = f"""(SELECT c.node, c.scope, c.metric, s.series_id, c.ts, c.value FROM {source} c
+            LEFT JOIN series_rows s USING (node, scope, metric))"""
     with duckdb.connect(config={"memory_limit": f"{memory_bytes}B", "threads": 1,
                                 "temp_directory": str(folder / STAGING / "spill")}) as con:
-        rows = con.execute(f"""COPY (SELECT node, scope, metric, ts, value FROM read_parquet([{paths}],
-            hive_partitioning = false) ORDER BY {ORDER}) TO '{str(folder / staged).replace("'", "''")}'
-            ({COPY_OPTIONS})""").fetchone()[0]
+        if series is not None:   # on the merge's own connection, closed below
+            con.register("series_rows", series)
+        rows = con.execute(f"""COPY (SELECT node, scope, metric, series_id, ts, value FROM {source} ORDER BY {ORDER})
+            TO '{str(folder / staged).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
     return staged, rows
 
 
@@ -263,8 +280,7 @@ def swap(con: duckdb.DuckDBPyConnection, lake: str, old: list[str], staged: str,
     try:
         lo, hi = con.execute(f"SELECT min(ts), max(ts) FROM read_parquet('{folder / rel}')").fetchone()
         con.execute("DELETE FROM lake_files WHERE list_contains(?, path)", [old])
-        con.execute("INSERT INTO lake_files VALUES (?, ?, ?::DATE, ?, ?, ?, ?, ?)",
-                    [rel, TABLE, found[2], rows, os.path.getsize(folder / rel), lo, hi, time.time()])
+        _list(con, folder, rel, found[2], rows, lo, hi)
         create_views(con, folder)
         return True
     except BaseException:

@@ -123,6 +123,8 @@ MIGRATIONS: list[tuple[int, str]] = [
         memory_bytes BIGINT, gpus BIGINT, cgroup VARCHAR, source VARCHAR, counted JSON, totals JSON, extra JSON,
         updated DOUBLE, PRIMARY KEY (node, unit, started));
     """),
+    # Each lake file's layout (store.views.NAMES, IDS): the files written so far name their series only.
+    (12, "ALTER TABLE lake_files ADD COLUMN layout INTEGER DEFAULT 1"),
 ]
 
 

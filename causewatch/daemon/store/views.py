@@ -2,8 +2,9 @@
 every transaction that changes the lake's file list.
 
 Readers (verbs, routes, analyses, PERFQL) name `samples`, `samples_minute` and `bbv` with the columns
-they always had (range questions, `samples_cold`: the lake's rows as stored); the base tables under them
-key each row by an integer id (`series`, `bbv_keys`) and keep times of samples as integer milliseconds.
+they always had (range questions, `samples_cold`: the lake's rows as the hot ones are, series id and
+ms, with their day); the base tables under them key each row by an integer id (`series`, `bbv_keys`)
+and keep times of samples as integer milliseconds.
 `samples` is hot ∪ cold: the DuckDB rows and the lake's listed Parquet files (daemon/store/lake.py). The
 views are not migrations: `create_views` runs at each `Store` open (CREATE OR REPLACE), so the lake's
 files are named where the store is opened; a read-only open makes them as its connection's temporary
@@ -17,7 +18,9 @@ from pathlib import Path
 import duckdb
 
 # Every view create_views makes (schema.TABLES lists them after the base tables).
-VIEWS = ("samples", "samples_raw", "samples_minute", "bbv", "samples_cold")
+VIEWS = ("samples", "samples_raw", "samples_minute", "bbv", "samples_cold", "lake_paths")
+# A lake file's layout (lake_files.layout): its rows by names only (the first), or with the series id too.
+NAMES, IDS = 1, 2
 
 # samples_hot.ts and samples_minute_agg.minute are integer ms; `/ 1000` (BIGINT / INTEGER) is DOUBLE
 # division, correctly rounded: the seconds a sender wrote to the millisecond come back as that double.
@@ -27,45 +30,82 @@ _HOT_SAMPLES = """SELECT s.node, h.ts / 1000 AS ts, s.scope, s.metric, h.value
 _HOT_RAW = "SELECT series_id, ts, value FROM samples_hot"
 _SAMPLES_MINUTE = """SELECT s.node, s.scope, s.metric, a.minute / 1000 AS minute, a.count, a.mean, a.min, a.max
     FROM samples_minute_agg a JOIN series s USING (series_id)"""
-# The lake's rows in its own terms (ms times, the names as columns), empty while none is listed: what a
-# range query reads cold, its ms bounds and name filters pruning the files' row groups.
-_NO_COLD = "SELECT NULL::VARCHAR AS node, NULL::VARCHAR AS scope, NULL::VARCHAR AS metric, NULL::BIGINT AS ts, " \
-           "NULL::DOUBLE AS value WHERE FALSE"
+# The lake's rows in the hot rows' terms (series id, ms) and their day, empty while none is listed: what a
+# range query reads cold, its ids, ms bounds and days pruning the files, row groups and pages. A file of
+# the first layout (names only) is read by its names joined to the series.
+_NO_COLD = "SELECT NULL::INTEGER AS series_id, NULL::BIGINT AS ts, NULL::DOUBLE AS value, NULL::DATE AS day WHERE FALSE"
+# The lake's listed files that are there, by absolute path, with their layout and bounds: what a reader
+# that names the files of its range itself reads (readers.ranges), from the same snapshot as the hot rows.
+_NO_PATHS = "SELECT NULL::VARCHAR AS file, NULL::INTEGER AS layout, NULL::DATE AS day, NULL::BIGINT AS ts_min, " \
+            "NULL::BIGINT AS ts_max WHERE FALSE"
 _BBV = """SELECT v.node, v.boot, v.seq, v.target, v.kind, v.t_start, v.t_end, k.key, c.count, v.pid, v.lost
     FROM bbv_counts c JOIN bbv_vectors v USING (vector_id) JOIN bbv_keys k USING (key_id)"""
 
 
-def listed(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The lake's files in its catalog (paths relative to the lake folder), oldest day first."""
-    return [p for (p,) in con.execute("SELECT path FROM lake_files ORDER BY day, path").fetchall()]
+def listed(con: duckdb.DuckDBPyConnection, layout: int | None = None) -> list[str]:
+    """The lake's files in its catalog (paths relative to the lake folder), oldest day first; those of
+    one layout (NAMES or IDS), or all. A store not migrated yet (read-only, by an older daemon) lists
+    the first layout's only."""
+    if layout is not None and not _has_layouts(con):
+        return listed(con) if layout == NAMES else []
+    where, params = ("WHERE layout = ?", [layout]) if layout is not None else ("", [])
+    return [p for (p,) in con.execute(f"SELECT path FROM lake_files {where} ORDER BY day, path", params).fetchall()]
 
 
-def cold_files(con: duckdb.DuckDBPyConnection, lake: Path | None) -> str | None:
-    """read_parquet over the lake's listed files, None while none is listed. The files are spelled out,
-    not globbed: a file counts only from the transaction that listed it."""
-    files = [p for p in listed(con) if (lake / p).exists()] if lake is not None else []
+def _has_layouts(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'lake_files' "
+                            "AND column_name = 'layout'").fetchall()[0][0])
+
+
+def cold_files(con: duckdb.DuckDBPyConnection, lake: Path | None, layout: int | None = None) -> str | None:
+    """read_parquet over the lake's listed files (of one layout, or all), None while none is listed.
+    The files are spelled out, not globbed: a file counts only from the transaction that listed it."""
+    files = [p for p in listed(con, layout) if (lake / p).exists()] if lake is not None else []
     if not files:
         return None
     quoted = ", ".join("'" + str(lake / p).replace("'", "''") + "'" for p in files)
-    return f"read_parquet([{quoted}], hive_partitioning = true)"
+    mixed = layout is None and bool(listed(con, NAMES)) and bool(listed(con, IDS))
+    return f"read_parquet([{quoted}], hive_partitioning = true{', union_by_name = true' if mixed else ''})"
+
+
+def _cold_by_id(con: duckdb.DuckDBPyConnection, lake: Path | None) -> str | None:
+    """The lake's rows as (series_id, ts, value, day), both layouts; None while none is listed."""
+    parts = []
+    ids, names = cold_files(con, lake, IDS), cold_files(con, lake, NAMES)
+    if ids:
+        parts.append(f"SELECT series_id, ts, value, day FROM {ids}")
+    if names:
+        parts.append(f"SELECT s.series_id, c.ts, c.value, c.day FROM {names} c "
+                     "JOIN series s USING (node, scope, metric)")
+    return " UNION ALL ".join(parts) or None
+
+
+def _paths(con: duckdb.DuckDBPyConnection, lake: Path | None) -> str:
+    if lake is None:
+        return _NO_PATHS
+    prefix = (str(lake) + "/").replace("'", "''")
+    layout = "layout" if _has_layouts(con) else f"{NAMES}"
+    missing = ", ".join("'" + p.replace("'", "''") + "'" for p in listed(con) if not (lake / p).exists())
+    return f"""SELECT '{prefix}' || path AS file, {layout} AS layout, day, ts_min, ts_max FROM lake_files
+        {f'WHERE path NOT IN ({missing})' if missing else ''}"""
 
 
 def create_views(con: duckdb.DuckDBPyConnection, lake: Path | None = None, temporary: bool = False) -> None:
     """(Re)create every view of VIEWS over the migrated base tables and the lake's listed files;
     `temporary`: as this connection's own views, which shadow the file's (a read-only open cannot
     replace those, and they name the lake where the store was last opened for writing)."""
-    cold = cold_files(con, lake)
+    cold, by_id = cold_files(con, lake), _cold_by_id(con, lake)
     samples, raw = _HOT_SAMPLES, _HOT_RAW
     if cold:
         samples += f" UNION ALL SELECT node, ts / 1000 AS ts, scope, metric, value FROM {cold}"
-        raw += f" UNION ALL SELECT s.series_id, c.ts, c.value FROM {cold} c JOIN series s USING (node, scope, metric)"
+        raw += f" UNION ALL SELECT series_id, ts, value FROM ({by_id})"
     create = "CREATE OR REPLACE TEMP VIEW" if temporary else "CREATE OR REPLACE VIEW"
     con.execute(f"{create} samples AS {samples}")
     con.execute(f"{create} samples_raw AS {raw}")
     con.execute(f"{create} samples_minute AS {_SAMPLES_MINUTE}")
     con.execute(f"{create} bbv AS {_BBV}")
-    lake_rows = f"SELECT node, scope, metric, ts, value FROM {cold}" if cold else _NO_COLD
-    con.execute(f"{create} samples_cold AS {lake_rows}")
+    con.execute(f"{create} samples_cold AS {by_id or _NO_COLD}")
+    con.execute(f"{create} lake_paths AS {_paths(con, lake)}")
 
 
 def samples_filter(metrics: list[str] | None = None, scope: str | None = None) -> tuple[str, list]:
