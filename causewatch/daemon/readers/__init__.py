@@ -7,8 +7,19 @@ Callers name the subject, e.g. `readers.models.anomalies(con)`; each module load
 daemon's ingesting process imports none of them (its workers and the CLI do).
 """
 
-from causewatch.daemon.readers import (labels, models, phases, probes, ranges, regions, report, samples, shared,
-                                       tasks, units)
+from causewatch.daemon.readers import (
+                                       labels,
+                                       models,
+                                       phases,
+                                       probes,
+                                       ranges,
+                                       regions,
+                                       report,
+                                       samples,
+                                       shared,
+                                       tasks,
+                                       units,
+)
 
 __all__ = ["labels", "models", "phases", "probes", "ranges", "regions", "report", "samples", "shared",
            "tasks", "units"]
