@@ -32,6 +32,9 @@ _SYSTEM = {
     "net_sent_packets_total": "Packets sent on all network interfaces since boot",
     "net_errors_total": "Receive and send errors on all network interfaces since boot",
     "net_dropped_total": "Received and sent packets dropped on all network interfaces since boot",
+    "top_process_cpu_ratio": "CPU seconds per second of the node's busiest processes besides the watched one, "
+                             "summed by command (the agent's last look, every few seconds)",
+    "top_process_count": "Processes of each command among the node's busiest (top_process_cpu_ratio)",
     "agent_collector_failure_info": "1 while a node collector of the agent fails, with the reason it gives "
                                     "(its node_scrape_collector_success is 0)",
 }
