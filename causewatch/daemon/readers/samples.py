@@ -58,3 +58,28 @@ def lake_days_to_merge(con: Cursor, before: str) -> list[tuple[str, list[str]]]:
     return [(day, sorted(files)) for day, files in con.execute(
         "SELECT day::VARCHAR, list(path) FROM lake_files WHERE day < ?::DATE GROUP BY day HAVING count(*) > 1 "
         "ORDER BY day", [before]).fetchall()]
+
+
+def series_between(con: Cursor, start: float, end: float, metrics: list[str], prefixes: list[str] = (),
+                   nodes: list[str] | None = None, limit: int = 1_000_000) -> pd.DataFrame:
+    """The raw samples (node, scope, metric, ts, value) with start <= ts <= end (seconds) of the metrics
+    named in `metrics` or starting with one of `prefixes`, of `nodes` (all: None), by series and time; the
+    first `limit`. The hot rows are found through their series ids, the lake's under its ms bounds."""
+    lo, hi = int(start * 1000), int(end * 1000) + 1
+    names = ("(list_contains(?::VARCHAR[], metric) OR "
+             "len(list_filter(?::VARCHAR[], lambda p: starts_with(metric, p))) > 0)")
+    of_nodes = "(?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], node))"
+    picked = [list(metrics), list(prefixes), nodes, nodes]
+    sql = f"""WITH sel AS (SELECT series_id, node, scope, metric FROM series WHERE {names} AND {of_nodes})
+        SELECT s.node, s.scope, s.metric, h.ts / 1000 AS ts, h.value FROM samples_hot h JOIN sel s USING (series_id)
+        WHERE h.ts BETWEEN ? AND ?
+        UNION ALL
+        SELECT node, scope, metric, ts / 1000 AS ts, value FROM samples_cold
+        WHERE ts BETWEEN ? AND ? AND {names} AND {of_nodes}
+        ORDER BY node, scope, metric, ts LIMIT ?"""
+    return shared.fetch(con, sql, [*picked, lo, hi, lo, hi, *picked, limit])
+
+
+def sampled_nodes(con: Cursor) -> list[str]:
+    """The nodes whose agents have sent node samples, by name."""
+    return [r[0] for r in con.execute("SELECT DISTINCT node FROM series WHERE scope = 'node' ORDER BY node").fetchall()]
