@@ -36,8 +36,16 @@ def command(argv: list[str], comm: str) -> str:
     for arg in argv[1:1 + ARGS]:
         if _SECRET.match(arg):
             break
-        words.append(" ".join(arg.split())[:ARG_CHARS].strip())
+        words.append(_cut(" ".join(arg.split())))
     return " ".join(w for w in words if w)[:COMMAND_CHARS]
+
+
+def _cut(text: str) -> str:
+    """At most ARG_CHARS characters of an argument, ending at a word where one ends in them."""
+    if len(text) <= ARG_CHARS:
+        return text
+    cut = text[:ARG_CHARS + 1]
+    return cut[:cut.rindex(" ")].rstrip() if " " in cut else text[:ARG_CHARS]
 
 
 def _stat(text: str) -> tuple[str, int, int, int]:

@@ -82,12 +82,13 @@ class Windows:
 
 @dataclass
 class Table:
-    """The units' columns by row (index: row number), each unit's columns, the edges between units, and
-    the nodes the incident's tasks ran on."""
+    """The units' columns by row (index: row number), each unit's columns, the edges between units, the
+    nodes the incident's tasks ran on, and which units are the app's own (its variables and regions)."""
     rows: pd.DataFrame
     units: dict[str, list[str]] = field(default_factory=dict)
     edges: list[tuple[str, str]] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
+    app_units: list[str] = field(default_factory=list)
 
 
 class _Columns:
@@ -132,7 +133,7 @@ def read(cur, scope: str, model, windows: Windows) -> Table:
             edges += [(a, u) for a in app_units for u in machine + beside]
     known = set(got.units)
     return Table(pd.DataFrame(got.columns).sort_index(), got.units,
-                 sorted({(a, b) for a, b in edges if a in known and b in known}), nodes)
+                 sorted({(a, b) for a, b in edges if a in known and b in known}), nodes, app_units)
 
 
 def _task_units(cur, app: str, model, windows: Windows, got: _Columns) -> list[str]:

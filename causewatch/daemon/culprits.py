@@ -1,6 +1,7 @@
 """An open anomaly's candidate causes, ranked: analytics.rca.rank_causes over the units the daemon knows
 at the time (daemon/culprit_units.py), the baseline model's window against the incident's, the anomaly's
-variable as the symptom and what is known of how a fault travels between the units as the graph.
+variable as the symptom (`symptom`: where a unit beside the app's measures its kind) and what is known of
+how a fault travels between the units as the graph.
 
 The incident spans the task rows the anomaly was raised on that started after the baseline's window (at
 least MIN_SPAN seconds back from the last), in INCIDENT_ROWS rows of MIN_WIDTH to MAX_WIDTH seconds, after
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from causewatch.analytics.rca import CallGraph, RCAError, rank_causes
+from causewatch.analytics.rca import CallGraph, RCAError, column_kind, rank_causes
 from causewatch.daemon import culprit_units
 from causewatch.daemon.culprit_units import Table, Windows
 
@@ -68,12 +69,23 @@ def rank(cur, scope: str, model, variable: str, around: Windows | None, tables: 
 def ranked(table: Table, scope: str, variable: str, around: Windows) -> dict:
     """rank_causes on a table's rows: the baseline's (row numbers below 0) against the incident's."""
     rows = table.rows
-    target = variable
     causes = rank_causes(rows[rows.index < 0], rows[rows.index >= 0], units=table.units,
-                         target=target if target in rows.columns else None, graph=CallGraph(table.edges))
+                         target=symptom(table, variable), graph=CallGraph(table.edges))
     return {"causes": [{"unit": c.unit[:UNIT_CHARS], "score": round(c.score, 3),
                         "evidence": c.evidence[:EVIDENCE_CHARS]} for c in causes[:TOP]],
             "causes_ranked": {**around.to_dict(), "units": len(table.units), "nodes": table.nodes}}
+
+
+def symptom(table: Table, variable: str) -> str | None:
+    """The anomaly's variable as the ranking's target where a unit beside the app's measures the same kind
+    of thing (the first word of a column's kind: `cpu_wait_seconds` and `cpu_cores`): the target weighs
+    other kinds down (to a fifth), which among the app's own latencies points at the slow part, but would
+    hide a neighbour's CPU behind a task time that rose. Otherwise None: no kind is preferred."""
+    if variable not in table.rows.columns:
+        return None
+    beside = {column_kind(c, u).split("_")[0] for u, cols in table.units.items() if u not in table.app_units
+              for c in cols}
+    return variable if variable.split("_")[0] in beside else None
 
 
 def label(causes: list[dict]) -> str:

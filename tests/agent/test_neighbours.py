@@ -39,7 +39,7 @@ def test_busy_children_show_as_one_command_and_the_watched_tree_is_left_out():
         groups = _by_command(top.collect())
         assert top.unavailable == {}
         mine = command([sys.executable, "-c", BUSY, "0.6"], "python")
-        assert mine.startswith(os.path.basename(sys.executable) + " -c import sys, time t = ")
+        assert mine.startswith(os.path.basename(sys.executable) + " -c import sys, time t =")
         assert mine in groups, groups
         assert groups[mine][COUNT] == 2 and 0.1 < groups[mine][CPU_RATIO] <= 2.0
         assert not any("watched" in c for c in groups)
@@ -103,7 +103,9 @@ def test_a_command_is_the_program_and_its_first_arguments_cut_short():
         == command(["prog", "PGPASSWORD=x"], "prog") == "prog"
     assert command(["python3", "-c", "import os\nwhile a == b: pass"], "python3") == \
         "python3 -c import os while a == b:"
-    assert command(["p", "a\n  b", "x" * 40], "p") == "p a b " + "x" * 24
+    assert command(["python3", "-c", "# causewatch demo hog\nimport os"], "python3") == \
+        "python3 -c # causewatch demo hog"
+    assert command(["p", "a\n  b", "x" * 40], "p") == "p a b " + "x" * 24   # no word end: cut where it is
     assert len(command(["y" * 100] * 5, "y")) == 60
     long = wire.labelled(CPU_RATIO, {"command": command(["/" * 30] + ["/" * 30] * 3, "c")})
     assert len(long) <= wire.MAX_NAME
