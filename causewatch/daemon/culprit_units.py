@@ -37,11 +37,12 @@ MAX_REGIONS = 20       # region units, the longest in all first
 TOP_PROCESS = "top_process_cpu_ratio"
 OTHER_CPU = "other processes' CPU"
 BUSY = tuple(f"cpu_{mode}_seconds_total" for mode in ("user", "nice", "system", "irq", "softirq", "steal"))
-# node unit -> column kind -> (the metrics summed, "rate": per second between samples, or "mean")
+# node unit -> column kind -> (the metrics summed, "rate": per second between samples, or "mean"), each
+# larger when the node's other work takes more (culprits.contention counts only that)
 NODE = {
     OTHER_CPU: {"cpu_other_cores": (BUSY, "rate"), "cpu_runnable": (("node_procs_running",), "mean"),
                 "cpu_pressure": (("node_pressure_cpu_waiting_seconds_total",), "rate")},
-    "memory": {"memory_available_bytes": (("memory_available_bytes",), "mean"),
+    "memory": {"memory_used_bytes": (("memory_used_bytes",), "mean"),
                "memory_major_faults": (("node_vmstat_pgmajfault",), "rate"),
                "memory_swapped_bytes": (("swap_in_bytes_total", "swap_out_bytes_total"), "rate"),
                "memory_pressure": (("node_pressure_memory_waiting_seconds_total",), "rate")},

@@ -1,13 +1,15 @@
 """An open anomaly's candidate causes, ranked: analytics.rca.rank_causes over the units the daemon knows
 at the time (daemon/culprit_units.py), the baseline model's window against the incident's, the anomaly's
-variable as the symptom (`symptom`: where a unit beside the app's measures its kind) and what is known of
-how a fault travels between the units as the graph.
+variable as the symptom (`symptom`: where a unit beside the app's measures its kind), what is known of
+how a fault travels between the units as the graph, and the units beside the app's counted by what they
+took more of (`contention`).
 
 The incident spans the task rows the anomaly was raised on that started after the baseline's window (at
-least MIN_SPAN seconds back from the last), in INCIDENT_ROWS rows of MIN_WIDTH to MAX_WIDTH seconds, after
-one row from before them: the ranking measures every change from the incident's first row when the
-symptom's is calmer (its change starts inside the window), and a cause that steps up with the first
-judged row would have no change left to show. The baseline is the end of the baseline model's window,
+least MIN_SPAN seconds back from the last), in INCIDENT_ROWS rows of MIN_WIDTH to MAX_WIDTH seconds, from
+a row, or LEAD seconds, before them: the ranking measures every change from the incident's first row when
+the symptom's is calmer (its change starts inside the window), and a cause whose first row already holds
+the fault (it steps up with the first judged row, or an agent's look averages it over its interval)
+would have no change left to show. The baseline is the end of the baseline model's window,
 at most BASELINE_ROWS rows of that width. The
 evidence keeps the TOP best (`causes`: unit, score, evidence in at most EVIDENCE_CHARS characters) and how
 they were ranked (`causes_ranked`: the windows, the units, the nodes, or why nothing was); `label` is the
@@ -29,6 +31,8 @@ EVIDENCE_CHARS, UNIT_CHARS, LABEL_CHARS = 400, 160, 100
 MIN_SPAN = 5.0          # seconds an incident spans at least: a few rows of the agents' 1 s samples
 INCIDENT_ROWS = 16      # rows the incident is cut in (the ranking judges a change on a third of them)
 MIN_WIDTH, MAX_WIDTH = 1.0, 60.0
+LEAD = 5.0              # seconds the incident starts before the judged rows at least: the agents' busiest
+                        # processes are looked at this often, each look the mean since the last
 BASELINE_ROWS = 120
 NONE = "none beyond the cut"   # the label when no unit changed enough to count as anomalous
 UNRANKED = "not ranked"        # ...and when there was nothing to rank (the evidence says why)
@@ -42,7 +46,7 @@ def windows(baseline: tuple[float, float] | None, judged: dict) -> Windows | Non
     end = float(judged["last_start"])
     start = min(max(float(judged["first_start"]), baseline[1]), end - MIN_SPAN)
     width = min(MAX_WIDTH, max(MIN_WIDTH, (end - start) / INCIDENT_ROWS))
-    start -= width
+    start -= max(width, LEAD)
     base_end = min(baseline[1], start)
     base_start = max(baseline[0], base_end - BASELINE_ROWS * width)
     return Windows((base_start, base_end), (start, end), width) if base_end - base_start >= width else None
@@ -67,13 +71,24 @@ def rank(cur, scope: str, model, variable: str, around: Windows | None, tables: 
 
 
 def ranked(table: Table, scope: str, variable: str, around: Windows) -> dict:
-    """rank_causes on a table's rows: the baseline's (row numbers below 0) against the incident's."""
+    """rank_causes on a table's rows: the baseline's (row numbers below 0) against the incident's, the
+    units beside the app's taken as `contention` says."""
     rows = table.rows
-    causes = rank_causes(rows[rows.index < 0], rows[rows.index >= 0], units=table.units,
+    base = rows[rows.index < 0]
+    causes = rank_causes(base, contention(table, base, rows[rows.index >= 0]), units=table.units,
                          target=symptom(table, variable), graph=CallGraph(table.edges))
     return {"causes": [{"unit": c.unit[:UNIT_CHARS], "score": round(c.score, 3),
                         "evidence": c.evidence[:EVIDENCE_CHARS]} for c in causes[:TOP]],
             "causes_ranked": {**around.to_dict(), "units": len(table.units), "nodes": table.nodes}}
+
+
+def contention(table: Table, base, incident):
+    """The incident's rows with each unit beside the app's (a node's, another process, a watched scope)
+    at least at its baseline median: they are candidates through contention, what they take more of the
+    app gets less of; a neighbour that took less either left the app more or lost to the same contention
+    (the app's own command, starved by a hog, fell with it) and is no cause of the anomaly."""
+    beside = [c for u, cols in table.units.items() if u not in table.app_units for c in cols]
+    return incident.assign(**{c: incident[c].clip(lower=base[c].median()) for c in beside if base[c].notna().any()})
 
 
 def symptom(table: Table, variable: str) -> str | None:

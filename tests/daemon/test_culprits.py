@@ -57,7 +57,7 @@ def _node_samples(store, node: str, runnable, processes=lambda t: {}, seed: int 
     rng = np.random.default_rng(seed)
     t = np.arange(990.0, 1700.0)
     rows = {"cpu_user_seconds_total": np.cumsum(rng.uniform(0.9, 1.1, len(t))),
-            "memory_available_bytes": 8e9 + rng.normal(0, 1e7, len(t)),
+            "memory_used_bytes": 8e9 + rng.normal(0, 1e7, len(t)),
             "node_procs_running": np.array([runnable(x) for x in t]) + rng.normal(0, 0.5, len(t))}
     frames = [wire.Frame("samples", node, "b", 1, t[-1], wire.samples_body(t, list(rows), np.column_stack(list(
         rows.values()))))]
@@ -110,15 +110,16 @@ def test_a_planted_change_of_the_node_s_runnable_processes_ranks_it_first(store)
     assert evidence is not None and seen[2] is None   # opened on the first contended batch (sure)
     first = evidence["causes"][0]
     assert first["unit"] == f"node node-1: {OTHER_CPU}" and first["score"] >= 1
-    assert re.match(rf"node node-1: {OTHER_CPU}'s cpu_runnable rose from 3.* to 9", first["evidence"])
+    assert re.match(rf"node node-1: {OTHER_CPU}'s cpu_runnable rose from 3.* to (9|8.9)", first["evidence"])
     units = [c["unit"] for c in evidence["causes"]]
     assert "cpu_wait_seconds" in units and units.index(f"node node-2: {OTHER_CPU}") > 0
     assert len(evidence["causes"]) == culprits.TOP and evidence["cause"] == first["unit"]
     ranked = evidence["causes_ranked"]
-    width = 45 / culprits.INCIDENT_ROWS   # the contended batch's span, and one row from before it
+    width = 45 / culprits.INCIDENT_ROWS   # the contended batch's span, from LEAD s before it
     assert ranked["nodes"] == ["node-1"] and ranked["units"] >= 5
     assert ranked["row_seconds"] == pytest.approx(width, abs=1e-3)
-    assert ranked["incident"] == pytest.approx([1438.0 - width, 1483.0], abs=1e-3) and ranked["baseline"][1] == 1299.0
+    assert ranked["incident"] == pytest.approx([1438.0 - culprits.LEAD, 1483.0], abs=1e-3)
+    assert ranked["baseline"][1] == 1299.0
     assert f'cause="node node-1: {OTHER_CPU}",dst="cpu_wait_seconds"'.encode() in ctx.exporter.exposition()
 
 
@@ -152,8 +153,8 @@ def test_the_causes_survive_a_restart_and_the_label_stays_while_the_ranking_move
     assert [e["cause"] for e in seen[3:]] == [label] * 3
     assert seen[5]["causes"][0]["unit"] == "process stress --cpu 2 on node-1"
     span = CONTENDED[1] - CONTENDED[0]
-    assert seen[5]["causes_ranked"]["incident"] == pytest.approx([1438.0 - span / culprits.INCIDENT_ROWS, span + 1438],
-                                                                abs=1e-3)
+    lead = max(culprits.LEAD, span / culprits.INCIDENT_ROWS)
+    assert seen[5]["causes_ranked"]["incident"] == pytest.approx([1438.0 - lead, CONTENDED[1]], abs=1e-3)
     assert seen[5]["causes_ranked"]["at"] > seen[3]["causes_ranked"]["at"]
     assert f'cause="{label}",dst="cpu_wait_seconds"'.encode() in ctx.exporter.exposition()
     restarted, ctx2 = CausalJob(), JobContext(read=store.cursor, write=store.run, send=lambda *a: True,
@@ -196,9 +197,11 @@ def test_a_variable_at_its_baseline_s_typical_causes_moves_only_when_its_mechani
 
 def test_windows_are_cut_after_the_baseline_and_a_short_incident_is_widened():
     w = culprits.windows((1000.0, 1299.0), {"first_start": 1200.0, "last_start": 1302.0})
-    # 5 s back from the last start, then a row before; the baseline ends where the incident starts, BASELINE_ROWS long
-    assert w.incident == (1296.0, 1302.0) and w.width == culprits.MIN_WIDTH
-    assert w.baseline == (1296.0 - culprits.BASELINE_ROWS, 1296.0)
+    # MIN_SPAN back from the last start, then LEAD before; the baseline ends where the incident starts,
+    # BASELINE_ROWS long
+    start = 1302.0 - culprits.MIN_SPAN - culprits.LEAD
+    assert w.incident == (start, 1302.0) and w.width == culprits.MIN_WIDTH
+    assert w.baseline == (start - culprits.BASELINE_ROWS, start)
     assert culprits.windows((1000.0, 1001.0), {"first_start": 1400.0, "last_start": 1480.0}) is None
     assert culprits.windows(None, {"first_start": 1.0, "last_start": 2.0}) is None
     assert culprits.rank(None, "app:x", None, "v", None)["causes_ranked"]["why"].startswith("no baseline window")
