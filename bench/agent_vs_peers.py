@@ -8,7 +8,7 @@ Netdata collects at its defaults (mostly 1 s) and is asked for its Prometheus ex
 causewatch's agent runs node-only at 1 Hz (counters and psutil 1 s, no IP sampling) against a daemon
 whose own CPU is not counted (Prometheus' is not counted for node_exporter either), values per second
 being what the daemon stored. A peer whose package is missing is skipped, saying so.
-Usage: python bench/agent_vs_peers.py [--seconds 60] [--json]
+Usage: python bench/agent_vs_peers.py [--seconds 60] [--tools agent,node_exporter,netdata] [--json]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from cputime import tree_cpu_seconds
 from prometheus_client.parser import text_string_to_metric_families
 from startup import start_agent
 
+TOOLS = {"node_exporter": "node_exporter", "netdata": "netdata", "agent": "causewatch agent"}   # --tools -> row
 BOOKKEEPING = ("go_", "process_", "promhttp_", "node_exporter_build_info")
 
 
@@ -166,12 +167,17 @@ def start_daemon_with_http(folder: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=60.0, help="measuring window per tool")
+    ap.add_argument("--tools", default=",".join(TOOLS), help="which tools, comma-separated (default: all three)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    if not tools or set(tools) - set(TOOLS):
+        ap.error(f"--tools: expected some of {', '.join(TOOLS)}, got {args.tools!r}")
     with tempfile.TemporaryDirectory(prefix="cw-peers-") as folder:
-        results = {"node_exporter": node_exporter(args.seconds), "netdata": netdata(args.seconds, folder),
-                   "causewatch agent": agent(args.seconds, folder)}
-    ne = set((results["node_exporter"] or {}).get("families", {}))
+        run = {"node_exporter": lambda: node_exporter(args.seconds), "netdata": lambda: netdata(args.seconds, folder),
+               "agent": lambda: agent(args.seconds, folder)}
+        results = {TOOLS[t]: run[t]() for t in TOOLS if t in tools}
+    ne = set((results.get("node_exporter") or {}).get("families", {}))
     rows = {}
     for tool, r in results.items():
         if r is None:

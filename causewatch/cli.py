@@ -39,6 +39,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nodes": ("causewatch.commands.nodes", "list the nodes whose agents report, with their facts"),
     "model": ("causewatch.commands.model", "show a learned causal model, its history, or pin a baseline"),
     "anomalies": ("causewatch.commands.anomalies", "list dependency anomalies against the baseline models"),
+    "jobs": ("causewatch.commands.jobs", "list the jobs (or services, containers) the agents followed, per user"),
+    "job": ("causewatch.commands.job", "a job's efficiency report: CPU and memory against its allocation, I/O, "
+                                       "pressure"),
     "diagnose": ("causewatch.commands.diagnose",
                  "rank the units that may have caused an incident, from a baseline and an incident window"),
 }

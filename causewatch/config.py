@@ -114,6 +114,7 @@ class DaemonConfig:
     retain_samples_days: float = _limit(14.0, 0.0, 36500.0)          # raw samples
     retain_bbv_days: float = _limit(14.0, 0.0, 36500.0)              # phase vectors
     retain_samples_minute_days: float = _limit(400.0, 0.0, 36500.0)  # per-minute aggregates of samples
+    retain_units_days: float = _limit(400.0, 0.0, 36500.0)   # finished units' rows (a job's summary), from their end
     retention_export: str = _fmt("", "folder")   # Parquet copies of deleted rows go here first ("" = none)
     retention_interval: float = _limit(300.0, 1.0, 86400.0)          # seconds between retention runs
     # Shards (docs/shards.md): this daemon's name ("" = a lone daemon, today's layout); its lake files then
@@ -129,6 +130,10 @@ class DaemonConfig:
         if minute and (raw == 0 or minute < raw):
             raise ConfigError("retain_samples_minute_days", f"{minute!r} is shorter than retain_samples_days "
                               f"({raw!r}, 0 = forever): keep the per-minute aggregates at least as long")
+        units = self.retain_units_days   # a finished job's summary outlives its samples
+        if units and (raw == 0 or units < raw):
+            raise ConfigError("retain_units_days", f"{units!r} is shorter than retain_samples_days ({raw!r}, 0 = "
+                              "forever): keep a finished unit's summary at least as long as its samples")
         if self.peers and (not self.shard or self.shard in self.peer_urls()):
             raise ConfigError("peers", "give this daemon its own shard name (shard = NAME), one not among its peers")
 
@@ -139,6 +144,16 @@ class DaemonConfig:
     def members(self) -> list[str]:
         """Every shard of the site as this daemon knows it: itself and its peers ([] for a lone daemon)."""
         return sorted({self.shard, *self.peer_urls()} - {""})
+
+
+# Seconds between runs of each node collector (causewatch/agent/node/) unless `collector_intervals` says
+# otherwise: each second only what changes each second and is read cheaply (docs/agent.md, "Node collectors").
+NODE_COLLECTOR_INTERVALS = {
+    "stat": 1.0, "loadavg": 1.0, "meminfo": 1.0, "vmstat": 1.0, "pressure": 1.0, "diskstats": 1.0, "netdev": 1.0,
+    "filefd": 10.0, "entropy": 10.0, "filesystem": 10.0, "netclass": 10.0, "softnet": 10.0, "netstat": 10.0,
+    "sockstat": 10.0, "arp": 10.0, "udp_queues": 10.0, "conntrack": 10.0, "cpufreq": 10.0, "time": 10.0,
+    "timex": 10.0, "uname": 60.0, "os": 60.0, "selinux": 60.0}
+MAX_COLLECTOR_INTERVAL = 86400.0
 
 
 @dataclasses.dataclass
@@ -165,6 +180,33 @@ class AgentConfig:
     # runs anyway after the wait, and its result says whether the node was busy (docs/probes.md).
     probe_idle_wait: float = _limit(60.0, 0.0, 86400.0)
     probe_max_other_cpu: float = _limit(0.25, 0.0, 1.0)
+    # The node's units (jobs, services, containers: agent/unitwatch.py), followed without being told, found
+    # under cgroup_root ("" = where cgroup v2 is mounted) every psutil_interval; false follows none.
+    units: bool = True
+    cgroup_root: str = ""
+    # {node collector: seconds between its runs, 0 = off} ([agent.collector_intervals]); the rest keep
+    # NODE_COLLECTOR_INTERVALS'. They run on the psutil_interval tick, so none more often than that.
+    collector_intervals: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        for name, seconds in self.collector_intervals.items():
+            problem = collector_interval_problem(name, seconds, self.psutil_interval)
+            if problem:
+                raise ConfigError(f"collector_intervals.{name}", problem)
+        given = {name: float(seconds) for name, seconds in self.collector_intervals.items()}
+        self.collector_intervals = {**NODE_COLLECTOR_INTERVALS, **given}
+
+
+def collector_interval_problem(name, seconds, tick: float) -> str | None:
+    """Why `seconds` is no interval for node collector `name` on a `tick`-second loop, or None."""
+    if name not in NODE_COLLECTOR_INTERVALS:
+        return f"no node collector of that name (known: {', '.join(sorted(NODE_COLLECTOR_INTERVALS))})"
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return f"expected seconds (a number; 0 turns it off), got {type(seconds).__name__} {seconds!r}"
+    if seconds != 0 and not tick <= seconds <= MAX_COLLECTOR_INTERVAL:
+        return (f"{seconds!r} s is out of range: give 0 (off) or from psutil_interval ({tick:g} s, the tick node "
+                f"collectors run on) to {MAX_COLLECTOR_INTERVAL:g} s")
+    return None
 
 
 @dataclasses.dataclass
@@ -209,7 +251,8 @@ def _check(cls, raw: dict, where: dict[str, str]):
     try:
         return cls(**out)
     except ConfigError as e:   # a check across settings (__post_init__): say where the key came from
-        raise ConfigError(e.key, e.reason, where.get(e.key, where.get("", ""))) from None
+        at = where.get(e.key) or where.get(e.key.partition(".")[0]) or where.get("", "")   # TABLE.KEY: its table's line
+        raise ConfigError(e.key, e.reason, at) from None
 
 
 def _port(text: str, what: str) -> str | None:
@@ -318,8 +361,11 @@ def _lines(text: str, section: str | None) -> dict[str, int]:
             current = head.group(1).strip()
             continue
         m = re.match(r"\s*([A-Za-z0-9_-]+)\s*=", line)
-        if m and (current is None or current == section) and m.group(1) not in out:
-            out[m.group(1)] = n
+        # a table inside the section ([agent.collector_intervals]) names its keys as TABLE.KEY
+        inner = current[len(section) + 1:] if current and section and current.startswith(f"{section}.") else None
+        key = f"{inner}.{m.group(1)}" if m and inner else m and m.group(1)
+        if key and (current is None or current == section or inner) and key not in out:
+            out[key] = n
     return out
 
 

@@ -38,7 +38,7 @@ from causewatch.errors import WireError
 VERSION = 1
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 MAX_NAME = 256
-AGENT_TYPES = ("hello", "samples", "bbv", "task", "region", "probe_result", "heartbeat")
+AGENT_TYPES = ("hello", "samples", "bbv", "task", "region", "probe_result", "heartbeat", "unit")
 DAEMON_TYPES = ("ack", "nack", "run_probe", "credit")
 # ZMTP handshake property by which an agent says it waits for the daemon's `credit` grants (see docs/architecture.md)
 CREDIT_PROPERTY = "X-Credit"
@@ -53,6 +53,10 @@ METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]*")
 MAX_SHOWN = 200               # characters of a peer's value echoed back in an error (no amplification)
 # nack codes that say nothing is wrong with the frame itself: the sender keeps it and sends it again
 RETRY_CODES = ("store", "identity")
+# What a node runs that the agent follows by itself (docs/agent.md, "Units"): a unit is named KIND:ID,
+# and its samples' scope is that name, so a reader tells a unit's series by the name alone.
+UNIT_KINDS = ("job", "step", "service", "container", "pod")
+UNIT_EVENTS = ("start", "update", "end")
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,23 @@ def _opt_float(field, value):
     return None if value is None else _float(field, value)
 
 
+def _at_least_zero(kind):
+    def check(field, value):
+        value = kind(field, value)
+        if value < 0:
+            raise WireError(field, f"{value} < 0", "range")
+        return value
+    return check
+
+
+def _one_of(choices):
+    def check(field, value):
+        if value not in choices:
+            raise WireError(field, f"{show(value)} is not one of {', '.join(choices)}", "range")
+        return value
+    return check
+
+
 def _map_of(kind, key=_name):
     def check(field, value):
         if not isinstance(value, dict):
@@ -193,7 +214,9 @@ _ENVELOPE = {"v": (_as_is, True), "type": (_text, True), "node": (_name, True), 
 SCHEMAS: dict[str, dict[str, tuple]] = {
     "hello": {"hostname": (_name, True), "agent_version": (_name, True), "cpu_model": (_text, False),
               "cores": (_int, False), "memory_bytes": (_int, False),
-              "counters": (_map_of(_text, _metric), False), "extra": _EXTRA},
+              "counters": (_map_of(_text, _metric), False), "extra": _EXTRA,
+              # {node collector: {"interval": seconds, "state": "ok" | reason}}
+              "collectors": (_map_of(_map_of(_scalar), _metric), False)},
     "samples": {"scope": (_name, True), "t": (_bytes, True), "names": (_metric_list, True),
                 "values": (_bytes, True), "nulls": (_bytes, False)},
     "bbv": {"target": (_name, True), "kind": (_name, True), "start": (_float, True), "end": (_float, True),
@@ -211,6 +234,14 @@ SCHEMAS: dict[str, dict[str, tuple]] = {
                      "probe_seconds": (_float, False), "phases": (_list_of(_map_of(_scalar)), False),
                      "error": (_text, False), "extra": _EXTRA},
     "heartbeat": {},
+    # a unit's start, a change of what is known of it, or its end (with its totals): once per change
+    "unit": {"unit": (_name, True), "kind": (_one_of(UNIT_KINDS), True), "event": (_one_of(UNIT_EVENTS), True),
+             "start": (_float, True), "end": (_float, False), "parent": (_name, False), "job_id": (_name, False),
+             "step": (_name, False), "uid": (_at_least_zero(_int), False), "user": (_name, False),
+             "job_name": (_text, False), "cpus": (_at_least_zero(_float), False), "cpuset": (_text, False),
+             "memory_bytes": (_at_least_zero(_int), False), "gpus": (_at_least_zero(_int), False),
+             "cgroup": (_text, False), "source": (_name, False), "counted": (_map_of(_text, _metric), False),
+             "totals": (_map_of(_float, _metric), False), "extra": _EXTRA},
     "ack": {"seq": (_int, True), "boot": (_name, True)},
     "nack": {"seq": (_int, False), "boot": (_text, False), "field": (_text, True), "reason": (_text, True),
              "code": (_text, False)},
@@ -299,6 +330,22 @@ def _check_probe_result(body: dict) -> None:
                             "missing")
 
 
+def unit_kind(scope: str) -> str | None:
+    """The kind of unit a samples scope names (`job:42` -> job), or None for any other scope."""
+    kind, sep, _ = scope.partition(":")
+    return kind if sep and kind in UNIT_KINDS else None
+
+
+def _check_unit(body: dict) -> None:
+    """A unit is named after its kind (KIND:ID); its end lies after its start, and an end event has one."""
+    if unit_kind(body["unit"]) != body["kind"] or body["unit"] == f"{body['kind']}:":
+        raise WireError("body.unit", f"{show(body['unit'])} is not named {body['kind']}:ID after its kind", "name")
+    if body["event"] == "end" and "end" not in body:
+        raise WireError("body.end", "missing (an end event says when the unit ended)", "missing")
+    if "end" in body and body["end"] < body["start"]:
+        raise WireError("body.end", f"{body['end']} is before the start {body['start']}", "range")
+
+
 def _check_samples(body: dict) -> None:
     t, names, values = body["t"], body["names"], body["values"]
     if len(t) % 8 or len(values) % 8:
@@ -367,6 +414,8 @@ def _decode_map(msg: dict, types) -> Frame:
         _check_samples(body)
     elif kind == "probe_result":
         _check_probe_result(body)
+    elif kind == "unit":
+        _check_unit(body)
     return Frame(kind, env["node"], env["boot"], env["seq"], env["ts"], body)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import random
 import signal
@@ -255,3 +256,23 @@ def lu_cycle(daemon, sender, rng, count: int, changed: bool) -> list[dict]:
     daemon.scheduler.run_due(float("inf"), {})
     with urllib.request.urlopen(f"http://{daemon.http.address}/api/anomalies?open=1", timeout=10) as reply:
         return json.load(reply)
+
+
+# a unit record as an agent sends it
+UNIT = {"unit": "job:42", "kind": "job", "event": "start", "start": 100.0}
+# a unit record's every field refused by name: (what is wrong, the field named, the code)
+HOSTILE_UNITS = [
+    ({"kind": "vm"}, "body.kind", "range"), ({"event": "resume"}, "body.event", "range"),
+    ({"kind": ["job"]}, "body.kind", "range"),
+    ({"unit": "service:x.service"}, "body.unit", "name"), ({"unit": "job:"}, "body.unit", "name"),
+    ({"unit": "job:1\n2"}, "body.unit", "name"), ({"unit": "j" * 300}, "body.unit", "name"),
+    ({"start": math.nan}, "body.start", "nonfinite"), ({"start": "yesterday"}, "body.start", "type"),
+    ({"event": "end"}, "body.end", "missing"), ({"end": 99.0}, "body.end", "range"),
+    ({"uid": -1}, "body.uid", "range"), ({"uid": 1.5}, "body.uid", "type"), ({"cpus": -2.0}, "body.cpus", "range"),
+    ({"cpus": math.inf}, "body.cpus", "nonfinite"), ({"memory_bytes": -1}, "body.memory_bytes", "range"),
+    ({"gpus": True}, "body.gpus", "type"), ({"user": ""}, "body.user", "name"), ({"job_id": 42}, "body.job_id", "type"),
+    ({"totals": {"unit cpu": 1.0}}, "body.totals key", "name"),
+    ({"totals": {"unit_cpu_seconds_total": None}}, "body.totals.unit_cpu_seconds_total", "type"),
+    ({"counted": {"cpu": 1}}, "body.counted.cpu", "type"), ({"extra": {"a": [1]}}, "body.extra.a", "type"),
+    ({"owner": "ann"}, "body.owner", "field"),
+]

@@ -1,8 +1,8 @@
 """The agent's main loop: collectors on a fixed, non-drifting schedule, batched into wire frames.
 
-Target counters every `counters_interval`, psutil and system-wide counters every `psutil_interval`, the
-node collectors (`causewatch/agent/node/`) each at its own interval on that tick, and the node's busiest
-other processes (`neighbours.py`) every few seconds,
+Target counters every `counters_interval`, the target's psutil and system-wide counters every `psutil_interval`, the
+node collectors (`causewatch/agent/node/`) each at its own interval on that tick, the node's busiest other
+processes (`neighbours.py`) every few seconds,
 the IP-sample rings drained every counters tick; one `samples` frame per (scope, rate) per
 `batch_seconds` (slow rows: at least 5 per frame). Task/region records from instrumented programs are
 relayed from the ipc socket; `run_probe` commands run in a thread, a failure sent back as its reason;
@@ -33,13 +33,14 @@ import psutil
 import zmq
 
 from causewatch import __version__, wire
-from causewatch.agent import perf
+from causewatch.agent import cgroups, perf
 from causewatch.agent.command import command_name
 from causewatch.agent.instrument import environment, listening
 from causewatch.agent.ipsampler import BBVCollector
 from causewatch.agent.neighbours import TopProcesses
 from causewatch.agent.node.schedule import NodeCollectors, default_specs
-from causewatch.agent.system import NodeCollector, ProcessCollector
+from causewatch.agent.system import ProcessCollector
+from causewatch.agent.unitwatch import UnitWatch, slurm_installed
 from causewatch.config import AgentConfig
 from causewatch.errors import CausewatchError, InputError, WireError
 from causewatch.systemd import sd_notify
@@ -177,8 +178,7 @@ class Agent:
         self.batch_seconds, self.notify = batch_seconds, notify
         self.clock, self.monotonic, self.proc = clock, monotonic, proc
         self.node_counters = perf.CounterCollector("system", proc=proc)
-        self.node_system = NodeCollector()
-        self.node = NodeCollectors(default_specs(proc=proc), monotonic=monotonic)
+        self.node = NodeCollectors(default_specs(proc=proc, intervals=cfg.collector_intervals), monotonic=monotonic)
         self.neighbours = TopProcesses(exclude=None if target is None else target.pid, proc=proc, clock=monotonic)
         self.target_counters = self.target_system = self.bbv = None
         if target is not None:
@@ -190,6 +190,7 @@ class Agent:
             if cfg.bbv_frequency > 0:   # 0 turns IP sampling off
                 self.bbv = BBVCollector(target.label, pid=target.pid, cgroup=target.cgroup,
                                         frequency=cfg.bbv_frequency, proc=proc, wall=clock, monotonic=monotonic)
+        self.units = unit_watch(cfg, proc, clock) if cfg.units else None
         self._batches: dict[tuple[str, str], Batch] = {}
         self._relay: threading.Thread | None = None
         self._stop = StopSignal()
@@ -202,12 +203,14 @@ class Agent:
 
     # ---- start ----
     def open(self) -> dict:
-        """Open every collector (what fails is a reason, not an error); returns the hello body."""
+        """Open every collector (what fails is a reason, not an error; the node collectors run once);
+        returns the hello body."""
         counters = {f"node.{k}": v for k, v in self.node_counters.open().items()}
         if self.target_counters is not None:
             counters.update(self.target_counters.open())
             counters["bbv"] = self.bbv.open() if self.bbv else "off (bbv_frequency = 0)"
-        self.hello = hello_body(counters, self.target, self.cfg, self.proc)
+        counters.update(self.units.open() if self.units else {"units": "off (units = false)"})
+        self.hello = {**hello_body(counters, self.target, self.cfg, self.proc), "collectors": self.node.open()}
         return self.hello
 
     def start(self) -> None:
@@ -271,7 +274,7 @@ class Agent:
         t = self.clock()
         # the agent's own delivery counts travel as samples: the daemon serves them (the agent serves nothing)
         own = {f"agent_{k}_total": float(v) for k, v in getattr(self.sender, "counts", {}).items()}
-        row = {**self.node_counters.collect(), **self.node_system.collect(), **own}
+        row = {**self.node_counters.collect(), **own}
         for interval, values in self.node.collect().items():
             # collectors slower than this loop get batches of their own: a row of nulls between two runs
             # would hide their series at /metrics, which shows a batch's newest row
@@ -283,6 +286,21 @@ class Agent:
         self._add("node", f"slow:{self.neighbours.interval:g}", t, self.neighbours.collect())
         if self.target_system is not None:
             self._add(self.target.label, "slow", t, self.target_system.collect())
+        if self.units is not None:
+            self.sample_units(t)
+
+    def sample_units(self, t: float) -> None:
+        """The units' changes as records, their counters as rows; an ended unit's rows go before its end."""
+        records, rows = self.units.tick()
+        for scope, row in rows.items():
+            self._add(scope, "slow", t, row)
+        for body in records:
+            if body["event"] == "end":
+                batch = self._batches.pop((body["unit"], "slow"), None)
+                last = batch.body() if batch else None
+                if last is not None:
+                    self.sender.send("samples", last)
+            self.sender.send("unit", body)
 
     def _add(self, scope: str, rate: str, t: float, row: dict) -> None:
         self._batches.setdefault((scope, rate), Batch(scope)).add(t, row)
@@ -454,6 +472,14 @@ def _cpu_model(proc: str) -> str:
     except OSError:
         pass
     return ""
+
+
+def unit_watch(cfg: AgentConfig, proc: str = "/proc", clock: Callable[[], float] = time.time) -> UnitWatch:
+    """The node's units as `cfg` says: under cgroup_root (or cgroup v2's mount), Slurm steps also by their
+    processes on a node with Slurm; the running set kept beside the spool."""
+    root = cfg.cgroup_root or cgroups.find_root(os.path.join(proc, "self/mounts"))
+    state = os.path.join(os.path.expanduser(cfg.spool), "units.json")
+    return UnitWatch(root, proc, slurm_installed(), state, clock)
 
 
 class StopSignal:

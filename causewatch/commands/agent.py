@@ -128,7 +128,7 @@ def _check(cfg: AgentConfig, target, as_json: bool) -> int:
     from causewatch.agent import runner
     agent = runner.Agent(cfg, sender=None, target=target)
     hello = agent.open()
-    for c in (agent.node_counters, agent.target_counters, agent.bbv):
+    for c in (agent.node_counters, agent.target_counters, agent.bbv, agent.node):
         if c is not None:
             c.close()
     if as_json:
@@ -137,4 +137,8 @@ def _check(cfg: AgentConfig, target, as_json: bool) -> int:
         print(f"{hello['hostname']}: {hello['cpu_model'] or 'unknown cpu'}, {hello['cores']} cores")
         for name, status in hello["counters"].items():
             print(f"  {name:28s} {status}")
+        print("node collectors:")
+        for name, c in hello["collectors"].items():
+            every = f"every {c['interval']:g} s" if c["interval"] else ""
+            print(f"  {name:12s} {every:14s} {c['state']}")
     return 0

@@ -1,4 +1,5 @@
-"""`causewatch nodes`: the nodes whose agents have said hello, with their facts and when last seen.
+"""`causewatch nodes`: the nodes whose agents have said hello, with their facts, when last seen, and how
+their node collectors fared at the agent's start (each one not ok with its reason).
 
 Reads a running daemon's HTTP API (--daemon) or a stopped daemon's store (--db).
 """
@@ -33,10 +34,22 @@ def run(args) -> int:
         print("no agent has said hello yet")
         return 0
     now = time.time()
-    print(f"{'node':<24} {'host':<20} {'cores':>5} {'memory GiB':>10} {'agent':>8} {'last seen':>12}")
+    print(f"{'node':<24} {'host':<20} {'cores':>5} {'memory GiB':>10} {'agent':>8} {'last seen':>12}  collectors")
     for n in nodes:
         memory = (n.get("memory_bytes") or 0) / 2**30
         ago = f"{now - n['last_seen']:.0f} s ago" if n.get("last_seen") else "never"
+        collectors = n.get("collectors") or {}
         print(f"{n['node']:<24.24} {str(n.get('hostname') or ''):<20.20} {n.get('cores') or 0:>5} {memory:>10.1f} "
-              f"{str(n.get('agent_version') or ''):>8.8} {ago:>12}")
+              f"{str(n.get('agent_version') or ''):>8.8} {ago:>12}  {_counted(collectors)}")
+        for name, c in sorted(collectors.items()):
+            if c.get("state") != "ok":
+                print(f"  {name}: {c.get('state')}")
     return 0
+
+
+def _counted(collectors: dict) -> str:
+    """'21 ok, 1 off, 1 failing' of a node's collectors at its agent's start ('' for an agent that lists none)."""
+    states = [c.get("state", "") for c in collectors.values()]
+    counts = {"ok": states.count("ok"), "off": sum(s.startswith("off") for s in states)}
+    counts["failing"] = len(states) - counts["ok"] - counts["off"]
+    return ", ".join(f"{n} {what}" for what, n in counts.items() if n)

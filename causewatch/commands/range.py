@@ -17,11 +17,11 @@ from causewatch.errors import InputError
 FUNCTIONS = ("avg", "min", "max", "sum", "count", "last")
 AGGREGATIONS = ("avg", "min", "max", "sum", "count")
 EPILOG = """examples:
-  causewatch range cpu_seconds_total --last 3600 --step 60              # each series' mean a minute
-  causewatch range load1 --node n1 --node n2 --fn max --window 300 --step 60
-  causewatch range load1 --agg avg --by node --last 86400 --step 3600 --json
-  causewatch range --promql 'avg by (node) (avg_over_time(load1[5m]))' --last 3600 --step 60
-  causewatch range --db cw.duckdb mem_used_bytes --start 1767225600 --end 1767229200 --step 300
+  causewatch range node_load1 --last 3600 --step 60                     # each series' mean a minute
+  causewatch range node_load1 --node n1 --node n2 --fn max --window 300 --step 60
+  causewatch range node_load1 --agg avg --by node --last 86400 --step 3600 --json
+  causewatch range --promql 'avg by (node) (avg_over_time(node_load1[5m]))' --last 3600 --step 60
+  causewatch range --db cw.duckdb node_memory_MemAvailable_bytes --start 1767225600 --end 1767229200 --step 300
 
 times in seconds since the epoch; a point at t covers the rows with t - window < ts <= t.
 """

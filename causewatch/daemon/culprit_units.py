@@ -32,34 +32,60 @@ from causewatch.daemon import readers
 KIND = "/"             # between a unit's name and a column's kind: column_kind reads the kind back
 MAX_OTHER_NODES = 8    # nodes beside the app's whose units are ranked too (the first by name)
 MAX_PROCESSES = 12     # process units a node, the busiest in the incident first
-MAX_SCOPES = 8         # watched scopes a node
+MAX_SCOPES = 12        # watched scopes (commands, units) a node, the busiest in the incident first
 MAX_REGIONS = 20       # region units, the longest in all first
 TOP_PROCESS = "top_process_cpu_ratio"
 OTHER_CPU = "other processes' CPU"
-BUSY = tuple(f"cpu_{mode}_seconds_total" for mode in ("user", "nice", "system", "irq", "softirq", "steal"))
-# node unit -> column kind -> (the metrics summed, "rate": per second between samples, or "mean"), each
-# larger when the node's other work takes more (culprits.contention counts only that)
+BUSY = ("user", "nice", "system", "irq", "softirq", "steal")   # node_cpu_seconds_total's modes a CPU works in
+CPU = "node_cpu_seconds_total"
+
+
+@dataclass(frozen=True)
+class Term:
+    """One of the node_exporter series a column sums (every series of `base` whose `label` is one of
+    `values`, or every one: None), times `sign`."""
+    base: str
+    label: str | None = None
+    values: tuple[str, ...] = ()
+    sign: float = 1.0
+
+    def holds(self, base: str, labels: dict[str, str]) -> bool:
+        return base == self.base and (self.label is None or labels.get(self.label) in self.values)
+
+
+# node unit -> column kind -> (its terms, "rate": per second between samples, or "mean"), each larger when
+# the node's other work takes more (culprits.contention counts only that)
 NODE = {
-    OTHER_CPU: {"cpu_other_cores": (BUSY, "rate"), "cpu_runnable": (("node_procs_running",), "mean"),
-                "cpu_pressure": (("node_pressure_cpu_waiting_seconds_total",), "rate")},
-    "memory": {"memory_used_bytes": (("memory_used_bytes",), "mean"),
-               "memory_major_faults": (("node_vmstat_pgmajfault",), "rate"),
-               "memory_swapped_bytes": (("swap_in_bytes_total", "swap_out_bytes_total"), "rate"),
-               "memory_pressure": (("node_pressure_memory_waiting_seconds_total",), "rate")},
-    "disk": {"disk_bytes": (("disk_read_bytes_total", "disk_written_bytes_total"), "rate"),
-             "disk_iowait_cores": (("cpu_iowait_seconds_total",), "rate"),
-             "disk_pressure": (("node_pressure_io_waiting_seconds_total",), "rate")},
-    "network": {"network_bytes": (("net_received_bytes_total", "net_sent_bytes_total"), "rate"),
-                "network_errors": (("net_errors_total", "net_dropped_total"), "rate"),
-                "network_retransmits": (("node_netstat_Tcp_RetransSegs",), "rate")},
+    OTHER_CPU: {"cpu_other_cores": ((Term(CPU, "mode", BUSY),), "rate"),
+                "cpu_runnable": ((Term("node_procs_running"),), "mean"),
+                "cpu_pressure": ((Term("node_pressure_cpu_waiting_seconds_total"),), "rate")},
+    "memory": {"memory_used_bytes": ((Term("node_memory_MemTotal_bytes"),
+                                      Term("node_memory_MemAvailable_bytes", sign=-1.0)), "mean"),
+               "memory_major_faults": ((Term("node_vmstat_pgmajfault"),), "rate"),
+               "memory_swapped_pages": ((Term("node_vmstat_pswpin"), Term("node_vmstat_pswpout")), "rate"),
+               "memory_pressure": ((Term("node_pressure_memory_waiting_seconds_total"),), "rate")},
+    "disk": {"disk_bytes": ((Term("node_disk_read_bytes_total"), Term("node_disk_written_bytes_total")), "rate"),
+             "disk_iowait_cores": ((Term(CPU, "mode", ("iowait",)),), "rate"),
+             "disk_pressure": ((Term("node_pressure_io_waiting_seconds_total"),), "rate")},
+    "network": {"network_bytes": ((Term("node_network_receive_bytes_total"),
+                                   Term("node_network_transmit_bytes_total")), "rate"),
+                "network_errors": (tuple(Term(f"node_network_{d}_{e}_total") for d in ("receive", "transmit")
+                                         for e in ("errs", "drop")), "rate"),
+                "network_retransmits": ((Term("node_netstat_Tcp_RetransSegs"),), "rate")},
 }
-# a watched scope's column kind -> (the metrics summed, how), the first of its alternatives the scope has
+# a watched scope's column kind -> (the metrics summed, how), the first of its alternatives the scope has:
+# a launched command's or a process's perf and psutil counts, a unit's (a job, a service, a container)
 WATCHED = {"cpu_cores": ((("task_clock_seconds",), ("process_cpu_user_seconds_total",
-                                                     "process_cpu_system_seconds_total")), "rate"),
-           "memory_resident_bytes": ((("process_resident_memory_bytes",),), "mean"),
-           "disk_bytes": ((("process_read_bytes_total", "process_written_bytes_total"),), "rate")}
-METRICS = sorted({m for kinds in NODE.values() for ms, _ in kinds.values() for m in ms}
+                                                     "process_cpu_system_seconds_total"),
+                          ("unit_cpu_seconds_total",)), "rate"),
+           "memory_resident_bytes": ((("process_resident_memory_bytes",), ("unit_memory_bytes",)), "mean"),
+           "disk_bytes": ((("process_read_bytes_total", "process_written_bytes_total"),
+                           ("unit_io_read_bytes_total", "unit_io_written_bytes_total")), "rate")}
+METRICS = sorted({t.base for kinds in NODE.values() for terms, _ in kinds.values() for t in terms}
                  | {m for alts, _ in WATCHED.values() for ms in alts for m in ms})
+# the labelled series read (SQL LIKE patterns): a CPU's modes, a disk's and an interface's counters, the
+# busiest processes
+PATTERNS = [f"{m}.%" for m in METRICS] + [TOP_PROCESS + ".%"]
 
 
 @dataclass(frozen=True)
@@ -117,8 +143,7 @@ def read(cur, scope: str, model, windows: Windows) -> Table:
     cpu = cpu.assign(row=windows.rows(cpu["t_start"])).dropna(subset=["row"])
     nodes = sorted(set(cpu.loc[cpu["row"] >= 0, "node"]))
     others = [n for n in readers.samples.sampled_nodes(cur) if n not in nodes][:MAX_OTHER_NODES]
-    samples = readers.samples.series_between(cur, lo - 2 * windows.width, hi, METRICS, [TOP_PROCESS + "."],
-                                             nodes + others)
+    samples = readers.samples.series_between(cur, lo - 2 * windows.width, hi, METRICS, PATTERNS, nodes + others)
     samples = _with_rates(samples, windows)
     edges = [(e.dst, e.src) for e in model.edges() if e.directed and e.src in variables and e.dst in variables]
     if "duration" in variables:
@@ -201,18 +226,29 @@ def _with_rates(samples: pd.DataFrame, windows: Windows) -> pd.DataFrame:
 
 
 def _summed(samples: pd.DataFrame, metrics, how: str) -> pd.Series:
-    """Per row, the sum over `metrics` of each one's mean value (or rate) in the row."""
+    """Per row, the sum over `metrics` (names) of each one's mean value (or rate) in the row."""
     picked = samples[samples["metric"].isin(metrics)]
     value = "rate" if how == "rate" else "value"
     return picked.groupby(["row", "metric"])[value].mean().groupby(level="row").sum(min_count=1)
+
+
+def _terms(samples: pd.DataFrame, terms: tuple[Term, ...], how: str) -> pd.Series:
+    """Per row, the sum over the series each term holds of their mean value (or rate) in the row, each
+    times its term's sign; NaN in a row without any."""
+    out = None
+    for term in terms:
+        names = [m for m in samples["metric"].unique() if term.holds(*wire.unlabelled(m))]
+        part = _summed(samples, names, how) * term.sign
+        out = part if out is None else out.add(part, fill_value=0.0) if len(part) else out
+    return pd.Series(dtype=float) if out is None else out
 
 
 def _node_units(node: str, samples: pd.DataFrame, app_cpu: pd.Series, got: _Columns) -> list[str]:
     units = []
     for name, kinds in NODE.items():
         unit = f"node {node}: {name}"
-        for kind, (metrics, how) in kinds.items():
-            values = _summed(samples, metrics, how)
+        for kind, (terms, how) in kinds.items():
+            values = _terms(samples, terms, how)
             if kind == "cpu_other_cores":
                 values = values - app_cpu.reindex(values.index).fillna(0.0)
             got.add(unit, kind, values)
@@ -254,12 +290,21 @@ def _over_looks(looks: pd.DataFrame, windows: Windows) -> pd.DataFrame:
 
 
 def _watched_units(node: str, samples: pd.DataFrame, got: _Columns) -> list[str]:
-    """The scopes the node's agent watches (a launched command, a process, a cgroup), each its unit."""
-    units = []
-    for scope in sorted(set(samples["scope"]) - {"node"})[:MAX_SCOPES]:
-        own, unit = samples[samples["scope"] == scope], f"{scope} on {node}"
+    """The scopes the node's agent watches (a launched command, a process, a cgroup, the units it follows),
+    each its unit: the busiest MAX_SCOPES by CPU in the incident."""
+    columns = {}
+    for scope in set(samples["scope"]) - {"node"}:
+        own = samples[samples["scope"] == scope]
         for kind, (alternatives, how) in WATCHED.items():
             metrics = next((ms for ms in alternatives if own["metric"].isin(ms).any()), ())
-            got.add(unit, kind, _summed(own, metrics, how))
+            columns.setdefault(scope, {})[kind] = _summed(own, metrics, how)
+    def busy(scope):
+        cpu = columns[scope]["cpu_cores"]
+        return -float(cpu[cpu.index >= 0].mean()) if (cpu.index >= 0).any() else 0.0
+    units = []
+    for scope in sorted(sorted(columns), key=busy)[:MAX_SCOPES]:
+        unit = f"{scope} on {node}"
+        for kind, values in columns[scope].items():
+            got.add(unit, kind, values)
         units += [unit] if unit in got.units else []
     return units

@@ -21,11 +21,10 @@ from prometheus_client.exposition import choose_encoder
 
 from causewatch import wire
 from causewatch.daemon import node_families, node_metrics
+from causewatch.daemon.unit_series import UnitSeries
 
-# An agent metric name `base[.cpuN]`: per-CPU values carry the CPU as a label, not in the name; the
-# CPU time of each mode is node_exporter's one counter with a `mode` label.
+# An agent metric name `base[.cpuN]` (perf's per-CPU counts): the CPU is a label, not in the name.
 _PER_CPU = re.compile(r"^(?P<base>.+)\.cpu(?P<cpu>\d+)$")
-_CPU_MODE = re.compile(r"^cpu_(?P<mode>[a-z_]+)_seconds_total$")
 EOF = b"# EOF\n"   # OpenMetrics' closing line: one per exposition
 
 
@@ -76,18 +75,15 @@ class _Fixed:
 
 def node_series(metric: str) -> tuple[str, dict[str, str]]:
     """An agent metric name as (exported name, extra labels): a labelled name (`wire.labelled`) gives
-    its labels, and one under node_exporter's names (`node_...`) is exported as it is;
-    `cpu_user_seconds_total.cpu3` is causewatch_cpu_seconds_total{mode="user",cpu="3"}; a cumulative perf
-    count gains _total (node_metrics.exported); a name's other parts stay as they are."""
+    its labels, and one under node_exporter's names (`node_...`) is exported as it is; `cycles.cpu3` is
+    causewatch_cycles_total{cpu="3"}, a cumulative perf count gaining _total (node_metrics.exported); a
+    name's other parts stay as they are."""
     metric, labels = wire.unlabelled(metric)
     if metric.startswith("node_"):
         return metric, labels
     m = _PER_CPU.match(metric)
     if m:
         metric, labels["cpu"] = m["base"], m["cpu"]
-    m = _CPU_MODE.match(metric)
-    if m:
-        return "causewatch_" + node_metrics.CPU_SECONDS, {**labels, "mode": m["mode"]}
     return "causewatch_" + node_metrics.exported(metric), labels
 
 
@@ -118,10 +114,23 @@ def _newest_values(rows: dict) -> dict[tuple[str, tuple], float]:
     return values
 
 
+def _unit_values(rows: dict, units: dict[tuple[str, str], dict]) -> dict[tuple[str, tuple], float]:
+    """As `_newest_values`, for the rows of running units: labelled by their records, not their scope."""
+    values = {}
+    for (node, scope, names), (raw, nulls) in rows.items():
+        last = np.frombuffer(raw, "<f8")
+        if nulls is not None:
+            last = np.where(np.frombuffer(nulls, np.uint8) != 0, np.nan, last)
+        for metric, value in zip(names, last.tolist()):
+            name, labels = node_series(metric)
+            values[(name, tuple(sorted({**units[(node, scope)], **labels}.items())))] = value
+    return values
+
+
 class NodeState:
     """A custom collector of what the agents sent last: each metric's newest value per (node, scope,
-    labels), when each node's newest frame was stored, and frames stored per node. Updated by the
-    writer thread after each commit; a scrape copies it under a lock."""
+    labels) while the agent still sends it, when each node's newest frame was stored, and frames stored
+    per node. Updated by the writer thread after each commit; a scrape copies it under a lock."""
 
     def __init__(self, clock=time.time, shard: str = ""):
         """`shard`: this daemon's shard name, a `shard` label on every node series (several shards'
@@ -132,27 +141,58 @@ class NodeState:
         # frame costs a slice of its bytes, and a scrape works the rows out into series (per frame, 50
         # values into series keys had been a twelfth of the writer's CPU on the agent's 5 x 50 frames)
         self._rows: dict[tuple[str, str, tuple[str, ...]], tuple[bytes, bytes | None]] = {}
+        self._lists: dict[tuple[str, str], list[tuple[str, ...]]] = {}   # (node, scope) -> its rows' names
         self._last_seen: dict[str, float] = {}
         self._frames: dict[str, int] = {}
+        self.units = UnitSeries()
+        self._unit_rows: dict[tuple[str, str], set] = {}   # (node, unit) -> its keys in _rows
 
     def observe(self, frames: Iterable[wire.Frame]) -> None:
         now, newest = self.clock(), {}
+        changes = self.units.changes(frames)
         for f in frames:
             self._frames[f.node] = self._frames.get(f.node, 0) + 1
             self._last_seen[f.node] = now
             if f.type == "samples" and len(f.body["t"]):
                 newest[(f.node, f.body["scope"], tuple(f.body["names"]))] = f.body   # a batch's last frame
+            elif f.type == "unit" and f.body["event"] == "end":   # its samples before its end go with it
+                newest = {k: b for k, b in newest.items() if (k[0], k[1]) != (f.node, f.body["unit"])}
         with self._lock:
+            self.units.apply(changes)
+            for unit in (k for k, body in changes.items() if body is None):
+                for key in self._unit_rows.pop(unit, ()):
+                    self._rows.pop(key, None)
             for key, body in newest.items():
+                if (key[0], key[1]) in self.units.ended:
+                    continue
+                if wire.unit_kind(key[1]):
+                    self._unit_rows.setdefault((key[0], key[1]), set()).add(key)
                 width, nulls = len(key[2]), body.get("nulls")
-                self._rows.pop(key, None)
+                if self._rows.pop(key, None) is None:
+                    self._replace(key)
                 self._rows[key] = (body["values"][-8 * width:], nulls[-width:] if nulls else None)
+
+    def _replace(self, key: tuple[str, str, tuple[str, ...]]) -> None:
+        """A name list new to its (node, scope) replaces the earlier lists that share a name with it: a
+        series the agent sends no more (a device or a mount gone) leaves, as from node_exporter's next
+        scrape. Lists that share none are other batches (a slower collector's, the target's counters)."""
+        node, scope, names = key
+        new = set(names)
+        lists = self._lists.setdefault((node, scope), [])
+        for old in [old for old in lists if not new.isdisjoint(old)]:
+            lists.remove(old)
+            del self._rows[(node, scope, old)]
+        lists.append(names)
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:
             rows, seen, frames = dict(self._rows), dict(self._last_seen), dict(self._frames)
-        values = _newest_values(rows)
+            units = {key: self.units.labels(*key) for key in self._unit_rows}
+            running = dict(self.units.running)
+        unit_rows = {k: rows.pop(k) for k in [k for k in rows if (k[0], k[1]) in units]}
+        values = {**_newest_values(rows), **_unit_values(unit_rows, units)}
         shard = {"shard": self.shard} if self.shard else {}
+        yield from self.units.families(running, shard)
         yield gauge_family("causewatch_agent_last_seen_timestamp_seconds", "When the daemon stored the node's "
                            "newest frame, unix seconds", ["node", *shard],
                            (({"node": n, **shard}, t) for n, t in seen.items()))

@@ -39,8 +39,9 @@ class RetentionJob(Job):
     name = "retention"
 
     def __init__(self, samples_days: float = 14.0, bbv_days: float = 14.0, minute_days: float = 400.0,
-                 export: str = "", interval: float = 300.0, lake: str = "", clock=time.time):
+                 units_days: float = 400.0, export: str = "", interval: float = 300.0, lake: str = "", clock=time.time):
         self.samples_days, self.bbv_days, self.minute_days = samples_days, bbv_days, minute_days
+        self.units_days = units_days
         self.export, self.interval, self.lake, self.clock = export, interval, lake, clock
         self.rolled_to_: float | None = None    # minutes before this were rolled up by an earlier run
         self.finalised_: float | None = None    # raw samples before this were deleted: later ones are merged
@@ -50,7 +51,7 @@ class RetentionJob(Job):
     def from_config(cls, cfg: DaemonConfig) -> "RetentionJob":
         lake = store.lake.folder_for(cfg.db, cfg.store_lake, cfg.shard) if cfg.store_hot_seconds else None
         return cls(cfg.retain_samples_days, cfg.retain_bbv_days, cfg.retain_samples_minute_days,
-                   cfg.retention_export, cfg.retention_interval, str(lake or ""))
+                   cfg.retain_units_days, cfg.retention_export, cfg.retention_interval, str(lake or ""))
 
     def cutoffs(self, now: float) -> dict[str, float]:
         """Per table, the time before which its rows are deleted (tables kept forever are absent)."""
@@ -62,6 +63,8 @@ class RetentionJob(Job):
             out["bbv"] = now - self.bbv_days * DAY
         if self.minute_days:
             out["samples_minute"] = now - self.minute_days * DAY
+        if self.units_days:
+            out["units"] = now - self.units_days * DAY
         return out
 
     def run(self, ctx: JobContext) -> None:

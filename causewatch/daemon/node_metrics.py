@@ -1,5 +1,6 @@
-"""What the agents' metric names are on /metrics: the Prometheus type and HELP of each, after
-node_exporter's shapes (cumulative counts are counters ending in _total; CPU and mode are labels).
+"""What the agents' own metric names (those node_exporter has not: a target process, perf counts) are on
+/metrics: the Prometheus type and HELP of each, after node_exporter's shapes (cumulative counts are
+counters ending in _total; a CPU is a label). The node's are node_exporter's (`node_families`).
 
 Stored names stay the agents' (the analyses and the store read them); only the exposition renames.
 """
@@ -8,35 +9,21 @@ from __future__ import annotations
 
 import re
 
+from causewatch.daemon import unit_series
+
 # agent name (without `.cpuN`) -> HELP; a name ending in _total is a counter, the rest gauges
-_SYSTEM = {
-    "cpu_utilization_ratio": "Share of CPU time spent neither idle nor in iowait over the agent's last sampling "
-                             "interval, 0 to 1 (per CPU with the cpu label)",
-    "load1": "Load average over 1 minute (runnable and uninterruptible tasks)",
-    "load5": "Load average over 5 minutes",
-    "load15": "Load average over 15 minutes",
-    "memory_total_bytes": "Physical memory of the node",
-    "memory_available_bytes": "Memory available to new programs without swapping (MemAvailable)",
-    "memory_used_bytes": "Memory in use: total minus free, buffers and page cache",
-    "swap_total_bytes": "Swap space of the node",
-    "swap_used_bytes": "Swap space in use",
-    "swap_in_bytes_total": "Bytes swapped in from disk since boot",
-    "swap_out_bytes_total": "Bytes swapped out to disk since boot",
-    "disk_read_bytes_total": "Bytes read from all disks since boot",
-    "disk_written_bytes_total": "Bytes written to all disks since boot",
-    "disk_reads_total": "Reads completed on all disks since boot",
-    "disk_writes_total": "Writes completed on all disks since boot",
-    "net_received_bytes_total": "Bytes received on all network interfaces since boot",
-    "net_sent_bytes_total": "Bytes sent on all network interfaces since boot",
-    "net_received_packets_total": "Packets received on all network interfaces since boot",
-    "net_sent_packets_total": "Packets sent on all network interfaces since boot",
-    "net_errors_total": "Receive and send errors on all network interfaces since boot",
-    "net_dropped_total": "Received and sent packets dropped on all network interfaces since boot",
+_AGENT = {
     "top_process_cpu_ratio": "CPU seconds per second of the node's busiest processes besides the watched one, "
                              "summed by command (the agent's last look, every few seconds)",
     "top_process_count": "Processes of each command among the node's busiest (top_process_cpu_ratio)",
     "agent_collector_failure_info": "1 while a node collector of the agent fails, with the reason it gives "
                                     "(its node_scrape_collector_success is 0)",
+    # the agent's own delivery counts (sender.Sender.counts), sent as samples since the agent serves nothing
+    "agent_frames_acked_total": "Frames the agent sent that the daemon acked (stored, or stored before)",
+    "agent_frames_nacked_total": "Nacks the agent got from the daemon, every one",
+    "agent_frames_refused_total": "Frames still unsettled that a nack refused (dropped, or kept to resend)",
+    "agent_frames_resent_total": "Frames the agent sent again after a disconnect or a resend timeout",
+    "agent_spool_dropped_frames_total": "Unsent frames the agent dropped from its full spool",
 }
 _PROCESS = {
     "process_cpu_user_seconds_total": "User-mode CPU seconds of the watched process (scope)",
@@ -76,9 +63,7 @@ _RATIOS = {
     "cache_miss_ratio": "Cache misses per cache reference over the agent's last interval (perf)",
     "branch_miss_ratio": "Branch misses per branch instruction over the agent's last interval (perf)",
 }
-CPU_SECONDS = "cpu_seconds_total"
-CPU_SECONDS_HELP = "Seconds the CPUs spent in each mode since boot (node_exporter's node_cpu_seconds_total)"
-HELP = {**_SYSTEM, **_PROCESS, **{f"{k}_total": v for k, v in _PERF.items()}, **_RATIOS, CPU_SECONDS: CPU_SECONDS_HELP}
+HELP = {**_AGENT, **_PROCESS, **{f"{k}_total": v for k, v in _PERF.items()}, **_RATIOS, **unit_series.HELP}
 _CUMULATIVE = frozenset(_PERF)
 _NOT_IN_NAMES = re.compile(r"[^a-zA-Z0-9_:]")
 

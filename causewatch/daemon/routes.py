@@ -20,6 +20,7 @@ import time
 import pandas as pd
 import pyarrow as pa
 
+from causewatch import wire
 from causewatch.analytics.causal import CausalModel, model_svg
 from causewatch.analytics.fuzzy import find_bottlenecks, perfql, summarise_bottlenecks
 from causewatch.analytics.fuzzy.summaries import KEYS, records
@@ -246,6 +247,32 @@ def learn(con: Cursor, data, app, metric, bucket, rows, columns, discrete, tier,
                                estimator=estimator, alpha=alpha, equivalences=bool(equivalences),
                                submodels=bool(submodels), dot=bool(dot), tetrad=bool(tetrad))
     return learning.learn(df, inputs, drop, options)
+
+
+@verbs.JOBS.handles
+def jobs(con: Cursor, kind, user, node, state, last, limit) -> list[dict]:
+    """The units the agents followed, newest first, with owner, allocation and efficiency so far:
+    /api/jobs[?user=ann&state=running&node=n1&last=3600&kind=job|step|service|container|pod&limit=200]."""
+    if kind not in wire.UNIT_KINDS:
+        raise InputError(f"kind: expected one of {', '.join(wire.UNIT_KINDS)}, got {kind!r}")
+    if state not in verbs.UNIT_STATES:
+        raise InputError(f"state: expected one of {', '.join(verbs.UNIT_STATES)}, got {state!r}")
+    return readers.units.listing(con, kind, user, node, state, _since(last), limit)
+
+
+@verbs.JOB.handles
+def job(con: Cursor, id, node) -> list[dict]:
+    """A Slurm job's efficiency report on each node it ran on: /api/job?id=42[&node=n1]. CPU use against
+    its allocation, memory high-water against its request, I/O, pressure, its steps, the anomalies
+    during it; a job no agent saw is a 404 naming the newest ones."""
+    if not id:
+        raise InputError("id: give a Slurm job id, e.g. /api/job?id=42")
+    found = readers.units.report(con, id, node)
+    if not found:
+        known = [r["job_id"] for r in readers.units.units(con, "job", nodes=node, limit=10)]
+        raise NotFoundError(f"no job {id!r} was seen by an agent" + (f"; the newest: {', '.join(known)}" if known
+                                                                     else "; none yet"))
+    return found
 
 
 # ---- write verbs: handler(cursor, write, body, **params) -----------------------------------------

@@ -23,6 +23,7 @@ from causewatch.daemon.jobs import Job, JobContext
 from causewatch.daemon.scheduler import LocalJobs, Runner, Scheduler, WorkerJobs
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.lake import folder_for as lake_folder
+from causewatch.daemon.store.units import running_units
 from causewatch.daemon.worker import ENTRYPOINTS, Host, Worker
 from causewatch.errors import ConfigError
 from causewatch.systemd import sd_notify
@@ -49,6 +50,7 @@ class Daemon:
         self.cfg = cfg
         self.exporter = Exporter(cfg.shard)
         self.store = Store(cfg.db, cfg.store_memory_bytes, cfg.store_lake, cfg.shard)
+        self.exporter.nodes.units.seed(self.store.run(running_units))   # units that run on across a restart
         self.ingest = Ingest(cfg, self.store, self.exporter)
         host = Host(self.store.cursor, self.ingest.call, self.ingest.send, self.exporter)
         # While frames wait for the writer the jobs worker is paused (a re-learn's cache and memory traffic slows

@@ -194,6 +194,13 @@ RANGE = Verb("range", Param("metric", many=True), NODE, Param("scope"), Param("s
 PROMQL_RANGE = Verb("v1/query_range", Param("query"), Param("start"), Param("end"), Param("step"),
                     Param("partial", int, default=0), merge=PARTIALS, errors="prometheus")
 
+# The units the agents follow (docs/agent.md, "Units"): jobs by default, running, finished or all, per user
+# and node, running at some time in the `last` seconds; and one Slurm job's report on each of its nodes.
+UNIT_STATES = ("running", "finished", "all")
+JOBS = Verb("jobs", Param("kind", default="job"), Param("user", many=True), NODE, Param("state", default="all"), LAST,
+            Param("limit", count, default=200), merge=records(("started", True), ("node", False), cut="limit"))
+JOB = Verb("job", Param("id"), NODE, merge=records(("started", True), ("node", False)))
+
 # writes sent to every shard: a kit registered on each, a baseline pinned where its model is
 KITS = Verb("kits", method="POST", merge=FANNED)        # body {"manifest": {...}, "path": "..."}
 BASELINE = Verb("baseline", Param("scope"), Param("model_id", int), method="POST", merge=FANNED)
@@ -208,4 +215,4 @@ OVERVIEW = Verb("overview", merge=local("an overview of one store: its rows, its
 VERBS = {(v.method, v.path): v for v in (STATS, NODES, QUERY, BOTTLENECKS, RANK, PROBE_STATUS, REGIONS, TASKS,
                                          TASK_APPS, SAMPLES, BBV_TARGETS, BBV, MODELS, MODEL, ANOMALIES, LEARN, KITS,
                                          BASELINE, PRIORITIZE, RANGE, PROMQL_RANGE,
-                                         COUNTS, OVERVIEW)}
+                                         COUNTS, OVERVIEW, JOBS, JOB)}

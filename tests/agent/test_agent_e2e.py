@@ -1,6 +1,7 @@
 """`causewatch agent` as a real process against a real daemon process and DuckDB file: task and
 region records relayed from an instrumented program, unavailable counters reported while the rest
-streams, and a SIGTERM that leaves every unacked frame in the spool."""
+streams, the node collectors as configured listed in hello, and a SIGTERM that leaves every unacked
+frame in the spool."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from support import query, wait_for
 
 from causewatch.agent.sender import Sender
 from causewatch.agent.spool import Spool
+from causewatch.cli import main
 from causewatch.commands.agent import UNDELIVERED
-from causewatch.config import AgentConfig
+from causewatch.config import NODE_COLLECTOR_INTERVALS, AgentConfig
 
 pytestmark = pytest.mark.service   # an agent and a daemon as processes
 
@@ -38,10 +40,10 @@ for n in (1, 2, 3):
 """
 
 
-def _config(tmp_path, endpoint: str) -> str:
+def _config(tmp_path, endpoint: str, more: str = "") -> str:
     path = tmp_path / "agent.toml"
     path.write_text(f'[agent]\ndaemon = "{endpoint}"\nnode = "e2e"\nspool = "{tmp_path}/spool"\n'
-                    f'ipc = "ipc://{tmp_path}/agent.sock"\n')
+                    f'ipc = "ipc://{tmp_path}/agent.sock"\n{more}')
     return str(path)
 
 
@@ -70,9 +72,9 @@ def _agent(*args: str, env: dict | None = None, **kw) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-def test_task_and_region_records_travel_through_agent_and_daemon_into_duckdb(daemon_process, tmp_path):
+def test_task_and_region_records_travel_through_agent_and_daemon_into_duckdb(daemon_process, tmp_path, capsys):
     d = daemon_process()
-    cfg = _config(tmp_path, d.endpoint)
+    cfg = _config(tmp_path, d.endpoint, "[agent.collector_intervals]\nnetstat = 0\nsoftnet = 1\n")
     env = dict(os.environ, CAUSEWATCH_CONFIG=cfg)
     (tmp_path / "app.py").write_text(APP)
     agent = _agent("--config", cfg, "--", sys.executable, str(tmp_path / "app.py"), env=env)
@@ -102,7 +104,15 @@ def test_task_and_region_records_travel_through_agent_and_daemon_into_duckdb(dae
     target_metrics = {r[0] for r in query(db, "SELECT DISTINCT metric FROM samples WHERE scope LIKE 'cmd:%'")}
     assert {"task_clock_seconds", "page_faults", "process_resident_memory_bytes"} <= target_metrics
     assert not target_metrics & {h for h in HARDWARE if counters[h] != "ok"}
-    assert query(db, "SELECT count(*) FROM samples WHERE scope='node' AND metric='memory_total_bytes'")[0][0] >= 1
+    memory = "SELECT count(*) FROM samples WHERE scope='node' AND metric='node_memory_MemTotal_bytes'"
+    assert query(db, memory)[0][0] >= 1
+    # hello lists the node collectors as configured, and `causewatch nodes` shows them
+    assert not query(db, "SELECT metric FROM samples WHERE metric LIKE 'node_netstat_%' LIMIT 1")
+    assert main(["nodes", "--db", str(db), "--json"]) == 0
+    collectors = json.loads(capsys.readouterr().out)[0]["collectors"]
+    assert collectors["netstat"] == {"interval": 0.0, "state": "off (collector_intervals.netstat = 0)"}
+    assert collectors["softnet"] == {"interval": 1.0, "state": "ok"} and collectors["meminfo"]["state"] == "ok"
+    assert len(collectors) == len(NODE_COLLECTOR_INTERVALS)
     kinds = {r[0] for r in query(db, "SELECT DISTINCT kind FROM bbv WHERE node='e2e'")}
     assert kinds == {"native", "python"}
     seqs = [r[0] for r in query(db, "SELECT seq FROM ingest_log WHERE boot=? ORDER BY seq", [hello_boot[0][0]])]

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from causewatch import wire
 from causewatch.agent.node import clock, cpufreq, kernel, network, release, storage
-from causewatch.agent.node.schedule import NodeCollectors, Spec
+from causewatch.agent.node.schedule import NodeCollectors, Spec, default_specs
+from causewatch.config import NODE_COLLECTOR_INTERVALS, AgentConfig
 
 # collector factory (given a proc root) -> the files under it that it reads, the first one made hostile
 PROC_COLLECTORS = {
@@ -94,6 +95,30 @@ def test_a_hostile_file_is_an_error_or_a_part_never_an_invented_series(tmp_path,
         assert str(e)
         return
     assert hostile == "truncated" and set(values) <= good, f"{hostile} gave {sorted(set(values) - good)[:5]}"
+
+
+@pytest.mark.parametrize("make", [kernel.Stat, kernel.MemInfo, kernel.VmStat, storage.DiskStats, network.NetDev,
+                                  network.NetStat], ids=lambda m: m.__name__)
+def test_a_collector_that_kept_a_files_layout_follows_it_when_it_changes(tmp_path, make):
+    """The layouts kept from one run to the next (names and places of the values) are checked each run: a
+    file that lost a line reads as a new collector reads it, and garbage is still an error."""
+    files = PROC_COLLECTORS[make]
+    if not _available(files):
+        pytest.skip(f"{files} not readable here")
+    _copy(tmp_path, files)
+    collector = make(str(tmp_path))
+    collector.collect()
+    target = tmp_path / files[0]
+    lines = target.read_text().splitlines(keepends=True)
+    cut = -2 if make is network.NetStat else -1    # netstat's lines are pairs: a header and its values
+    target.write_text("".join(lines[:cut]))
+    assert collector.collect() == make(str(tmp_path)).collect()
+    if make is kernel.MemInfo:   # the same fields in another order
+        target.write_text("".join(lines[::-1]))
+        assert collector.collect() == make(str(tmp_path)).collect()
+    target.write_text(GARBAGE)
+    with pytest.raises((ValueError, IndexError)):
+        collector.collect()
 
 
 def test_cpufreq_and_throttles_from_a_sysfs_tree(tmp_path):
@@ -182,6 +207,27 @@ def test_each_collector_runs_at_its_own_interval():
     assert fast.calls == 21 and slow.calls == 3
     assert seen[0] == [1.0, 10.0] and seen[1] == [1.0] and seen[10] == [1.0, 10.0]
     nodes.close()
+
+
+def test_open_says_how_each_fared_and_its_rows_go_with_the_first_collect():
+    t = [100.0]
+    good, bad, off = _Fixed("good", {"a": 1.0}), _Fixed("bad", error=ValueError("cut short")), _Fixed("off", {"c": 3.0})
+    nodes = NodeCollectors([Spec(good, 10.0, 0.5), Spec(bad, 1.0, 0.5), Spec(off, 0.0, 0.5)], monotonic=lambda: t[0])
+    assert nodes.open() == {"good": {"interval": 10.0, "state": "ok"},
+                            "bad": {"interval": 1.0, "state": "ValueError: cut short"},
+                            "off": {"interval": 0.0, "state": "off (collector_intervals.off = 0)"}}
+    t[0] += 0.5
+    rows = nodes.collect()
+    assert rows[10.0]["a"] == 1.0 and good.calls == 1 and off.calls == 0   # open's run, not a second one
+    assert sorted(rows) == [1.0, 10.0] and nodes.collect() == {}
+    nodes.close()
+
+
+def test_the_schedule_has_a_default_interval_for_each_collector_and_takes_the_configs():
+    assert sorted(s.collector.name for s in default_specs()) == sorted(NODE_COLLECTOR_INTERVALS)
+    cfg = AgentConfig(collector_intervals={"netstat": 0, "meminfo": 5})
+    intervals = {s.collector.name: s.interval for s in default_specs(intervals=cfg.collector_intervals)}
+    assert (intervals["netstat"], intervals["meminfo"], intervals["stat"]) == (0.0, 5.0, 1.0)
 
 
 Statvfs = namedtuple("Statvfs", "f_bsize f_blocks f_bfree f_bavail f_files f_ffree")

@@ -31,6 +31,32 @@ def test_bad_settings_are_named(tmp_path, text, key, words):
     assert e.value.key == key and words in str(e.value) and str(f) in str(e.value)
 
 
+@pytest.mark.parametrize("text, key, line, words", [
+    ('[agent]\n[agent.collector_intervals]\nnetstat = 10\nnetstatt = 1\n', "collector_intervals.netstatt", 4,
+     "no node collector of that name (known: arp, conntrack"),
+    ('[agent]\ncollector_intervals = { netstat = "10" }\n', "collector_intervals.netstat", 2,
+     "expected seconds (a number; 0 turns it off), got str '10'"),
+    ('[agent]\npsutil_interval = 2.0\n[agent.collector_intervals]\nmeminfo = 1\n', "collector_intervals.meminfo", 4,
+     "give 0 (off) or from psutil_interval (2 s, the tick node collectors run on) to 86400 s"),
+    ('[agent]\n[agent.collector_intervals]\nstat = true\n', "collector_intervals.stat", 3, "got bool True"),
+    ('[agent]\ncollector_intervals = 10\n', "collector_intervals", 2, "expected dict, got int"),
+])
+def test_bad_collector_intervals_are_named_with_their_line(tmp_path, text, key, line, words):
+    f = tmp_path / "a.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        config.load(AgentConfig, f, "agent")
+    assert e.value.key == key and e.value.where == f"{f}:{line}" and words in e.value.reason, str(e.value)
+
+
+def test_collector_intervals_keep_the_defaults_of_those_not_named(tmp_path):
+    f = tmp_path / "a.toml"
+    f.write_text('[agent]\nwindow = 8\n[agent.collector_intervals]\nnetstat = 1\nnetclass = 0\n')
+    cfg = config.load(AgentConfig, f, "agent")
+    assert cfg.collector_intervals == {**config.NODE_COLLECTOR_INTERVALS, "netstat": 1.0, "netclass": 0.0}
+    assert cfg.window == 8
+
+
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         config.load(AgentConfig, tmp_path / "nope.toml")

@@ -12,6 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from causewatch import wire
+from causewatch.agent.node.schedule import default_specs
 from causewatch.daemon import node_metrics, routes, verbs  # noqa: F401 (routes binds the verbs' handlers)
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.job_probe import ProbeJob
@@ -98,9 +100,22 @@ def test_dashboard_links_the_model_picture_of_the_chosen_scope():
     exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
     assert any("causewatch_dependency_anomaly" in e for e in exprs)
     assert any("causewatch_edge_strength{" in e for e in exprs)
-    # the node's CPU (per-CPU counters only, so a sum by node is CPUs in use) and memory
-    assert any(e.startswith("sum by (node) (rate(causewatch_cpu_seconds_total{") for e in exprs)
-    assert any("causewatch_memory_available_bytes" in e for e in exprs)
+    # the node's CPU (per-CPU counters only, so a sum by node is CPUs in use) and memory, as node_exporter names them
+    assert any(e.startswith("sum by (node) (rate(node_cpu_seconds_total{") for e in exprs)
+    assert any("node_memory_MemAvailable_bytes" in e for e in exprs)
+    assert not [e for e in exprs if re.search(r"causewatch_(cpu|memory|load|swap|disk|net)_", e)]   # the old names
+
+    # the jobs' row: running units only, their CPU use and memory against what they were allocated
+    assert any("rate(causewatch_unit_cpu_seconds_total{kind=\"job\"}" in e and "causewatch_unit_cpus" in e
+               for e in exprs)
+    assert any("causewatch_unit_memory_bytes" in e and "causewatch_unit_memory_limit_bytes" in e for e in exprs)
+
+
+def test_named_node_exporter_metrics_are_what_the_agent_sends_here():
+    """A node_exporter name the rules or the dashboard use is one the agent's node collectors send here."""
+    sent = {wire.unlabelled(metric)[0] for spec in default_specs() for metric in spec.collector.collect()}
+    named = set(re.findall(r"\bnode_[A-Za-z0-9_]+", RULES.read_text() + DASHBOARD.read_text()))
+    assert named and not named - sent, f"named in deploy/, not sent: {sorted(named - sent)}"
 
 
 def _probed_store(path: Path) -> duckdb.DuckDBPyConnection:

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def files(tmp_path):
     (tmp_path / "zero.toml").write_text('[agent]\nwindow = 3\ncounters_interval = 0\n')
+    (tmp_path / "collector.toml").write_text('[agent]\n[agent.collector_intervals]\nnetstatt = 1\n')
     (tmp_path / "terms.toml").write_text('[daemon]\nfuzzy_terms = "/nonexistent/terms.toml"\n')
     (tmp_path / "corrupt.duckdb").write_bytes(b"this is not a DuckDB file\n" * 200)
     (tmp_path / "plain").write_text("a file where a folder is needed\n")
@@ -32,6 +33,8 @@ def files(tmp_path):
 
 CASES = [  # (argv with {tmp}, words the message must hold)
     (["agent", "--config", "{tmp}/zero.toml", "--check"], ["zero.toml:3", "counters_interval", "between"]),
+    (["agent", "--config", "{tmp}/collector.toml", "--check"], ["collector.toml:3", "collector_intervals.netstatt",
+                                                                 "no node collector of that name", "netstat"]),
     (["agent", "--daemon", "nonsense", "--check"], ["--daemon", "tcp://HOST:PORT"]),
     (["agent", "--daemon", "tcp://10.0.0.1", "--check"], ["--daemon", "port"]),
     (["daemon", "--bind", "tcp://127.0.0.1:99999"], ["--bind", "99999", "1 to 65535"]),

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from support import HOSTILE_UNITS, UNIT
 
 from causewatch import wire
 from causewatch.errors import WireError
@@ -97,12 +98,23 @@ def test_samples_bodies_from_lists_rows_and_numpy_are_the_same_bytes():
     (frame(kind="probe_result", body={"app": "a", "kit": "k"}), "body.predicted_seconds", "missing"),
     (frame(kind="probe_result", body={"app": "a", "kit": "k", "error": " "}), "body.error", "range"),
     (frame(kind="probe_result", body={"app": "a", "kit": "k", "error": 3}), "body.error", "type"),
+    *((frame(kind="unit", body={**UNIT, **bad}), field, code) for bad, field, code in HOSTILE_UNITS),
 ])
 def test_refusals_name_the_field(data, field, code):
     with pytest.raises(WireError) as e:
         wire.decode(data)
     assert (e.value.field, e.value.code) == (field, code)
     assert field in str(e.value)
+
+
+def test_a_unit_record_round_trips():
+    body = {**UNIT, "event": "end", "end": 160.0, "parent": "job:41", "job_id": "42", "step": "batch", "uid": 1001,
+            "user": "ann", "job_name": "train run", "cpus": 1.5, "cpuset": "0-3", "memory_bytes": 2**33, "gpus": 2,
+            "cgroup": "/sys/fs/cgroup/job_42", "source": "cgroup", "counted": {"cpu": "ok", "io": "no io.stat"},
+            "totals": {"unit_cpu_seconds_total": 12.5}, "extra": {"runtime": "docker"}}
+    assert wire.decode(frame(kind="unit", body=body)).body == body
+    assert [wire.unit_kind(s) for s in ("job:42", "pod:x", "app:lu", "node", "cgroup:a:b")] == [
+        "job", "pod", None, None, None]
 
 
 def test_a_failed_probe_result_carries_its_reason_in_place_of_a_prediction():

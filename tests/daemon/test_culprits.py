@@ -56,8 +56,11 @@ def _node_samples(store, node: str, runnable, processes=lambda t: {}, seed: int 
     CPU seconds per second)."""
     rng = np.random.default_rng(seed)
     t = np.arange(990.0, 1700.0)
-    rows = {"cpu_user_seconds_total": np.cumsum(rng.uniform(0.9, 1.1, len(t))),
-            "memory_used_bytes": 8e9 + rng.normal(0, 1e7, len(t)),
+    cpu = {(str(c), m, lo, hi) for c in (0, 1) for m, lo, hi in (("user", 0.4, 0.5), ("idle", 0.4, 0.6))}
+    rows = {**{wire.labelled("node_cpu_seconds_total", {"cpu": c, "mode": m}): np.cumsum(rng.uniform(lo, hi, len(t)))
+               for c, m, lo, hi in sorted(cpu)},
+            "node_memory_MemTotal_bytes": np.full(len(t), 16e9),
+            "node_memory_MemAvailable_bytes": 8e9 + rng.normal(0, 1e7, len(t)),
             "node_procs_running": np.array([runnable(x) for x in t]) + rng.normal(0, 0.5, len(t))}
     frames = [wire.Frame("samples", node, "b", 1, t[-1], wire.samples_body(t, list(rows), np.column_stack(list(
         rows.values()))))]
@@ -110,7 +113,8 @@ def test_a_planted_change_of_the_node_s_runnable_processes_ranks_it_first(store)
     assert evidence is not None and seen[2] is None   # opened on the first contended batch (sure)
     first = evidence["causes"][0]
     assert first["unit"] == f"node node-1: {OTHER_CPU}" and first["score"] >= 1
-    assert re.match(rf"node node-1: {OTHER_CPU}'s cpu_runnable rose from 3.* to (9|8.9)", first["evidence"])
+    said = re.match(rf"node node-1: {OTHER_CPU}'s cpu_runnable rose from ([0-9.]+) to ([0-9.]+)", first["evidence"])
+    assert said and 2.5 < float(said[1]) < 3.5 and 8.5 < float(said[2]) < 9.5, first["evidence"]
     units = [c["unit"] for c in evidence["causes"]]
     assert "cpu_wait_seconds" in units and units.index(f"node node-2: {OTHER_CPU}") > 0
     assert len(evidence["causes"]) == culprits.TOP and evidence["cause"] == first["unit"]
@@ -121,6 +125,12 @@ def test_a_planted_change_of_the_node_s_runnable_processes_ranks_it_first(store)
     assert ranked["incident"] == pytest.approx([1438.0 - culprits.LEAD, 1483.0], abs=1e-3)
     assert ranked["baseline"][1] == 1299.0
     assert f'cause="node node-1: {OTHER_CPU}",dst="cpu_wait_seconds"'.encode() in ctx.exporter.exposition()
+    # the CPU beside the app's: the busy modes of both CPUs (0.9 s a second) less the tasks' (0.1 s)
+    around = Windows(tuple(ranked["baseline"]), tuple(ranked["incident"]), ranked["row_seconds"])
+    rows = read(store.cursor(), "app:mw", job.scopes["app:mw"].baseline, around).rows
+    other = rows[f"node node-1: {OTHER_CPU}/cpu_other_cores"]
+    assert 0.7 < other[other.index < 0].median() < 0.9
+    assert rows["node node-1: memory/memory_used_bytes"].median() == pytest.approx(8e9, rel=0.01)
 
 
 def test_without_a_planted_change_the_symptom_itself_is_first(store):

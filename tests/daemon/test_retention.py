@@ -156,6 +156,32 @@ def test_late_rows_are_folded_into_their_minute(store):
     assert all_rows(store, "samples").ts.min() == RAW_CUT + 60
 
 
+def unit_frame(seq: int, unit: str, start: float, end: float | None, **body) -> wire.Frame:
+    event = {"event": "start"} if end is None else {"event": "end", "end": end}
+    return wire.decode(wire.encode("unit", "n1", "b1", seq, {"unit": unit, "kind": "job", "start": start, **event,
+                                                             **body}))
+
+
+def test_a_finished_jobs_summary_outlives_its_samples_until_its_own_window(store):
+    """Samples go after a day; a job that ended 10 days ago keeps its row and its report (from the totals
+    its end brought); one that ended 40 days ago goes with a 30-day window; a running one stays."""
+    store.commit_frames([
+        unit_frame(1, "job:1", NOW - 41 * DAY, NOW - 40 * DAY, job_id="1"),
+        unit_frame(2, "job:2", NOW - 11 * DAY, NOW - 10 * DAY, job_id="2", cpus=2.0,
+                   totals={"unit_cpu_seconds_total": 86400.0}),
+        unit_frame(3, "job:3", NOW - 100 * DAY, None, job_id="3"),
+        wire.decode(wire.encode("samples", "n1", "b1", 4, wire.samples_body(
+            [NOW - 10.5 * DAY], ["unit_cpu_seconds_total"], [[5.0]], "job:2")))])
+    ctx = JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
+    job = RetentionJob(samples_days=1, bbv_days=1, minute_days=30, units_days=30, clock=lambda: NOW)
+    job.run(ctx)
+    assert job.deleted_["units"] == 1 and job.deleted_["samples"] == 1
+    assert sorted(all_rows(store, "units").unit) == ["job:2", "job:3"]
+    with store.cursor() as cur:
+        [report] = readers.units.report(cur, "2")
+    assert (report["cpu_seconds"], report["cpu_efficiency"]) == (86400.0, 0.5)
+
+
 def minutes(store: Store) -> pd.DataFrame:
     aggs = all_rows(store, "samples_minute").sort_values(["minute", "node", "scope", "metric"], ignore_index=True)
     return aggs[["node", "scope", "metric", "minute", *AGG]]
@@ -165,6 +191,7 @@ def minutes(store: Store) -> pd.DataFrame:
     ("retain_samples_days = -1", "retain_samples_days: -1.0 is out of range"),
     ('retain_bbv_days = "a week"', "retain_bbv_days: expected float"),
     ("retain_samples_minute_days = 3", "retain_samples_minute_days: 3.0 is shorter than retain_samples_days"),
+    ("retain_units_days = 2", "retain_units_days: 2.0 is shorter than retain_samples_days"),
     ('retention_export = "/no/such/folder"', "retention_export: /no/such/folder: no such writable folder"),
 ])
 def test_a_bad_retention_setting_is_refused_naming_it(tmp_path, line, named):

@@ -15,7 +15,7 @@ import pytest
 import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import DaemonProcess, agent_config, query, samples, wait_for
+from support import HOSTILE_UNITS, UNIT, DaemonProcess, agent_config, query, samples, wait_for
 
 from causewatch import wire
 from causewatch.agent.sender import Sender
@@ -198,6 +198,22 @@ def test_hostile_names_never_break_the_readers(shared, tmp_path):
         assert status in (200, 400), (path, status, body[:300])
 
 
+def test_hostile_unit_records_are_refused_naming_the_field(shared):
+    """Each bad field of a unit record gets a nack naming it; none reaches the store, whose listing still
+    answers, and a good record after them is stored."""
+    raw = Raw(shared.endpoint)
+    for seq, (bad, field, code) in enumerate(HOSTILE_UNITS, 1):
+        raw.send(frame(node="units", boot="hostile", seq=seq, kind="unit", body={**UNIT, **bad}))
+        reply = raw.reply()
+        assert (reply.type, reply.body["field"], reply.body["code"]) == ("nack", field, code), bad
+        assert field in reply.body["field"] and reply.body["reason"]
+    raw.send(frame(node="units", boot="hostile", seq=len(HOSTILE_UNITS) + 1, kind="unit", body={**UNIT, "user": "ann"}))
+    assert raw.reply().type == "ack"
+    raw.close()
+    status, body = get(shared, "/api/jobs?node=units")
+    assert status == 200 and [(j["unit"], j["user"]) for j in json.loads(body)] == [("job:42", "ann")]
+
+
 # ---- the hostile-input test: a corpus of every case above plus random frames, next to a good sender ----
 
 CORPUS = [
@@ -209,6 +225,8 @@ CORPUS = [
     frame(kind="region", body={"app": "a", "region": "r", "start": 0.0, "duration": 1.0, "counters": {"*": 1.0}}),
     frame(body={**samples(0), "values": np.full(15, math.nan).tobytes()}),
     frame(kind="hello", body={"hostname": "h", "agent_version": "1", "counters": {"a b": "ok"}}),
+    frame(kind="unit", body={"unit": "job:1", "kind": "service", "event": "start", "start": 0.0}),
+    frame(kind="unit", body={"unit": "job:1", "kind": "job", "event": "end", "start": 5.0, "end": 1.0}),
     b"\x80" + b"\x00" * (9 * 1024 * 1024),
 ]
 packable = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64 - 1), st.floats(), st.text(max_size=20),

@@ -153,7 +153,7 @@ def test_the_installed_agent_streams_counters_and_ip_samples_without_numpy(site,
                                          "LIKE 'cmd:%' AND value IS NOT NULL")}
     assert {"task_clock_seconds", "page_faults", "process_cpu_user_seconds_total"} <= metrics
     assert query(d.db, "SELECT count(*) FROM samples WHERE node='light' AND scope='node' "
-                       "AND metric='memory_total_bytes'")[0][0] >= 1
+                       "AND metric='node_memory_MemTotal_bytes'")[0][0] >= 1
     (vectors, samples), = query(d.db, "SELECT count(DISTINCT seq), sum(count) FROM bbv WHERE node='light' "
                                       "AND kind='native'")
     keys = [k for (k,) in query(d.db, "SELECT DISTINCT key FROM bbv WHERE node='light' AND kind='native'")]

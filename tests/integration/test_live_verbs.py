@@ -60,7 +60,19 @@ def _fill(path) -> None:
         for i in range(12)]
     t = np.arange(60.0)
     samples = wire.samples_body(t, ["a", "b"], np.column_stack([t % 7, (t % 7) ** 2]))
-    store.commit_frames([*vectors, wire.decode(wire.encode("samples", "n1", "b", 3001, samples))])
+    job = {"unit": "job:7", "kind": "job", "start": 1000.0, "job_id": "7", "user": "ann", "cpus": 2.0,
+           "memory_bytes": 2**30}
+    units = [{**job, "event": "start"}, {**job, "event": "end", "end": 1060.0, "totals": {
+                 "unit_cpu_seconds_total": 90.0, "unit_memory_peak_bytes": 2.0**29}},
+             {"unit": "step:7.batch", "kind": "step", "event": "end", "start": 1000.5, "end": 1059.0, "job_id": "7",
+              "step": "batch", "parent": "job:7"},
+             {"unit": "service:a.service", "kind": "service", "event": "start", "start": 0.0, "user": "root"},
+             {"unit": "service:a.service", "kind": "service", "event": "end", "start": 0.0, "end": 60.0}]
+    running = wire.samples_body(t, ["unit_cpu_seconds_total", "unit_memory_bytes"], np.column_stack([t, 1e6 + t]),
+                                scope="service:a.service")
+    store.commit_frames([*vectors, wire.decode(wire.encode("samples", "n1", "b", 3001, samples)),
+                         *(wire.decode(wire.encode("unit", "n1", "b", 4000 + i, u)) for i, u in enumerate(units)),
+                         wire.decode(wire.encode("samples", "n1", "b", 4010, running))])
     store.run(write)
     job = CausalJob(min_rows=50, min_new=20)
     ctx = JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
@@ -205,7 +217,7 @@ EXAMPLES = {
     "learn": {"data": "tasks", "app": "lu", "estimator": "fisher-z"},
     "range": {"metric": ["a"], "start": 0.0, "end": 60.0, "step": 10.0, "fn": "count"},
     "v1/query_range": {"query": "count_over_time(a[10s])", "start": "0", "end": "60", "step": "10s"},
-    "counts": {}, "overview": {},
+    "counts": {}, "overview": {}, "jobs": {"kind": "service"}, "job": {"id": "7"},
 }
 
 

@@ -8,10 +8,22 @@ import os
 from causewatch import wire
 
 
+def _text(path: str) -> str:
+    """A file's whole text by plain system calls: a text-mode open() costs three objects and two more calls,
+    40 % of reading a small /proc file."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        parts = []
+        while chunk := os.read(fd, 65536):
+            parts.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(parts).decode(errors="replace")
+
+
 def read(path: str) -> str:
     """A kernel file's text; an empty one, or one cut short (the kernel ends every line), raises."""
-    with open(path) as f:
-        text = f.read()
+    text = _text(path)
     if not text.endswith("\n"):
         raise ValueError(f"{path}: {'empty' if not text else 'cut short (no newline at its end)'}")
     return text
@@ -20,8 +32,7 @@ def read(path: str) -> str:
 def read_or(path: str, default: str | None = None) -> str | None:
     """A small sysfs file's stripped text, or `default` where it cannot be read (absent, EINVAL on a down link)."""
     try:
-        with open(path) as f:
-            return f.read().strip()
+        return _text(path).strip()
     except OSError:
         return default
 

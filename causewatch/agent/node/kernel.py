@@ -26,15 +26,17 @@ class Stat:
 
     def __init__(self, proc: str = "/proc"):
         self.file = path(proc, "stat")
+        self._cpus: dict[str, tuple[str, ...]] = {}   # "cpu3" -> its ten series' names
 
     def collect(self) -> dict[str, float]:
         out = {}
         for line in read(self.file).splitlines():
             key, _, rest = line.partition(" ")
-            if key.startswith("cpu") and key != "cpu":
-                out.update(zip(_cpu_names(key[3:]), (int(v) / USER_HZ for v in rest.split()[:10])))
-            elif key in _STAT:
+            if key in _STAT:
                 out[_STAT[key]] = float(rest.lstrip().split(" ", 1)[0])
+            elif key.startswith("cpu") and key != "cpu":
+                names = self._cpus.get(key) or self._cpus.setdefault(key, _cpu_names(key[3:]))
+                out.update(zip(names, [int(v) / USER_HZ for v in rest.split()[:10]]))
         if not out:
             raise ValueError(f"{self.file}: no cpu or counter lines")
         return out
@@ -57,29 +59,37 @@ class LoadAvg:
 
 
 class MemInfo:
-    """/proc/meminfo as node_memory_<Field>_bytes (kB fields) or node_memory_<Field> (page counts)."""
+    """/proc/meminfo as node_memory_<Field>_bytes (kB fields) or node_memory_<Field> (page counts). The file's
+    words are split once and read at the places its layout gives, the layout checked by its field names each run
+    and worked out again when they differ (a third of the line-by-line parse)."""
     name = "meminfo"
 
     def __init__(self, proc: str = "/proc"):
         self.file = path(proc, "meminfo")
-        self._names: dict[tuple[str, bool], str] = {}
+        self._layout: tuple[int, list[int], list[str], list[tuple[str, int, float]]] | None = None
 
     def collect(self) -> dict[str, float]:
-        out = {}
-        for line in read(self.file).splitlines():
-            key, sep, rest = line.partition(":")
-            if not sep:
-                raise ValueError(f"{self.file}: {line[:40]!r} is no 'Field: value' line")
-            value, *unit = rest.split()
-            kb = bool(unit)
-            metric = self._names.get((key, kb)) or self._name(key, kb)
-            out[metric] = float(value) * 1024 if kb else float(value)
-        return out
+        text = read(self.file)
+        words = text.split()
+        layout = self._layout
+        if layout is None or len(words) != layout[0] or [words[i] for i in layout[1]] != layout[2]:
+            layout = self._layout = self._plan(text, len(words))
+        return {metric: float(words[i]) * factor for metric, i, factor in layout[3]}
 
-    def _name(self, key: str, kb: bool) -> str:
-        metric = "node_memory_" + _PARENS.sub(r"_\1", key) + ("_bytes" if kb else "")
-        self._names[(key, kb)] = metric
-        return metric
+    def _plan(self, text: str, width: int) -> tuple:
+        """(words, where each field's name is, those names, (metric, value's place, factor) per field)."""
+        places, keys, values, at = [], [], [], 0
+        for line in text.splitlines():
+            words = line.split()
+            if len(words) not in (2, 3) or not words[0].endswith(":") or words[2:] not in ([], ["kB"]):
+                raise ValueError(f"{self.file}: {line[:40]!r} is no 'Field: value [kB]' line")
+            key, kb = words[0][:-1], len(words) == 3
+            metric = "node_memory_" + _PARENS.sub(r"_\1", key) + ("_bytes" if kb else "")
+            places.append(at)
+            keys.append(words[0])
+            values.append((metric, at + 1, 1024.0 if kb else 1.0))
+            at += len(words)
+        return width, places, keys, values
 
 
 class VmStat:
@@ -88,20 +98,20 @@ class VmStat:
 
     def __init__(self, proc: str = "/proc", fields: re.Pattern = VMSTAT_FIELDS):
         self.file, self.fields = path(proc, "vmstat"), fields
-        self._keep: dict[tuple[str, ...], list[tuple[int, str]]] = {}
+        self._keys: list[str] | None = None
+        self._keep: list[tuple[int, str]] = []   # (the value's place among the words, metric)
 
     def collect(self) -> dict[str, float]:
         words = read(self.file).split()
         if len(words) % 2:
             raise ValueError(f"{self.file}: {len(words)} words, not name-value pairs")
-        keys = tuple(words[0::2])
-        keep = self._keep.get(keys)
-        if keep is None:
-            keep = self._keep[keys] = [(i, f"node_vmstat_{k}") for i, k in enumerate(keys) if self.fields.match(k)]
-        if not keep:
+        keys = words[0::2]
+        if keys != self._keys:   # one comparison in C: the names as the last run had them
+            self._keys, self._keep = keys, [(2 * i + 1, f"node_vmstat_{k}") for i, k in enumerate(keys)
+                                            if self.fields.match(k)]
+        if not self._keep:
             raise ValueError(f"{self.file}: none of the fields {self.fields.pattern}")
-        values = words[1::2]
-        return {metric: float(values[i]) for i, metric in keep}
+        return {metric: float(words[i]) for i, metric in self._keep}
 
 
 # PSI: (resource, line) -> node_exporter's name (it exports no cpu "full" line)
@@ -117,17 +127,17 @@ class Pressure:
     name = "pressure"
 
     def __init__(self, proc: str = "/proc"):
-        self.dir = path(proc, "pressure")
+        self.files = [(resource, path(proc, "pressure", resource)) for resource in ("cpu", "io", "memory")]
 
     def collect(self) -> dict[str, float]:
         out = {}
-        for resource in ("cpu", "io", "memory"):
-            for line in read(path(self.dir, resource)).splitlines():
-                kind, *fields = line.split()
-                metric = _PRESSURE.get((resource, kind))
-                total = fields[-1] if fields else ""
+        for resource, file in self.files:
+            for line in read(file).splitlines():
+                kind, _, fields = line.partition(" ")
+                total = fields.rpartition(" ")[2]
                 if not total.startswith("total="):
-                    raise ValueError(f"{self.dir}/{resource}: {line[:60]!r} has no total=")
+                    raise ValueError(f"{file}: {line[:60]!r} has no total=")
+                metric = _PRESSURE.get((resource, kind))
                 if metric:
                     out[metric] = int(total[6:]) / 1e6
         return out

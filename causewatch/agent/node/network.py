@@ -22,12 +22,12 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 class NetDev:
-    """/proc/net/dev: 16 counters per interface, the numbers split once and taken column by column."""
+    """/proc/net/dev: 16 counters per interface, the numbers split once and each read at its place."""
     name = "netdev"
 
     def __init__(self, proc: str = "/proc", exclude: re.Pattern = NETDEV_EXCLUDE):
         self.file, self.exclude = path(proc, "net/dev"), exclude
-        self._names: dict[tuple[str, ...], tuple[list[int], list[list[str]]]] = {}
+        self._names: dict[tuple[str, ...], list[tuple[str, int]]] = {}
 
     def collect(self) -> dict[str, float]:
         rows = [line.split(":", 1) for line in read(self.file).splitlines()[2:]]
@@ -37,16 +37,13 @@ class NetDev:
         numbers = " ".join(r[1] for r in rows).split()
         if len(numbers) != 16 * len(rows):
             raise ValueError(f"{self.file}: {len(numbers)} numbers for {len(rows)} interfaces (16 each)")
-        keep, names = self._names.get(devices) or self._plan(devices)
-        out = {}
-        for j, metric_names in enumerate(names):
-            column = numbers[j::16]
-            out.update(zip(metric_names, (float(column[i]) for i in keep)))
-        return out
+        places = self._names.get(devices) or self._plan(devices)
+        return {metric: float(numbers[i]) for metric, i in places}
 
     def _plan(self, devices):
         keep = [i for i, d in enumerate(devices) if not self.exclude.match(d)]
-        self._names = {devices: (keep, [[name(f, ("device", devices[i])) for i in keep] for f in NETDEV_FIELDS])}
+        self._names = {devices: [(name(f, ("device", devices[i])), 16 * i + j) for j, f in enumerate(NETDEV_FIELDS)
+                                 for i in keep]}
         return self._names[devices]
 
 
@@ -62,30 +59,44 @@ _NETCLASS = {"addr_assign_type": "address_assign_type", "carrier": "carrier",
 
 class NetClass:
     """/sys/class/net: link state, MTU, speed and the info series per interface (lo included, as
-    node_exporter's netclass); a file a driver does not offer is left out."""
+    node_exporter's netclass); a file a driver does not offer is left out. Each interface's file paths and
+    series names are made once per set of interfaces."""
     name = "netclass"
 
     def __init__(self, sys: str = "/sys"):
         self.dir = path(sys, "class/net")
+        self._plans: dict[tuple[str, ...], list[tuple]] = {}
 
     def collect(self) -> dict[str, float]:
+        devices = tuple(sorted(os.listdir(self.dir)))
         out = {}
-        for device in sorted(os.listdir(self.dir)):
-            base = path(self.dir, device)
-            for file, metric in _NETCLASS.items():
-                text = read_or(path(base, file))
+        for device, base, files, up, speed in self._plans.get(devices) or self._plan(devices):
+            for file, metric in files:
+                text = read_or(file)
                 if text:
-                    out[name(f"node_network_{metric}", ("device", device))] = number(text)
-            operstate = read_or(path(base, "operstate"), "")
-            out[name("node_network_up", ("device", device))] = float(operstate == "up")
-            speed = read_or(path(base, "speed"))
-            if speed and speed.lstrip("-").isdigit():   # -1 (unknown) too, as node_exporter gives it
-                out[name("node_network_speed_bytes", ("device", device))] = int(speed) * 125_000.0
-            info = {"address": read_or(path(base, "address"), ""), "broadcast": read_or(path(base, "broadcast"), ""),
-                    "device": device, "duplex": read_or(path(base, "duplex"), ""),
-                    "ifalias": read_or(path(base, "ifalias"), ""), "operstate": operstate}
+                    out[metric] = number(text)
+            operstate = read_or(base + "operstate", "")
+            out[up] = float(operstate == "up")
+            value = read_or(base + "speed")
+            if value and value.lstrip("-").isdigit():   # -1 (unknown) too, as node_exporter gives it
+                out[speed] = int(value) * 125_000.0
+            info = {"address": read_or(base + "address", ""), "broadcast": read_or(base + "broadcast", ""),
+                    "device": device, "duplex": read_or(base + "duplex", ""),
+                    "ifalias": read_or(base + "ifalias", ""), "operstate": operstate}
             out[name("node_network_info", *sorted(info.items()))] = 1.0
         return out
+
+    def _plan(self, devices: tuple[str, ...]) -> list[tuple]:
+        """(device, its folder, (file, metric) of each number file, its up and speed series) per interface."""
+        plans = []
+        for device in devices:
+            base = path(self.dir, device) + "/"
+            files = [(base + file, name(f"node_network_{metric}", ("device", device)))
+                     for file, metric in _NETCLASS.items()]
+            plans.append((device, base, files, name("node_network_up", ("device", device)),
+                          name("node_network_speed_bytes", ("device", device))))
+        self._plans = {devices: plans}   # a changed set replaces the old
+        return plans
 
 
 class SoftNet:

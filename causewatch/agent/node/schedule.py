@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from causewatch import wire
 from causewatch.agent.node import clock, cpufreq, kernel, network, release, storage
 from causewatch.agent.node.files import name
+from causewatch.config import NODE_COLLECTOR_INTERVALS
 
 log = logging.getLogger(__name__)
 MAX_REASON = 80   # characters of a reason in its label (the name must stay within wire.MAX_NAME)
@@ -27,21 +28,16 @@ class Spec:
     budget: float       # seconds a run may take before it counts as failed
 
 
-def default_specs(proc: str = "/proc", sys: str = "/sys", intervals: dict[str, float] | None = None) -> list[Spec]:
-    """Every collector with its default interval and budget; `intervals` overrides by name (0: off)."""
-    fast, slow, rare = 1.0, 10.0, 60.0
-    table = [(kernel.Stat(proc), fast), (kernel.LoadAvg(proc), fast), (kernel.MemInfo(proc), fast),
-             (kernel.VmStat(proc), fast), (kernel.Pressure(proc), fast), (kernel.FileFd(proc), fast),
-             (kernel.Entropy(proc), slow), (storage.DiskStats(proc), fast), (storage.Filesystems(proc), slow),
-             (network.NetDev(proc), fast), (network.NetClass(sys), slow), (network.SoftNet(proc), fast),
-             (network.NetStat(proc), fast), (network.SockStat(proc), fast), (network.Arp(proc), slow),
-             (network.UdpQueues(proc), slow), (network.Conntrack(proc), fast), (cpufreq.CpuFreq(sys), slow),
-             (clock.Time(sys), slow), (clock.Timex(), slow), (release.Uname(proc), rare), (release.OsRelease(), rare),
-             (release.SELinux(sys), rare)]
-    intervals = intervals or {}
-    specs = [Spec(c, intervals.get(c.name, every), budget=2.0 if c.name == "filesystem" else 0.25)
-             for c, every in table]
-    return [s for s in specs if s.interval > 0]
+def default_specs(proc: str = "/proc", sys: str = "/sys",
+                  intervals: dict[str, float] = NODE_COLLECTOR_INTERVALS) -> list[Spec]:
+    """Every collector with its interval (`intervals`, by name: the config's; 0 = off) and its budget."""
+    collectors = [kernel.Stat(proc), kernel.LoadAvg(proc), kernel.MemInfo(proc), kernel.VmStat(proc),
+                  kernel.Pressure(proc), kernel.FileFd(proc), kernel.Entropy(proc), storage.DiskStats(proc),
+                  storage.Filesystems(proc), network.NetDev(proc), network.NetClass(sys), network.SoftNet(proc),
+                  network.NetStat(proc), network.SockStat(proc), network.Arp(proc), network.UdpQueues(proc),
+                  network.Conntrack(proc), cpufreq.CpuFreq(sys), clock.Time(sys), clock.Timex(), release.Uname(proc),
+                  release.OsRelease(), release.SELinux(sys)]
+    return [Spec(c, intervals[c.name], budget=2.0 if c.name == "filesystem" else 0.25) for c in collectors]
 
 
 class _Worker:
@@ -120,22 +116,42 @@ class _Lane:
 
 
 class NodeCollectors:
-    """The node collectors of `specs`; `collect()` runs those due and returns their rows by interval."""
+    """The node collectors of `specs` (those of interval 0 are off); `collect()` runs those due and returns
+    their rows by interval."""
 
     def __init__(self, specs: list[Spec], monotonic=time.monotonic):
         self.monotonic = monotonic
         self.unavailable: dict[str, str] = {}
-        self._workers = [_Worker(s) for s in specs]
+        self.off = [s.collector.name for s in specs if s.interval <= 0]
+        self._workers = [_Worker(s) for s in specs if s.interval > 0]
         self._valid: set[str] = set()
         self._lane: _Lane | None = None
+        self._first: dict[float, dict[str, float]] = {}   # open()'s rows, sent with the first collect()
 
     @property
     def names(self) -> list[str]:
         return [w.spec.collector.name for w in self._workers]
 
+    def open(self) -> dict[str, dict]:
+        """Run every collector once, as hello says how each fared (its rows go with the first collect()):
+        {name: {"interval": seconds, "state": "ok" | reason}}, "off" for one of interval 0."""
+        self._first = self.collect()
+        return self.states()
+
+    def states(self) -> dict[str, dict]:
+        states = {w.spec.collector.name: {"interval": w.spec.interval,
+                                          "state": self.unavailable.get(w.spec.collector.name, "ok")}
+                  for w in self._workers}
+        states.update({name: {"interval": 0.0, "state": f"off (collector_intervals.{name} = 0)"} for name in self.off})
+        return states
+
     def collect(self) -> dict[float, dict[str, float]]:
+        rows, self._first = self._first, {}
+        self._run_due(rows)
+        return rows
+
+    def _run_due(self, rows: dict[float, dict[str, float]]) -> None:
         now = self.monotonic()
-        rows: dict[float, dict[str, float]] = {}
         jobs = []
         for w in (w for w in self._workers if now >= w.due):
             w.due = now + w.spec.interval if w.due == 0 else _next(w.due, w.spec.interval, now)
@@ -154,7 +170,6 @@ class NodeCollectors:
                 break
             self._report(rows, jobs[hung], {}, f"over its budget of {jobs[hung].spec.budget:g} s", None)
             self._lane, jobs = None, jobs[hung + 1:]
-        return rows
 
     def _report(self, rows: dict, w: _Worker, values: dict, reason: str | None, seconds: float | None) -> None:
         row = rows.setdefault(w.spec.interval, {})

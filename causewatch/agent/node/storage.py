@@ -30,31 +30,31 @@ _UDEV = {"model": "ID_MODEL", "path": "ID_PATH", "revision": "ID_REVISION", "ser
 
 
 class DiskStats:
-    """Per device counters from one split of /proc/diskstats, column by column; node_disk_info once a device."""
+    """Per device counters from one split of /proc/diskstats, each value read at its place in the split;
+    names, places and node_disk_info worked out once per set of devices."""
     name = "diskstats"
 
     def __init__(self, proc: str = "/proc", udev: str = "/run/udev/data", exclude: re.Pattern = DISK_EXCLUDE):
         self.file, self.udev, self.exclude = path(proc, "diskstats"), udev, exclude
-        self._layout: dict[tuple[str, ...], tuple[list[int], list[list[str]], dict[str, float]]] = {}
+        self._layout: dict[tuple, tuple[list[tuple[str, int, float]], dict[str, float]]] = {}
 
     def collect(self) -> dict[str, float]:
         width, fields = columns(read(self.file))
         if width < 14:
             raise ValueError(f"{self.file}: {width} columns, fewer than the 14 of any kernel")
-        devices = tuple(fields[2::width])
-        layout = self._layout.get(devices) or self._plan(devices, fields, width)
-        keep, names, out = layout[0], layout[1], dict(layout[2])
-        for j in range(min(width - 3, len(DISK_FIELDS))):
-            column, factor = fields[3 + j::width], DISK_FIELDS[j][1]
-            out.update(zip(names[j], (float(column[i]) * factor for i in keep)))
+        devices = (width, *fields[2::width])
+        values, info = self._layout.get(devices) or self._plan(devices, fields, width)
+        out = {metric: float(fields[i]) * factor for metric, i, factor in values}
+        out.update(info)
         return out
 
     def _plan(self, devices, fields, width):
-        """Which rows are kept and their names, worked out once per set of devices."""
-        keep = [i for i, d in enumerate(devices) if not self.exclude.match(d)]
-        names = [[name(f"node_disk_{f}", ("device", devices[i])) for i in keep] for f, _ in DISK_FIELDS]
-        info = {self._info(devices[i], fields[i * width], fields[i * width + 1]): 1.0 for i in keep}
-        self._layout = {devices: (keep, names, info)}   # a changed set replaces the old
+        """(metric, place, factor) of each kept value and the devices' info series, for one set of devices."""
+        keep = [i for i, d in enumerate(devices[1:]) if not self.exclude.match(d)]
+        values = [(name(f"node_disk_{f}", ("device", devices[1 + i])), i * width + 3 + j, factor)
+                  for j, (f, factor) in enumerate(DISK_FIELDS[:width - 3]) for i in keep]
+        info = {self._info(devices[1 + i], fields[i * width], fields[i * width + 1]): 1.0 for i in keep}
+        self._layout = {devices: (values, info)}   # a changed set replaces the old
         return self._layout[devices]
 
     def _info(self, device: str, major: str, minor: str) -> str:

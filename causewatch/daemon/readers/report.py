@@ -15,7 +15,9 @@ def table_counts(con: Cursor) -> dict[str, int]:
 
 
 def nodes(con: Cursor) -> list[dict]:
-    return shared.records(con.execute("SELECT * EXCLUDE (counters, extra) FROM nodes ORDER BY node"))
+    """The nodes heard from, with their agent's node collectors at its start ({name: {interval, state}})."""
+    rows = shared.records(con.execute("SELECT * EXCLUDE (counters, extra) FROM nodes ORDER BY node"))
+    return [dict(r, collectors=json.loads(r["collectors"] or "{}")) for r in rows]
 
 
 LIVE_COUNTS = {"frames": "SELECT count(*) FROM ingest_log", "sample rows": "SELECT count(*) FROM samples",

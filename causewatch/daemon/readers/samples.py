@@ -60,16 +60,17 @@ def lake_days_to_merge(con: Cursor, before: str) -> list[tuple[str, list[str]]]:
         "ORDER BY day", [before]).fetchall()]
 
 
-def series_between(con: Cursor, start: float, end: float, metrics: list[str], prefixes: list[str] = (),
+def series_between(con: Cursor, start: float, end: float, metrics: list[str], patterns: list[str] = (),
                    nodes: list[str] | None = None, limit: int = 1_000_000) -> pd.DataFrame:
     """The raw samples (node, scope, metric, ts, value) with start <= ts <= end (seconds) of the metrics
-    named in `metrics` or starting with one of `prefixes`, of `nodes` (all: None), by series and time; the
-    first `limit`. The hot rows are found through their series ids, the lake's under its ms bounds."""
+    named in `metrics` or LIKE one of `patterns` (a labelled series: `node_cpu_seconds_total.%`), of
+    `nodes` (all: None), by series and time; the first `limit`. The hot rows are found through their
+    series ids, the lake's under its ms bounds."""
     lo, hi = int(start * 1000), int(end * 1000) + 1
     names = ("(list_contains(?::VARCHAR[], metric) OR "
-             "len(list_filter(?::VARCHAR[], lambda p: starts_with(metric, p))) > 0)")
+             "len(list_filter(?::VARCHAR[], lambda p: metric LIKE p)) > 0)")
     of_nodes = "(?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], node))"
-    picked = [list(metrics), list(prefixes), nodes, nodes]
+    picked = [list(metrics), list(patterns), nodes, nodes]
     sql = f"""WITH sel AS (SELECT series_id, node, scope, metric FROM series WHERE {names} AND {of_nodes})
         SELECT s.node, s.scope, s.metric, h.ts / 1000 AS ts, h.value FROM samples_hot h JOIN sel s USING (series_id)
         WHERE h.ts BETWEEN ? AND ?

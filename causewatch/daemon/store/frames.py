@@ -22,6 +22,7 @@ from causewatch.daemon.store import columns
 from causewatch.daemon.store.lake import folder_for, publish, sweep
 from causewatch.daemon.store.results import record_probe_facts
 from causewatch.daemon.store.schema import migrate
+from causewatch.daemon.store.units import UPSERT, unit_rows
 from causewatch.daemon.store.views import create_views
 
 # Cached series-id columns (samples_batch) at most: past it the cache starts again (names that vary
@@ -243,6 +244,8 @@ class Store:
         for table, values in rows.items():
             if values:
                 self._insert_rows(table, values)
+        if "unit" in by_type:
+            self._insert_rows("units", unit_rows(by_type["unit"], now), UPSERT)
         if "hello" in by_type:
             self._upsert_nodes(by_type["hello"])
         # every stored frame says its node is alive (hello alone left a streaming agent looking silent), to
@@ -353,11 +356,11 @@ class Store:
             first[f.node] = min(first.get(f.node, f.ts), f.ts)
         facts = [(f.node, f.body["hostname"], f.body.get("cpu_model"), f.body.get("cores"), f.body.get("memory_bytes"),
                   f.body["agent_version"], _json(f.body.get("counters")), _json(f.body.get("extra")), f.boot,
-                  first[f.node], f.ts) for f in newest.values()]
+                  first[f.node], f.ts, _json(f.body.get("collectors"))) for f in newest.values()]
         self._insert_rows("nodes", facts, """ON CONFLICT (node) DO UPDATE SET hostname=excluded.hostname,
             cpu_model=excluded.cpu_model, cores=excluded.cores, memory_bytes=excluded.memory_bytes,
             agent_version=excluded.agent_version, counters=excluded.counters, extra=excluded.extra,
-            boot=excluded.boot, last_seen=excluded.last_seen""")
+            boot=excluded.boot, last_seen=excluded.last_seen, collectors=excluded.collectors""")
 
     def run(self, fn):
         """Run fn(con) in one transaction (analysis jobs write through here, on the writer thread)."""

@@ -59,10 +59,11 @@ def rollup_minutes(con: duckdb.DuckDBPyConnection, lo: float, hi: float, merge: 
 
 
 # What each table's retention deletes: rows whose time column (as the view shows it) is below the cutoff.
-RETAINED = {"samples": "ts", "bbv": "t_start", "samples_minute": "minute"}
+RETAINED = {"samples": "ts", "bbv": "t_start", "samples_minute": "minute", "units": "ended"}
 # The deletion from the base tables under each view, its bound in their units: (statement, ms?).
 _DELETE = {"samples": [("DELETE FROM samples_hot WHERE ts < ?", True)],
            "samples_minute": [("DELETE FROM samples_minute_agg WHERE minute < ?", True)],
+           "units": [("DELETE FROM units WHERE ended < ?", False)],   # a running unit (ended NULL) stays
            "bbv": [("DELETE FROM bbv_counts WHERE vector_id IN (SELECT vector_id FROM bbv_vectors WHERE t_start < ?)",
                     False), ("DELETE FROM bbv_vectors WHERE t_start < ?", False)]}
 

@@ -112,6 +112,17 @@ MIGRATIONS: list[tuple[int, str]] = [
     (8, "CREATE TABLE ingest_trimmed (node VARCHAR, boot VARCHAR, seq BIGINT, PRIMARY KEY (node, boot))"),
     # Why a node's probe failed (its prediction's columns NULL then): rank and `probe status` name it.
     (9, "ALTER TABLE probe_results ADD COLUMN error VARCHAR"),
+    # Each node collector's interval and state at the agent's start, from its hello (`causewatch nodes`).
+    (10, "ALTER TABLE nodes ADD COLUMN collectors JSON"),
+    # The units an agent follows (jobs, steps, services, containers, pods): a row per (node, unit, start),
+    # written at its start, updated by its changes, closed with its totals at its end, so a finished job's
+    # summary outlives its samples (retention: retain_units_days from its end).
+    (11, """
+    CREATE TABLE units (node VARCHAR, unit VARCHAR, started DOUBLE, kind VARCHAR, ended DOUBLE, parent VARCHAR,
+        job_id VARCHAR, step VARCHAR, uid BIGINT, user VARCHAR, job_name VARCHAR, cpus DOUBLE, cpuset VARCHAR,
+        memory_bytes BIGINT, gpus BIGINT, cgroup VARCHAR, source VARCHAR, counted JSON, totals JSON, extra JSON,
+        updated DOUBLE, PRIMARY KEY (node, unit, started));
+    """),
 ]
 
 
