@@ -18,7 +18,7 @@ from typing import Callable
 
 from causewatch import wire
 
-TOP = 5                # groups reported per look, busiest first
+TOP = 8                # groups reported per look, busiest first
 MIN_RATIO = 0.02       # CPU seconds per second a group needs to be reported: an idle daemon is no neighbour
 INTERVAL = 5.0         # seconds between looks
 ARGS, ARG_CHARS = 3, 24   # arguments of a command shown, and the characters of each
@@ -29,10 +29,15 @@ _SECRET = re.compile(r"-*[\w.-]+=|-+[\w-]*(pass|token|secret|key|auth)", re.IGNO
 
 
 def command(argv: list[str], comm: str) -> str:
-    """A process's command as the samples name it: `python3 -m pytest -q`; a kernel thread `[kthreadd]`."""
+    """A process's command as the samples name it: `python3 -m pytest -q`; a kernel thread `[kthreadd]`;
+    one that named itself (prctl PR_SET_NAME, as the daemon's workers do) by that name and its program,
+    `causewatch-jobs (python3)`: its command line is its parent's."""
     if not argv or not argv[0]:
         return f"[{comm}]"
-    words = [os.path.basename(argv[0])[:ARG_CHARS]]
+    program = os.path.basename(argv[0])
+    if not program.startswith(comm):   # the kernel keeps 15 bytes of a name
+        return f"{comm} ({program[:ARG_CHARS]})"[:COMMAND_CHARS]
+    words = [program[:ARG_CHARS]]
     for arg in argv[1:1 + ARGS]:
         if _SECRET.match(arg):
             break
@@ -41,11 +46,13 @@ def command(argv: list[str], comm: str) -> str:
 
 
 def _cut(text: str) -> str:
-    """At most ARG_CHARS characters of an argument, ending at a word where one ends in them."""
+    """At most ARG_CHARS characters of an argument, ending at a word where one ends in the last third of
+    them (else where they end: `from multiprocessing.for`, not `from`, which every such child begins with)."""
     if len(text) <= ARG_CHARS:
         return text
     cut = text[:ARG_CHARS + 1]
-    return cut[:cut.rindex(" ")].rstrip() if " " in cut else text[:ARG_CHARS]
+    end = cut.rfind(" ")
+    return cut[:end].rstrip() if end >= 2 * ARG_CHARS // 3 else text[:ARG_CHARS]
 
 
 def _stat(text: str) -> tuple[str, int, int, int]:

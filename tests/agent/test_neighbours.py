@@ -76,8 +76,9 @@ def test_a_made_up_proc_tree_is_ranked_bounded_and_keeps_secrets_out(tmp_path):
                                                 (41, "new", 1, 60, 90, ["/usr/bin/new", "job"])]:
         _proc(tmp_path, pid, comm, ppid, ticks, start, argv)
     groups = _by_command(top.collect())
-    # 250 ticks in 5 s at 100 a second: half a CPU; the app and its worker are the watched tree
-    assert groups == {"db serve": {CPU_RATIO: 0.5, COUNT: 1.0}, "[kworker/0:1]": {CPU_RATIO: 0.2, COUNT: 1.0}}
+    # 250 ticks in 5 s at 100 a second: half a CPU (a process that named itself: by that name and its
+    # program); the app and its worker are the watched tree
+    assert groups == {"we (ird) one (db)": {CPU_RATIO: 0.5, COUNT: 1.0}, "[kworker/0:1]": {CPU_RATIO: 0.2, COUNT: 1.0}}
     assert all(len(n) <= wire.MAX_NAME and wire.METRIC_NAME.fullmatch(n) for n in _names(groups))
     # a pid reused by a new process counts from its start; a gone one is forgotten
     t[0] = 10.0
@@ -106,6 +107,10 @@ def test_a_command_is_the_program_and_its_first_arguments_cut_short():
     assert command(["python3", "-c", "# causewatch demo hog\nimport os"], "python3") == \
         "python3 -c # causewatch demo hog"
     assert command(["p", "a\n  b", "x" * 40], "p") == "p a b " + "x" * 24   # no word end: cut where it is
+    assert command(["python", "-c", "from multiprocessing.forkserver import main"], "python") == \
+        "python -c from multiprocessing.for"   # a word end too early: cut where the characters end
+    assert command(["python", "-c", "from multiprocessing.forkserver import main"], "causewatch-jobs") == \
+        "causewatch-jobs (python)"
     assert len(command(["y" * 100] * 5, "y")) == 60
     long = wire.labelled(CPU_RATIO, {"command": command(["/" * 30] + ["/" * 30] * 3, "c")})
     assert len(long) <= wire.MAX_NAME

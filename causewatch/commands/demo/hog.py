@@ -80,7 +80,7 @@ class Hog:
     def unit(self, node: str) -> str:
         """The hog as the causal job ranks it among an anomaly's causes: its processes as `node`'s agent
         reports the busiest ones beside the watched workload (agent/neighbours.py)."""
-        return f"process {command(self.argv(), 'python')} on {node}"
+        return f"process {command(self.argv(), os.path.basename(sys.executable)[:15])} on {node}"
 
     @property
     def running(self) -> bool:
