@@ -20,7 +20,7 @@ from causewatch import wire
 
 TOP = 8                # groups reported per look, busiest first
 MIN_RATIO = 0.02       # CPU seconds per second a group needs to be reported: an idle daemon is no neighbour
-INTERVAL = 5.0         # seconds between looks
+INTERVAL = 2.0         # seconds between looks: a short incident has a few
 ARGS, ARG_CHARS = 3, 24   # arguments of a command shown, and the characters of each
 COMMAND_CHARS = 60     # of a command in all: its label, escaped, stays within wire.MAX_NAME
 CPU_RATIO, COUNT = "top_process_cpu_ratio", "top_process_count"

@@ -5,15 +5,15 @@ how a fault travels between the units as the graph, and the units beside the app
 took more of (`contention`).
 
 The incident spans the task rows the anomaly was raised on that started after the baseline's window (at
-least MIN_SPAN seconds back from the last), in INCIDENT_ROWS rows of MIN_WIDTH to MAX_WIDTH seconds, from
-a row, or LEAD seconds, before them: the ranking measures every change from the incident's first row when
-the symptom's is calmer (its change starts inside the window), and a cause whose first row already holds
-the fault (it steps up with the first judged row, or an agent's look averages it over its interval)
-would have no change left to show. The baseline is the end of the baseline model's window,
-at most BASELINE_ROWS rows of that width. The
-evidence keeps the TOP best (`causes`: unit, score, evidence in at most EVIDENCE_CHARS characters) and how
-they were ranked (`causes_ranked`: the windows, the units, the nodes, or why nothing was); `label` is the
-best unit, in at most LABEL_CHARS characters, as the exported series and the page carry it.
+least MIN_SPAN seconds back from the last; on to the check, TAIL seconds at most), in INCIDENT_ROWS rows
+of MIN_WIDTH to MAX_WIDTH seconds, from a row, or LEAD seconds, before them: the ranking measures every
+change from the incident's first row when the symptom's is calmer (its change starts inside the window),
+and a cause whose first row already holds the fault (it steps up with the first judged row, or an agent's
+look averages it over its interval) would have no change left to show. The baseline is the end of the
+baseline model's window, at most BASELINE_ROWS rows of that width. The evidence keeps the TOP best
+(`causes`: unit, score, evidence in at most EVIDENCE_CHARS characters) and how they were ranked
+(`causes_ranked`: the windows, the units, the nodes, or why nothing was); `label` is the best unit, in
+at most LABEL_CHARS characters, as the exported series and the page carry it.
 """
 
 from __future__ import annotations
@@ -31,19 +31,24 @@ EVIDENCE_CHARS, UNIT_CHARS, LABEL_CHARS = 400, 160, 100
 MIN_SPAN = 5.0          # seconds an incident spans at least: a few rows of the agents' 1 s samples
 INCIDENT_ROWS = 16      # rows the incident is cut in (the ranking judges a change on a third of them)
 MIN_WIDTH, MAX_WIDTH = 1.0, 60.0
-LEAD = 5.0              # seconds the incident starts before the judged rows at least: the agents' busiest
-                        # processes are looked at this often, each look the mean since the last
+LEAD = 5.0              # seconds the incident starts before the judged rows at least: a look at the busiest
+                        # processes averages the seconds since the one before, and a judged batch may
+                        # start a little before the fault
+TAIL = 5.0              # seconds past the last judged start the incident may go on to the check: the tasks
+                        # ran and reached the daemon meanwhile, and the nodes' samples show the fault
 BASELINE_ROWS = 120
 NONE = "none beyond the cut"   # the label when no unit changed enough to count as anomalous
 UNRANKED = "not ranked"        # ...and when there was nothing to rank (the evidence says why)
 
 
-def windows(baseline: tuple[float, float] | None, judged: dict) -> Windows | None:
-    """The windows around rows judged {first_start, last_start} against the baseline's window; None
-    when the baseline's window is unknown or leaves no row before the incident."""
+def windows(baseline: tuple[float, float] | None, judged: dict, now: float | None = None) -> Windows | None:
+    """The windows around rows judged {first_start, last_start} against the baseline's window, up to
+    `now` at most TAIL seconds after their last start; None when the baseline's window is unknown or
+    leaves no row before the incident."""
     if baseline is None:
         return None
     end = float(judged["last_start"])
+    end = end if now is None else max(end, min(now, end + TAIL))
     start = min(max(float(judged["first_start"]), baseline[1]), end - MIN_SPAN)
     width = min(MAX_WIDTH, max(MIN_WIDTH, (end - start) / INCIDENT_ROWS))
     start -= max(width, LEAD)

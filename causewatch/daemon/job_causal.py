@@ -10,10 +10,11 @@ is raised once, updated while it lasts and resolved when gone, or when its app h
 quiet_intervals intervals (its program ended). Its evidence's `raised_on` names the task rows it was raised
 on (count, first and last start): the newest rows of the checks in a row that found it, or for an edge the
 raising version's window; kept while it stays open. Its evidence's `causes` are its candidate causes,
-ranked at the opening over the units the daemon knows then (daemon/culprits.py) and ranked again every
-CAUSES_EVERY intervals while it stays open. Exports causewatch_edge_strength, causewatch_markov_violation and
-causewatch_dependency_anomaly{scope,src,dst,kind,evidence,cause} (1 while open; the evidence in one line and
-the best cause as they were at the opening, so the series, and the alert, keep one identity);
+ranked at the opening over the units the daemon knows then (daemon/culprits.py), again at the next
+evaluation and every CAUSES_EVERY intervals while it stays open. Exports causewatch_edge_strength,
+causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind,evidence,cause} (1 while
+open; the evidence in one line and the best cause as they were at the opening, so the series, and the
+alert, keep one identity);
 and its compute's counters (daemon/compute.py: where the learns ran, re-runs, fall-backs from a Dask
 cluster).
 """
@@ -383,9 +384,12 @@ class CausalJob(Job):
             log.info("anomaly %s %s: %s -> %s resolved", scope, *key)
 
     def _ranking_due(self, st: _Scope, key: tuple, now: float) -> bool:
-        """Whether an open anomaly's causes are CAUSES_EVERY intervals old (or were never ranked)."""
-        at = st.causes.get(key, {}).get("causes_ranked", {}).get("at")
-        return key in st.open and (at is None or now - at >= CAUSES_EVERY * self.interval)
+        """Whether an open anomaly's causes are to be ranked again: never ranked, ranked at its opening
+        only (on the first rows of a fault: the next evaluation has more), or CAUSES_EVERY intervals ago."""
+        ranked = st.causes.get(key, {}).get("causes_ranked", {})
+        at = ranked.get("at")
+        return key in st.open and (at is None or ranked.get("round") == 1
+                                   or now - at >= CAUSES_EVERY * self.interval)
 
     def _rank(self, ctx: JobContext, scope: str, st: _Scope, keys: list, now: float) -> None:
         """Rank the candidate causes of the anomalies `keys` (culprits.rank): a new one's on the rows it is
@@ -402,8 +406,9 @@ class CausalJob(Job):
                 judged = st.judged[key]
                 if key in st.open and len(st.starts):
                     judged = {**judged, "last_start": max(judged["last_start"], float(st.starts.max()))}
-                around = culprits.windows(st.baseline_window[1], judged)
+                around = culprits.windows(st.baseline_window[1], judged, now)
+                rounds = st.causes.get(key, {}).get("causes_ranked", {}).get("round", 0) if key in st.open else 0
                 st.causes[key] = culprits.rank(cur, scope, st.baseline, key[2], around, tables)
-                st.causes[key]["causes_ranked"]["at"] = now
+                st.causes[key]["causes_ranked"].update(at=now, round=rounds + 1)
                 if key not in st.open:
                     st.cause[key] = culprits.label(st.causes[key]["causes"])

@@ -119,10 +119,11 @@ def test_a_planted_change_of_the_node_s_runnable_processes_ranks_it_first(store)
     assert "cpu_wait_seconds" in units and units.index(f"node node-2: {OTHER_CPU}") > 0
     assert len(evidence["causes"]) == culprits.TOP and evidence["cause"] == first["unit"]
     ranked = evidence["causes_ranked"]
-    width = 45 / culprits.INCIDENT_ROWS   # the contended batch's span, from LEAD s before it
-    assert ranked["nodes"] == ["node-1"] and ranked["units"] >= 5
+    # the contended batch's span and TAIL s on (the job's clock is long past it), from LEAD s before it
+    width = (45 + culprits.TAIL) / culprits.INCIDENT_ROWS
+    assert ranked["nodes"] == ["node-1"] and ranked["units"] >= 5 and ranked["round"] == 1
     assert ranked["row_seconds"] == pytest.approx(width, abs=1e-3)
-    assert ranked["incident"] == pytest.approx([1438.0 - culprits.LEAD, 1483.0], abs=1e-3)
+    assert ranked["incident"] == pytest.approx([1438.0 - culprits.LEAD, 1483.0 + culprits.TAIL], abs=1e-3)
     assert ranked["baseline"][1] == 1299.0
     assert f'cause="node node-1: {OTHER_CPU}",dst="cpu_wait_seconds"'.encode() in ctx.exporter.exposition()
     # the CPU beside the app's: the busy modes of both CPUs (0.9 s a second) less the tasks' (0.1 s)
@@ -162,9 +163,11 @@ def test_the_causes_survive_a_restart_and_the_label_stays_while_the_ranking_move
     assert seen[3]["cause"] == seen[3]["causes"][0]["unit"] == label
     assert [e["cause"] for e in seen[3:]] == [label] * 3
     assert seen[5]["causes"][0]["unit"] == "process stress --cpu 2 on node-1"
-    span = CONTENDED[1] - CONTENDED[0]
+    span = CONTENDED[1] + culprits.TAIL - CONTENDED[0]
     lead = max(culprits.LEAD, span / culprits.INCIDENT_ROWS)
-    assert seen[5]["causes_ranked"]["incident"] == pytest.approx([1438.0 - lead, CONTENDED[1]], abs=1e-3)
+    assert seen[5]["causes_ranked"]["incident"] == pytest.approx([1438.0 - lead, CONTENDED[1] + culprits.TAIL],
+                                                                abs=1e-3)
+    assert [e["causes_ranked"]["round"] for e in seen[3:]] == [1, 2, 3]   # the next evaluation, then each 10
     assert seen[5]["causes_ranked"]["at"] > seen[3]["causes_ranked"]["at"]
     assert f'cause="{label}",dst="cpu_wait_seconds"'.encode() in ctx.exporter.exposition()
     restarted, ctx2 = CausalJob(), JobContext(read=store.cursor, write=store.run, send=lambda *a: True,
