@@ -6,6 +6,7 @@ Import as `from support import ...` (tests/ is on pytest's pythonpath).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -230,6 +231,9 @@ def bbv_frames(rows) -> list[wire.Frame]:
     return [wire.decode(wire.encode("bbv", node, boot, seq, body)) for (node, boot, seq), body in vectors.items()]
 
 
+_LU_STARTS = itertools.count()   # the lu tasks' starts, 0.1 s apart: rows in time to rank causes over
+
+
 def lu_task_stream(sender, rng, count: int, changed: bool) -> None:
     """`count` tasks of app lu sent: duration from instructions (~ n^2) and misses (~ the dtype's size),
     and with `changed` also from n directly (a changed dependency the causal job raises)."""
@@ -239,7 +243,8 @@ def lu_task_stream(sender, rng, count: int, changed: bool) -> None:
         instructions = n ** 2 * rng.uniform(0.5, 1.5)
         misses = (4 if dtype == "int" else 8) * rng.uniform(50, 150)
         duration = instructions * 1e-5 + misses * 1e-3 + (0.03 * n if changed else 0.0) + rng.normal(0, 0.1)
-        sender.send("task", {"app": "lu", "task_id": "t", "start": 1.0, "duration": float(duration),
+        start = 1e9 + 0.1 * next(_LU_STARTS)
+        sender.send("task", {"app": "lu", "task_id": "t", "start": start, "duration": float(duration),
                              "params": {"n": n, "dtype": dtype},
                              "counters": {"instructions": float(instructions), "l2_misses": float(misses)}})
 

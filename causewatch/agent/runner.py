@@ -1,7 +1,8 @@
 """The agent's main loop: collectors on a fixed, non-drifting schedule, batched into wire frames.
 
 Target counters every `counters_interval`, the target's psutil and system-wide counters every `psutil_interval`, the
-node collectors (`causewatch/agent/node/`) each at its own interval on that tick,
+node collectors (`causewatch/agent/node/`) each at its own interval on that tick, the node's busiest other
+processes (`neighbours.py`) every few seconds,
 the IP-sample rings drained every counters tick; one `samples` frame per (scope, rate) per
 `batch_seconds` (slow rows: at least 5 per frame). Task/region records from instrumented programs are
 relayed from the ipc socket; `run_probe` commands run in a thread, a failure sent back as its reason;
@@ -36,6 +37,7 @@ from causewatch.agent import cgroups, perf
 from causewatch.agent.command import command_name
 from causewatch.agent.instrument import environment, listening
 from causewatch.agent.ipsampler import BBVCollector
+from causewatch.agent.neighbours import TopProcesses
 from causewatch.agent.node.schedule import NodeCollectors, default_specs
 from causewatch.agent.system import ProcessCollector
 from causewatch.agent.unitwatch import UnitWatch, slurm_installed
@@ -177,6 +179,7 @@ class Agent:
         self.clock, self.monotonic, self.proc = clock, monotonic, proc
         self.node_counters = perf.CounterCollector("system", proc=proc)
         self.node = NodeCollectors(default_specs(proc=proc, intervals=cfg.collector_intervals), monotonic=monotonic)
+        self.neighbours = TopProcesses(exclude=None if target is None else target.pid, proc=proc, clock=monotonic)
         self.target_counters = self.target_system = self.bbv = None
         if target is not None:
             if target.cgroup:
@@ -280,6 +283,7 @@ class Agent:
             else:
                 self._add("node", f"slow:{interval:g}", t, values)
         self._add("node", "slow", t, row)
+        self._add("node", f"slow:{self.neighbours.interval:g}", t, self.neighbours.collect())
         if self.target_system is not None:
             self._add(self.target.label, "slow", t, self.target_system.collect())
         if self.units is not None:

@@ -1,5 +1,6 @@
 """`causewatch anomalies`: dependency anomalies the daemon raised against each scope's baseline model,
-open first, with their evidence (score and the test's own threshold, rows, window).
+open first, with their evidence (score and the test's own threshold, rows, window) and the best of their
+ranked candidate causes (all of them, each with its evidence: --json).
 
 Reads a running daemon's HTTP API (--daemon) or a stopped daemon's store (--db).
 """
@@ -36,10 +37,19 @@ def run(args) -> int:
         print("no open anomalies" if not args.all else "no anomalies")
         return 0
     now = time.time()
-    print(f"{'id':>4} {'scope':<14} {'kind':<17} {'dependency':<30} {'score':>7} {'threshold':>9}  state")
+    print(f"{'id':>4} {'scope':<14} {'kind':<17} {'dependency':<30} {'score':>7} {'threshold':>9}  "
+          f"{'state':<12} first cause")
     for a in found:
         state = f"open {now - a['opened']:.0f} s" if a["resolved"] is None else "resolved"
         dependency = f"{a['src']} -> {a['dst']}"
         print(f"{a['anomaly_id']:>4} {a['scope']:<14.14} {a['kind']:<17} {dependency:<30.30} {a['score']:>7.3f} "
-              f"{a['threshold']:>9.3f}  {state}")
+              f"{a['threshold']:>9.3f}  {state:<12} {first_cause(a['evidence'])}")
     return 0
+
+
+def first_cause(evidence: dict) -> str:
+    """The best of an anomaly's ranked candidate causes, with its score (every one: --json)."""
+    causes = evidence.get("causes") or []
+    if not causes:
+        return "not ranked" if "causes_ranked" in evidence else "-"
+    return f"{causes[0]['unit'][:60]} ({causes[0]['score']:.2f})"

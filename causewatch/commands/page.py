@@ -55,9 +55,9 @@ def receiver(labels: dict) -> str:
 def would_page(anomalies: list[dict], instance: str, one_line, severity: str = "page", limit: int = 5) -> list[dict]:
     """For each kind, src and dst among `anomalies` (dicts as /api/anomalies gives them), the alert its
     rule makes, for rules of `severity` (at most `limit`): name, severity, hold, whether it lasted the
-    hold (and so would have been sent), the receiver, the labels that reach the on-call engineer and
-    the summary. `one_line(kind, src, dst, score,
-    threshold, evidence)` gives the evidence label (analytics.causal.anomalies.one_line)."""
+    hold (and so would have been sent), the receiver, the labels that reach the on-call engineer (the
+    first cause among them, as the causal job fixed it at the opening) and the summary. `one_line(kind,
+    src, dst, score, threshold, evidence)` gives the evidence label (analytics.causal.anomalies.one_line)."""
     if not RULES.exists():
         return [{"alert": f"none: {RULES} not found (the checkout's deploy/ holds the rules)"}]
     found, seen = [], set()
@@ -72,12 +72,13 @@ def would_page(anomalies: list[dict], instance: str, one_line, severity: str = "
         seen.add(key)
         labels = {"alertname": rule["alert"], "job": "causewatch", "instance": instance, "scope": a["scope"],
                   "src": a["src"], "dst": a["dst"], "kind": a["kind"],
-                  "evidence": one_line(a["kind"], a["src"], a["dst"], a["score"], a["threshold"], a["evidence"])}
+                  "evidence": one_line(a["kind"], a["src"], a["dst"], a["score"], a["threshold"], a["evidence"]),
+                  "cause": a["evidence"].get("cause", "")}
         labels.update({k: fill(v, labels) for k, v in rule["labels"].items()})
         lasted = (a["resolved"] or a["updated"]) - a["opened"]
         found.append({"alert": rule["alert"], "severity": labels["severity"], "for_s": rule["for_s"],
                       "open_s": round(lasted), "sent": lasted >= rule["for_s"],
                       "receiver": receiver({k: labels[k] for k in ("alertname", "severity", "scope")}),
-                      **{k: labels[k] for k in ("scope", "src", "dst", "kind", "evidence", "picture")},
+                      **{k: labels[k] for k in ("scope", "src", "dst", "kind", "evidence", "cause", "picture")},
                       "summary": fill(rule["summary"], labels)})
     return found

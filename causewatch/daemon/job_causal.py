@@ -9,9 +9,12 @@ tasks, at most BEFORE_ROWS of them; an edge that appeared or disappeared, a stre
 is raised once, updated while it lasts and resolved when gone, or when its app has sent no task for
 quiet_intervals intervals (its program ended). Its evidence's `raised_on` names the task rows it was raised
 on (count, first and last start): the newest rows of the checks in a row that found it, or for an edge the
-raising version's window; kept while it stays open. Exports causewatch_edge_strength,
-causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind,evidence} (1 while open; the
-evidence in one line as it was at the opening, so the series, and the alert, keep one identity);
+raising version's window; kept while it stays open. Its evidence's `causes` are its candidate causes,
+ranked at the opening over the units the daemon knows then (daemon/culprits.py), again at the next
+evaluation and every CAUSES_EVERY intervals while it stays open. Exports causewatch_edge_strength,
+causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind,evidence,cause} (1 while
+open; the evidence in one line and the best cause as they were at the opening, so the series, and the
+alert, keep one identity);
 and its compute's counters (daemon/compute.py: where the learns ran, re-runs, fall-backs from a Dask
 cluster).
 """
@@ -28,7 +31,7 @@ import pyarrow as pa
 
 from causewatch.analytics.causal import Background, CausalModel, KDEMITest, PCLearner, anomalies, baseline, features
 from causewatch.analytics.phases import PhaseTracker
-from causewatch.daemon import readers, store
+from causewatch.daemon import culprits, readers, store
 from causewatch.daemon.compute import LocalCompute
 from causewatch.daemon.exporter import gauge_family
 from causewatch.daemon.jobs import Job, JobContext
@@ -37,6 +40,7 @@ log = logging.getLogger("causewatch.daemon.job_causal")
 
 SUBMODEL_ROWS = 4096
 BEFORE_ROWS = 200   # of the baseline's window, against each check's newest tasks (a seeded sample)
+CAUSES_EVERY = 10   # intervals between two rankings of an open anomaly's causes
 EDGE_GAUGE = "causewatch_edge_strength"
 EDGE_HELP = ("Strength of a learned causal edge: the mutual information between its two ends, in bits of "
              "information (not of data, so no _bytes unit), at most the entropy of either end")
@@ -45,7 +49,8 @@ MARKOV_HELP = ("Information between a variable and its non-descendants given its
                "tasks, bits (above the test threshold = the model's independence no longer holds)")
 ANOMALY_GAUGE = "causewatch_dependency_anomaly"
 ANOMALY_HELP = ("1 while a dependency anomaly is open: the newest tasks or model depart from the scope's "
-                "baseline model (kind: " + ", ".join(anomalies.KINDS) + "; evidence: at the opening, in one line)")
+                "baseline model (kind: " + ", ".join(anomalies.KINDS) + "; evidence: at the opening, in one line; "
+                "cause: its best candidate cause at the opening)")
 
 
 def submodels(model) -> dict:
@@ -124,6 +129,9 @@ class _Scope:
         # (kind, src, dst) -> the rows judged ({rows, first_start, last_start}): while not yet raised, of
         # the evaluations in a row that found it; once raised, those it was raised on
         self.judged: dict[tuple[str, str, str], dict] = {}
+        self.causes: dict[tuple[str, str, str], dict] = {}   # -> {causes, causes_ranked}: the newest ranking
+        self.cause: dict[tuple[str, str, str], str] = {}     # -> the best cause at the opening: its label
+        self.baseline_window: tuple[int, tuple[float, float]] | None = None   # (baseline_id, its window)
 
 
 class CausalJob(Job):
@@ -181,6 +189,10 @@ class CausalJob(Job):
                 a["kind"], a["src"], a["dst"], a["score"], a["threshold"], a["evidence"]) for a in found}
             st.judged = {(a["kind"], a["src"], a["dst"]): a["evidence"]["raised_on"] for a in found
                          if "raised_on" in a["evidence"]}
+            st.causes = {(a["kind"], a["src"], a["dst"]): {k: a["evidence"][k] for k in ("causes", "causes_ranked")}
+                         for a in found if "causes_ranked" in a["evidence"]}
+            st.cause = {(a["kind"], a["src"], a["dst"]): a["evidence"]["cause"] for a in found
+                        if "cause" in a["evidence"]}
 
     def _resolve_quiet(self, ctx: JobContext, read_at: float) -> None:
         """Resolve the open anomalies of each scope whose app sent no task for quiet_intervals intervals
@@ -196,14 +208,14 @@ class CausalJob(Job):
             ctx.write(functools.partial(store.results.record_anomalies, raised=[], updated=[],
                                         resolved=list(st.open.values()), now=self.clock(), reason=reason))
             log.info("anomalies %s: %d resolved, %s", scope, len(st.open), reason)
-            st.open, st.evidence, st.seen, st.judged = {}, {}, {}, {}
+            st.open, st.evidence, st.seen, st.judged, st.causes, st.cause = {}, {}, {}, {}, {}, {}
 
     def _families(self) -> list:
         """Every scope's gauges, so edges that disappeared stop being exported."""
         edges, markov, open_ = [], [], []
         for scope, st in self.scopes.items():
-            open_ += [({"scope": scope, "kind": k, "src": a, "dst": b, "evidence": st.evidence.get((k, a, b), "")}, 1.0)
-                      for k, a, b in st.open or {}]
+            open_ += [({"scope": scope, "kind": k, "src": a, "dst": b, "evidence": st.evidence.get((k, a, b), ""),
+                        "cause": st.cause.get((k, a, b), "")}, 1.0) for k, a, b in st.open or {}]
             if st.learner is None:
                 continue
             edges += [({"scope": scope, "src": e.src, "dst": e.dst}, e.strength) for e in st.learner.model_.edges()]
@@ -211,7 +223,7 @@ class CausalJob(Job):
                 markov += [({"scope": scope, "variable": r.variable}, r.bits) for r in st.violations.itertuples()]
         return [gauge_family(EDGE_GAUGE, EDGE_HELP, ["scope", "src", "dst"], edges),
                 gauge_family(MARKOV_GAUGE, MARKOV_HELP, ["scope", "variable"], markov),
-                gauge_family(ANOMALY_GAUGE, ANOMALY_HELP, ["scope", "src", "dst", "kind", "evidence"], open_),
+                gauge_family(ANOMALY_GAUGE, ANOMALY_HELP, ["scope", "src", "dst", "kind", "evidence", "cause"], open_),
                 *self.compute.families()]
 
     def _update(self, ctx, scope: str, df: pd.DataFrame, inputs: list[str]) -> None:
@@ -346,10 +358,12 @@ class CausalJob(Job):
     def _lifecycle(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, found: dict, keep: set,
                    now: float) -> None:
         window = [st.window_start, now]
-        evidence = {key: {**f.evidence, "window": window, "threshold": f.threshold, "score": f.score,
-                          **({"raised_on": st.judged[key]} if key in st.judged else {})}
-                    for key, f in found.items()}
         new = [key for key in found if key not in st.open]
+        self._rank(ctx, scope, st, [k for k in found if k in new or self._ranking_due(st, k, now)], now)
+        evidence = {key: {**f.evidence, "window": window, "threshold": f.threshold, "score": f.score,
+                          **({"raised_on": st.judged[key]} if key in st.judged else {}), **st.causes.get(key, {}),
+                          **({"cause": st.cause[key]} if key in st.cause else {})}
+                    for key, f in found.items()}
         gone = set(st.open) - set(found) - keep
         raised = [{"scope": scope, "kind": found[k].kind, "src": found[k].src, "dst": found[k].dst, "opened": now,
                    "baseline_id": st.baseline_id, "model_id": model_id, "score": found[k].score,
@@ -365,6 +379,36 @@ class CausalJob(Job):
                         f.score, f.threshold)
         for key in gone:
             del st.open[key]
-            st.evidence.pop(key, None)
-            st.judged.pop(key, None)
+            for kept in (st.evidence, st.judged, st.causes, st.cause):
+                kept.pop(key, None)
             log.info("anomaly %s %s: %s -> %s resolved", scope, *key)
+
+    def _ranking_due(self, st: _Scope, key: tuple, now: float) -> bool:
+        """Whether an open anomaly's causes are to be ranked again: never ranked, ranked at its opening
+        only (on the first rows of a fault: the next evaluation has more), or CAUSES_EVERY intervals ago."""
+        ranked = st.causes.get(key, {}).get("causes_ranked", {})
+        at = ranked.get("at")
+        return key in st.open and (at is None or ranked.get("round") == 1
+                                   or now - at >= CAUSES_EVERY * self.interval)
+
+    def _rank(self, ctx: JobContext, scope: str, st: _Scope, keys: list, now: float) -> None:
+        """Rank the candidate causes of the anomalies `keys` (culprits.rank): a new one's on the rows it is
+        raised on, an open one's on those and the newest rows since; a new one's best is its label."""
+        keys = [k for k in keys if k in st.judged]
+        if not keys:
+            return
+        tables: dict = {}   # the units read once per windows, for the anomalies of one evaluation
+        with ctx.read() as cur:
+            if st.baseline_window is None or st.baseline_window[0] != st.baseline_id:
+                window = readers.models.model_window(cur, st.baseline_id)
+                st.baseline_window = (st.baseline_id, None if window is None else tuple(window))
+            for key in keys:
+                judged = st.judged[key]
+                if key in st.open and len(st.starts):
+                    judged = {**judged, "last_start": max(judged["last_start"], float(st.starts.max()))}
+                around = culprits.windows(st.baseline_window[1], judged, now)
+                rounds = st.causes.get(key, {}).get("causes_ranked", {}).get("round", 0) if key in st.open else 0
+                st.causes[key] = culprits.rank(cur, scope, st.baseline, key[2], around, tables)
+                st.causes[key]["causes_ranked"].update(at=now, round=rounds + 1)
+                if key not in st.open:
+                    st.cause[key] = culprits.label(st.causes[key]["causes"])

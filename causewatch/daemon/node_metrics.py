@@ -13,6 +13,9 @@ from causewatch.daemon import unit_series
 
 # agent name (without `.cpuN`) -> HELP; a name ending in _total is a counter, the rest gauges
 _AGENT = {
+    "top_process_cpu_ratio": "CPU seconds per second of the node's busiest processes besides the watched one, "
+                             "summed by command (the agent's last look, every few seconds)",
+    "top_process_count": "Processes of each command among the node's busiest (top_process_cpu_ratio)",
     "agent_collector_failure_info": "1 while a node collector of the agent fails, with the reason it gives "
                                     "(its node_scrape_collector_success is 0)",
     # the agent's own delivery counts (sender.Sender.counts), sent as samples since the agent serves nothing

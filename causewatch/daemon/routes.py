@@ -253,17 +253,27 @@ def models(con: Cursor, scope) -> list[dict]:
 @verbs.MODEL.handles
 def model(con: Cursor, scope, model_id, format):
     """A model: /api/model?scope=app:lu[&model_id=7][&format=json|dot|svg]; the newest when no id is given.
-    The SVG marks the edges of the scope's open anomalies."""
+    The SVG marks the edges of the scope's open anomalies and names each one's first cause under its legend."""
     record = readers.models.model_record(con, scope, model_id)
     scope = record["scope"]
     if format == "dot":
         return verbs.Text(CausalModel.from_json(record).to_dot(scope), "text/vnd.graphviz")
     if format == "svg":
-        marked = {(a["src"], a["dst"]) for a in readers.models.anomalies(con, scope, open_only=True)}
-        return verbs.Text(model_svg(CausalModel.from_json(record), anomalous=marked, title=scope), "image/svg+xml")
+        found = readers.models.anomalies(con, scope, open_only=True)
+        marked = {(a["src"], a["dst"]) for a in found}
+        return verbs.Text(model_svg(CausalModel.from_json(record), anomalous=marked, title=scope,
+                                    notes=[_cause_note(a) for a in found]), "image/svg+xml")
     if format != "json":
         raise InputError(f"format: expected json, dot or svg, got {format!r}")
     return record
+
+
+def _cause_note(a: dict) -> str:
+    """An open anomaly's first cause in one line, as the picture names it."""
+    causes = a["evidence"].get("causes") or []
+    first = (f"first cause {causes[0]['unit']} (score {causes[0]['score']:.2f})" if causes
+             else "causes not ranked")
+    return f"{a['kind']} {a['src']} -> {a['dst']}: {first}"
 
 
 @verbs.ANOMALIES.handles

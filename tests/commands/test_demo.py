@@ -1,6 +1,7 @@
 """The demo's story on a real store: its report under a pinned hog (each anomaly timed against the
-hog and given its cause, the verdict and the last line), and its stretches moved on by what the
-store holds, with real hog processes. No clocks: the stretches' bounds are set to none or to zero."""
+hog with the first of the causes its evidence ranks, the story's anomaly's ranked causes, the verdict
+and the last line), and its stretches moved on by what the store holds, with real hog processes. No
+clocks: the stretches' bounds are set to none or to zero."""
 
 import contextlib
 import json
@@ -18,7 +19,7 @@ from support import StoreVerbs
 from causewatch import wire
 from causewatch.commands.demo import causes, report
 from causewatch.commands.demo.causes import WAIT
-from causewatch.commands.demo.hog import HOG_JUDGE
+from causewatch.commands.demo.hog import HOG_JUDGE, Hog
 from causewatch.commands.demo.parts import SCOPE
 from causewatch.commands.demo.story import Story
 from causewatch.daemon import verbs
@@ -64,13 +65,24 @@ def _raised_on(lo: float, hi: float, origin: float = ORIGIN) -> dict:
     return {"rows": 40, "first_start": origin + lo, "last_start": origin + hi}
 
 
+HOG_UNIT = Hog().unit("demo-node-1")   # the hog as the agent watching the workload reports its processes
+NODE_UNIT = "node demo-node-1: other processes' CPU"
+
+
+def _causes(*ranked: tuple[str, float]) -> dict:
+    """An anomaly's ranked causes as the causal job stores them in its evidence."""
+    return {"causes": [{"unit": u, "score": s, "evidence": f"{u}'s cpu_cores rose"} for u, s in ranked],
+            "causes_ranked": {"units": 20}}
+
+
 def _anomaly(st: Store, kind: str, src: str, dst: str, opened: float, judged: tuple[float, float],
-             resolved: float | None = None) -> None:
+             resolved: float | None = None, causes: dict | None = None) -> None:
     def write(con):
         raised = results.raise_anomaly(con, {"scope": SCOPE, "kind": kind, "src": src, "dst": dst,
                                              "opened": ORIGIN + opened, "baseline_id": 2, "model_id": 1,
                                              "score": 1.43, "threshold": 1.06,
-                                             "evidence": {"rows": 40, "raised_on": _raised_on(*judged)}})
+                                             "evidence": {"rows": 40, "raised_on": _raised_on(*judged),
+                                                          **(causes or {})}})
         if resolved is not None:
             results.resolve_anomaly(con, raised, ORIGIN + resolved)
     st.run(write)
@@ -87,37 +99,42 @@ def _report(st: Store, story, folder) -> dict:
 
 
 def test_the_report_gives_each_anomaly_its_cause_and_says_the_story_was_shown(store, tmp_path):
-    """Under the pinned hog the wait's mechanism change is raised and resolves after it: shown. Two
-    more are not the hog's, and the report says what they are: one raised after it on tasks that
-    waited four times the baseline's (other work), one an edge of a model learnt on calm tasks that
-    waited as the baseline's did (unexplained); the last line counts them."""
+    """Under the pinned hog the wait's mechanism change is raised, resolves after it, and the causal job
+    ranks the hog first: shown, with its ranked causes. Two more are not the hog's, and the report says
+    what they had first: one raised after it on the node's other processes, one an edge raised before
+    causes were ranked; the last line counts them."""
     _tasks(store, [t / 2 for t in range(200)])
     for learned in (10, 20, 30, 40, 50, 60, 70, 78, 86, 94):
         _model(store, learned)
     store.run(lambda con: results.set_baseline(con, SCOPE, 2, "pinned", ORIGIN + 21))
-    _anomaly(store, "mechanism_changed", "(time)", WAIT, opened=45.0, judged=(19, 39), resolved=78.0)
-    _anomaly(store, "markov_violation", "cpu_seconds", "duration", opened=55.0, judged=(29, 49), resolved=78.0)
-    _anomaly(store, "mechanism_changed", "(time)", WAIT, opened=94.5, judged=(77, 93))
+    _anomaly(store, "mechanism_changed", "(time)", WAIT, opened=45.0, judged=(19, 39), resolved=78.0,
+             causes=_causes((HOG_UNIT, 2.75), (NODE_UNIT, 2.42), (WAIT, 1.85), ("duration", 0.4)))
+    _anomaly(store, "markov_violation", "cpu_seconds", "duration", opened=55.0, judged=(29, 49), resolved=78.0,
+             causes=_causes((HOG_UNIT, 2.1)))
+    _anomaly(store, "mechanism_changed", "(time)", WAIT, opened=94.5, judged=(77, 93), causes=_causes((NODE_UNIT, 2.0)))
     _anomaly(store, "edge_appeared", "cpu_seconds", WAIT, opened=30.5, judged=(0, 29), resolved=40.5)
     rep = _report(store, _story(started=HOG[0], stopped=HOG[1]), tmp_path)
     by_open = {a["opened_s"]: a for a in rep["anomalies"]}
     assert by_open[45.0]["when"] == "raised +10.0 s from the hog's start, resolved +6.0 s from its stop"
     # raised on the tasks the causal job's evidence names (here the checks of the versions learnt at 30 and 40 s)
-    assert by_open[45.0]["cause"].startswith("the hog: the tasks it judged, 19-39 s, ran while it contended")
-    assert by_open[55.0]["cause"].startswith("the hog: the tasks it judged, 29-49 s, ran while it did")
-    # raised on the tasks of 77-93 s, which waited 2.0 against the baseline's 0.5
-    assert by_open[94.5]["cause"].startswith("other work: the tasks it judged, 77-93 s, outside the hog: "
-                                              "they waited 2.0 s for a CPU per CPU second, the baseline's tasks 0.5")
-    # an edge of the version learnt at 30 s, window 0-29 s: before the hog, contention as in the baseline's window
-    assert by_open[30.5]["cause"].startswith("unexplained: the model window, 0-29 s, outside the hog: they waited "
-                                              "0.5 s for a CPU per CPU second, the baseline's tasks 0.5")
+    assert by_open[45.0]["under_hog"] and by_open[45.0]["first_cause"] == HOG_UNIT
+    assert by_open[45.0]["cause"] == f"the hog: {HOG_UNIT} (score 2.75): {HOG_UNIT}'s cpu_cores rose"
+    assert by_open[55.0]["cause"].startswith("the hog: ")
+    assert by_open[94.5]["cause"] == f"{NODE_UNIT} (score 2.00): {NODE_UNIT}'s cpu_cores rose"
+    assert not by_open[94.5]["under_hog"]
+    assert by_open[30.5]["cause"] == "not ranked: raised before causes were ranked"
+    # the story's anomaly's causes, as the job ranked them
+    assert [(c["rank"], c["unit"], c["score"], c["hog"]) for c in rep["causes"]] == [
+        (1, HOG_UNIT, 2.75, True), (2, NODE_UNIT, 2.42, False), (3, WAIT, 1.85, False), (4, "duration", 0.4, False)]
     (hog,) = rep["contention_hog"]
     assert hog["shown"].startswith("yes: a mechanism_changed on cpu_wait_seconds")
+    assert hog["shown"].endswith("its first cause: the hog")
     assert (hog["wait_per_cpu_s_before"], hog["wait_per_cpu_s_during"]) == (0.5, 4.0)
     assert rep["story"]["shown"] == "yes"
     assert rep["story"]["line"] == (
         "story shown: mechanism_changed on cpu_wait_seconds raised 10.0 s into the hog, resolved 6.0 s after it "
-        "stopped; 2 anomalies not from the hog (other work 1, unexplained 1: causes in the report)")
+        "stopped, first cause the hog; 2 anomalies whose first cause is not the hog (node metrics 1, not ranked 1: "
+        "causes in the report)")
     # the alerts they would page with: deploy/'s rules, newest of each; the edge is a ticket
     page = {p["alert"]: p for p in rep["page"]}
     assert set(page) == {"CausewatchMechanismChanged", "CausewatchAnomalousDependency"}
@@ -135,8 +152,8 @@ def test_the_report_gives_each_anomaly_its_cause_and_says_the_story_was_shown(st
 
 def test_anomalies_without_the_hog_are_explained_and_the_last_line_says_why_not(store, tmp_path):
     """The issue's loaded run: the hog never ran, yet anomalies opened. The calm start's bound ran out
-    without a baseline (here a bound of nothing, and no model came); the last line says so, and no
-    anomaly is put down to the hog."""
+    without a baseline (here a bound of nothing, and no model came); the last line says so, and says
+    what the anomalies had first instead of the hog."""
     _tasks(store, [t / 2 for t in range(200)])   # from 35 s on, other work made them wait (_ratio's "hog")
     story = Story(ORIGIN, "http://127.0.0.1:9", seconds=0, wait=0)
     assert story.step(StoreVerbs(store), stored=200) is False   # the story is over, and the tasks are in
@@ -144,20 +161,21 @@ def test_anomalies_without_the_hog_are_explained_and_the_last_line_says_why_not(
     for learned in (30, 40, 50):
         _model(store, learned)
     store.run(lambda con: results.set_baseline(con, SCOPE, 1, "first stable", ORIGIN + 31))
-    _anomaly(store, "mechanism_changed", "(time)", WAIT, opened=50.5, judged=(29, 49))
-    _anomaly(store, "edge_appeared", "cpu_seconds", "duration", opened=30.5, judged=(0, 29))
+    _anomaly(store, "mechanism_changed", "(time)", WAIT, opened=50.5, judged=(29, 49), causes=_causes((NODE_UNIT, 2.3)))
+    _anomaly(store, "edge_appeared", "cpu_seconds", "duration", opened=30.5, judged=(0, 29),
+             causes=_causes(("duration", 0.6)))
     rep = _report(store, story, tmp_path)
     assert [a["when"] for a in rep["anomalies"]] == ["the hog never ran"] * 2
-    causes = sorted(a["cause"] for a in rep["anomalies"])
-    assert causes[0].startswith("other work: the tasks it judged, 29-49 s, outside the hog: they waited 4.0 s "
-                                "for a CPU per CPU second, the baseline's tasks 0.5")
-    assert causes[1].startswith("unexplained: the model window, 0-29 s, outside the hog: they waited 0.5 s")
+    assert sorted(a["cause"] for a in rep["anomalies"]) == [
+        f"{NODE_UNIT} (score 2.30): {NODE_UNIT}'s cpu_cores rose",
+        "none beyond the cut: duration (score 0.60): duration's cpu_cores rose"]
+    assert rep["causes"] == []   # no story's anomaly
     assert rep["contention_hog"][0]["shown"].startswith("no: the hog never ran (no baseline model within")
     assert rep["story"]["shown"] == "no"
     assert rep["story"]["line"] == (
         "story NOT shown: the hog never ran; no baseline model within the calm start's 0 s: the causal job "
-        f"had learnt no model yet (200 tasks stored), load {story.loads[0][1]:.1f}; 2 anomalies not from the "
-        "hog (other work 1, unexplained 1: causes in the report)")
+        f"had learnt no model yet (200 tasks stored), load {story.loads[0][1]:.1f}; 2 anomalies whose first cause "
+        "is not the hog (node metrics 1, none beyond the cut 1: causes in the report)")
 
 
 def _contended_story(store) -> Story:
@@ -186,13 +204,23 @@ def test_a_wait_the_model_left_out_shows_in_duration(store, tmp_path):
         "story NOT shown: no anomaly on duration in 0 model versions under the hog (wait per CPU second 0.5 before, "
         "4.0 during) (cpu_wait_seconds is not in the model: duration holds it)")
     assert rep["contention_hog"][0]["shown"].startswith("no: no anomaly on duration while the hog ran")
-    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, judged=(19, 39), resolved=78.0)
+    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, judged=(19, 39), resolved=78.0,
+             causes=_causes(("region float", 2.5), (HOG_UNIT, 2.4)))
     rep = _report(store, story, tmp_path)
-    assert rep["anomalies"][0]["cause"].startswith("the hog: the tasks it judged, 19-39 s, ran while it contended "
-                                                   "for the CPUs, and duration holds their wait for a CPU")
+    # raised, resolved after, but the job ranked another unit first: in part, and the line says which
+    assert rep["anomalies"][0]["cause"].startswith("region float (score 2.50)")
+    assert rep["story"]["shown"] == "in part" and rep["story"]["line"] == (
+        "story shown in part: mechanism_changed on duration raised 10.0 s into the hog, resolved 6.0 s after it "
+        "stopped, first cause region float, not the hog (cpu_wait_seconds is not in the model: duration holds it); "
+        "1 anomaly whose first cause is not the hog (the app's own 1: causes in the report)")
+    store.run(lambda con: con.execute("DELETE FROM anomalies"))
+    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, judged=(19, 39), resolved=78.0,
+             causes=_causes((HOG_UNIT, 2.4)))
+    rep = _report(store, story, tmp_path)
+    assert rep["anomalies"][0]["cause"].startswith("the hog: ")
     assert rep["story"]["shown"] == "yes" and rep["story"]["line"] == (
-        "story shown: mechanism_changed on duration raised 10.0 s into the hog, resolved 6.0 s after it stopped "
-        "(cpu_wait_seconds is not in the model: duration holds it)")
+        "story shown: mechanism_changed on duration raised 10.0 s into the hog, resolved 6.0 s after it stopped, "
+        "first cause the hog (cpu_wait_seconds is not in the model: duration holds it)")
     assert rep["contention_hog"][0]["variable"] == "duration" and rep["contention_hog"][0]["why"] == story.why
 
 
@@ -212,10 +240,11 @@ def test_a_model_that_orients_duration_to_the_wait_shows_the_hog_in_duration(sto
     assert story.contended == "duration" and story.why == (
         "the baseline model has duration -> cpu_wait_seconds: the wait's change is judged given the task time, "
         "which holds it, so the hog shows in duration")
-    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, judged=(19, 39), resolved=78.0)
+    _anomaly(store, "mechanism_changed", "(time)", "duration", opened=45.0, judged=(19, 39), resolved=78.0,
+             causes=_causes((HOG_UNIT, 3.0)))
     assert _report(store, story, tmp_path)["story"]["line"] == (
-        "story shown: mechanism_changed on duration raised 10.0 s into the hog, resolved 6.0 s after it stopped "
-        "(the model has duration -> cpu_wait_seconds: duration shows it)")
+        "story shown: mechanism_changed on duration raised 10.0 s into the hog, resolved 6.0 s after it stopped, "
+        "first cause the hog (the model has duration -> cpu_wait_seconds: duration shows it)")
 
 
 def test_the_stretches_follow_the_store(store):
@@ -272,7 +301,8 @@ def test_the_report_times_each_anomaly_against_the_hog(store, tmp_path):
     def write(con):
         raised = results.raise_anomaly(con, dict(row, kind="markov_violation", src="cpu_seconds", dst=WAIT,
                                                opened=ORIGIN + 41.0,
-                                               evidence={"rows": 44, "raised_on": _raised_on(0, 39)}))
+                                               evidence={"rows": 44, "raised_on": _raised_on(0, 39),
+                                                         **_causes((HOG_UNIT, 2.0))}))
         results.resolve_anomaly(con, raised, ORIGIN + 82.5)
         results.raise_anomaly(con, dict(row, kind="edge_appeared", src="cpu_seconds", dst=WAIT,
                                       opened=ORIGIN + 50.0, evidence={"strength_bits": 0.2}))
@@ -286,11 +316,11 @@ def test_the_report_times_each_anomaly_against_the_hog(store, tmp_path):
                                                                        for s, d, v in edges])))
     rep = _report(store, _story(started=35.0, stopped=72.0), tmp_path)
     first, second = rep["anomalies"]
-    assert first == {"scope": SCOPE, "kind": "markov_violation", "src": "cpu_seconds", "dst": WAIT,
+    assert first == {"anomaly_id": 1, "scope": SCOPE, "kind": "markov_violation", "src": "cpu_seconds", "dst": WAIT,
                      "state": "resolved", "opened_s": 41.0, "resolved_s": 82.5, "score": 1.43, "threshold": 1.06,
                      "rows": 44, "when": "raised +6.0 s from the hog's start, resolved +10.5 s from its stop",
-                     "cause": "the hog: the tasks it judged, 0-39 s, ran while it contended for the CPUs, and "
-                              "cpu_wait_seconds is that contention"}
+                     "under_hog": True, "first_cause": HOG_UNIT,
+                     "cause": f"the hog: {HOG_UNIT} (score 2.00): {HOG_UNIT}'s cpu_cores rose"}
     assert second["state"] == "open" and second["resolved_s"] is None and second["when"].endswith("still open")
     assert rep["causal_edges"] == [
         {"src": "b", "dst": "a", "strength_bits": 0.8, "directed": True, "held_by": 2, "versions": 2, "stable": True},

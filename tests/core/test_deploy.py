@@ -164,7 +164,7 @@ def test_every_rule_holds_before_it_fires_and_says_its_severity():
         if "expr: causewatch_dependency_anomaly" in rule:
             assert 'picture: "http://{{ $labels.instance }}/api/model?scope={{ $labels.scope | urlquery }}' \
                    '&format=svg"' in rule, name
-            assert "{{ $labels.evidence }}" in rule, name
+            assert "{{ $labels.evidence }}" in rule and 'cause: "{{ $labels.cause }}"' in rule, name
 
 
 @needs_amtool

@@ -246,8 +246,9 @@ def test_anomaly_lifecycle_against_the_first_stable_baseline(store):
     # raised on the second check in a row that found it (confirm 2), kept through the updates after
     assert raised_at is not None and raised_at > 340 and evidence["raised_on"] == {
         "rows": 160, "first_start": 1000.0 + raised_at - 80, "last_start": 1000.0 + raised_at + 79}
-    assert re.search(rb'causewatch_dependency_anomaly\{dst="duration",evidence="duration depends on n given its '
-                     rb'parents: [0-9.]+ bits > [0-9.]+ on 80 rows",kind="markov_violation",scope="app:lu",'
+    # its first cause: the task time itself, given its causes (no node sent samples)
+    assert re.search(rb'causewatch_dependency_anomaly\{cause="duration",dst="duration",evidence="duration depends on n '
+                     rb'given its parents: [0-9.]+ bits > [0-9.]+ on 80 rows",kind="markov_violation",scope="app:lu",'
                      rb'src="n"\} 1.0',
                      ctx.exporter.exposition())
     open_now = cur.execute("SELECT src, dst FROM anomalies WHERE resolved IS NULL").fetchall()
@@ -326,9 +327,10 @@ def test_a_pinned_baseline_s_own_tasks_show_a_mechanism_change_and_its_end(store
         raised = cur.execute("SELECT count(*) FROM anomalies WHERE kind = 'mechanism_changed'").fetchone()[0]
         assert raised == (i >= 3), (i, raised)
         if i == 5:   # the third contended batch
-            assert re.search(rb'causewatch_dependency_anomaly\{dst="cpu_wait_seconds",evidence="cpu_wait_seconds '
-                             rb'median [0-9.]+ -> [0-9.]+ given its causes: [^"]+",kind="mechanism_changed",'
-                             rb'scope="app:mw",src="\(time\)"\} 1.0', ctx.exporter.exposition())
+            assert re.search(rb'causewatch_dependency_anomaly\{cause="cpu_wait_seconds",dst="cpu_wait_seconds",'
+                             rb'evidence="cpu_wait_seconds median [0-9.]+ -> [0-9.]+ given its causes: [^"]+",'
+                             rb'kind="mechanism_changed",scope="app:mw",src="\(time\)"\} 1.0',
+                             ctx.exporter.exposition())
     rows = cur.execute("SELECT src, dst, resolved, evidence FROM anomalies WHERE kind = 'mechanism_changed'").fetchall()
     assert [(s, d) for s, d, *_ in rows] == [("(time)", "cpu_wait_seconds")], rows   # raised once, nothing else
     evidence = json.loads(rows[0][3])
@@ -379,8 +381,8 @@ def test_a_restarted_job_exports_the_stored_open_anomalies_at_its_first_run(stor
     store.run(lambda con: record_anomalies(con, raised=[raised], updated=[], resolved=[], now=5.0))
     ctx = _ctx(store)
     CausalJob().run(ctx)
-    assert b'causewatch_dependency_anomaly{dst="duration",evidence="duration median 1.0 -> 2.5 given its causes: ' \
-           b'0.500 bits > 0.100 on 40 rows",kind="mechanism_changed",scope="app:lu",src="(time)"} 1.0' \
+    assert b'causewatch_dependency_anomaly{cause="",dst="duration",evidence="duration median 1.0 -> 2.5 given its ' \
+           b'causes: 0.500 bits > 0.100 on 40 rows",kind="mechanism_changed",scope="app:lu",src="(time)"} 1.0' \
            in ctx.exporter.exposition()
 
 
@@ -427,6 +429,6 @@ def test_an_app_without_tasks_for_its_quiet_intervals_has_its_anomalies_resolved
     assert json.loads(rows[0][2])["resolved_because"] == \
         "no tasks since 1970-01-01 00:16:40 UTC (3 causal intervals of 60 s)"
     exposition = ctx.exporter.exposition()
-    assert b'causewatch_dependency_anomaly{dst="duration",evidence="duration given its causes: 0.500 bits > ' \
+    assert b'causewatch_dependency_anomaly{cause="",dst="duration",evidence="duration given its causes: 0.500 bits > ' \
            b'0.100 on 40 rows",kind="mechanism_changed",scope="app:mw",src="(time)"} 1.0' in exposition
     assert b'scope="app:lu"' not in exposition

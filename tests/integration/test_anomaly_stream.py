@@ -35,8 +35,9 @@ def test_a_changed_dependency_is_raised_then_resolved(tmp_path):
         assert markov[0]["evidence"]["score"] > markov[0]["evidence"]["threshold"]
         assert all({a["src"], a["dst"]} & {"n", "duration"} for a in opened)   # nothing else departs
         with urllib.request.urlopen(f"{http}/metrics", timeout=10) as reply:
-            assert re.search(r'causewatch_dependency_anomaly\{dst="duration",evidence="duration depends on n [^"]+",'
-                             r'kind="markov_violation",scope="app:lu",src="n"\} 1.0', reply.read().decode())
+            assert re.search(r'causewatch_dependency_anomaly\{cause="duration",dst="duration",evidence="duration '
+                             r'depends on n [^"]+",kind="markov_violation",scope="app:lu",src="n"\} 1.0',
+                             reply.read().decode())
         for _ in range(8):
             still = cycle(80, False)
         assert still == []

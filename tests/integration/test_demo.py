@@ -53,6 +53,7 @@ def test_demo_reports_every_part(tmp_path):
     assert hog["cpus"] and hog["started_s"] is None and hog["shown"].startswith("no: the hog never ran")
     assert all(a["when"] == "the hog never ran" and not a["cause"].startswith("the hog")
                and (a["rows"] is None or a["rows"] > 0) for a in rep["anomalies"])
+    assert rep["causes"] == []   # no story's anomaly to rank the causes of (tests/integration/test_live_path.py)
     (where,) = rep["analysis"]   # no cluster in the demo: the learns ran in the daemon's jobs worker
     assert where["runs_on"] == "local" and where["learns_local"] >= 1 and where["learns_cluster"] == 0
     assert {p["node"] for p in rep["probe_ranking"]} == {"demo-node-1", "demo-node-2"}

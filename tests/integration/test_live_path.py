@@ -1,9 +1,10 @@
 """The live path without help: a real daemon, the demo's two real agents, one watching the
 instrumented master-worker workload at its steady mix. The causal job forms its baseline on its own (no
 pin) within the calm stretch's bound; a CPU hog on every core the workload may use opens the mechanism
-change on the tasks' CPU wait while it runs, and the change resolves after it stops. The demo's story,
-without its kit and probes: the stretches, the hog and the verdict are `causewatch.commands.demo`'s,
-read through the daemon's API as the demo reads it."""
+change on the tasks' CPU wait while it runs, the causal job ranks the hog's processes its first cause,
+and the change resolves after it stops. The demo's story, without its kit and probes: the stretches,
+the hog and the verdict are `causewatch.commands.demo`'s, read through the daemon's API as the demo
+reads it."""
 
 import time
 
@@ -55,8 +56,13 @@ def test_a_baseline_forms_alone_then_a_hog_opens_an_anomaly_that_resolves_after(
                        causes.judged(a, story.origin)) for a in anomalies])
     first = min(changes, key=lambda a: a["opened"])
     opened, resolved = first["opened"] - story.origin, first["resolved"]
+    ranked = first["evidence"].get("causes", [])
     print(f"\nbaseline after {story.baseline_s:.1f} s (no pin); {first['kind']} on {first['dst']} opened "
           f"{opened - hog.started:.1f} s into the hog, resolved "
-          f"{'never' if resolved is None else f'{resolved - story.origin - hog.stopped:.1f} s after it stopped'}")
+          f"{'never' if resolved is None else f'{resolved - story.origin - hog.stopped:.1f} s after it stopped'}; "
+          f"its causes, best first: " + "; ".join(f"{c['unit']} {c['score']:.2f}" for c in ranked)
+          + f" (at the opening: {first['evidence'].get('cause')})")
     assert hog.started <= opened <= hog.stopped                      # opened while the hog ran
     assert resolved is not None and resolved - story.origin >= hog.stopped, story.short   # resolved after
+    # the culprit named: the hog's processes, as the agent watching the workload reports its busiest neighbours
+    assert causes.by_the_hog(first, story), (hog.unit(causes.WATCHED), ranked)

@@ -1,6 +1,7 @@
 """The page, for real: Debian's prometheus scrapes a real daemon and evaluates deploy/'s rules, Debian's
 alertmanager routes with deploy/'s config, and a webhook served here receives the firing alert with its
-labels when the daemon opens a dependency anomaly, then the resolved one when the daemon resolves it.
+labels, its first cause among them and in an annotation, when the daemon opens a dependency anomaly,
+then the resolved one when the daemon resolves it.
 
 Hold times and waits are shortened (for: 2s, scrape and evaluation every second, group_wait 1s); the
 seconds from the anomaly's opening in the store to the webhook's POST are printed, not asserted (the
@@ -151,6 +152,12 @@ def test_an_open_anomaly_pages_through_prometheus_and_alertmanager_then_resolves
         assert re.fullmatch(r"duration depends on n given its parents: [0-9.]+ bits > [0-9.]+ on 80 rows",
                             labels["evidence"]), labels["evidence"]
         assert labels["picture"] == f"http://{d.http.address}/api/model?scope=app%3Alu&format=svg"
+        # the first of its ranked causes, as the store has it: nothing beside the tasks sent samples, and the
+        # task time moved beyond what its causes explain
+        stored = markov[0]["evidence"]
+        assert labels["cause"] == alert["annotations"]["cause"] == stored["cause"] == stored["causes"][0]["unit"] \
+            == "duration", (labels, stored.get("causes_ranked"))
+        assert f"First cause: {labels['cause']}." in alert["annotations"]["description"]
         with urllib.request.urlopen(labels["picture"], timeout=30) as reply:   # the link an engineer opens
             picture = reply.read().decode()
         assert "<svg" in picture and "duration" in picture
@@ -165,7 +172,8 @@ def test_an_open_anomaly_pages_through_prometheus_and_alertmanager_then_resolves
         assert wait_for(lambda: hook.alerts("resolved", "CausewatchAnomalousDependency"), timeout=120, every=0.1), \
             f"no resolved notification in 120 s; the webhook got {len(hook.posts)} posts"
         resolved_at, gone = hook.alerts("resolved", "CausewatchAnomalousDependency")[0]
-        assert gone["labels"]["evidence"] == labels["evidence"] and gone["endsAt"] >= alert["startsAt"]
+        assert gone["labels"]["evidence"] == labels["evidence"] and gone["labels"]["cause"] == labels["cause"]
+        assert gone["endsAt"] >= alert["startsAt"]
         with capsys.disabled():
             print(f"\npage: anomaly opened in the store -> webhook POST {page_s:.1f} s (scrape {SCRAPE} s, "
                   f"for {HOLD} s, group_wait {GROUP_WAIT} s: goal <= {SCRAPE + HOLD + GROUP_WAIT + 5} s); "

@@ -30,6 +30,7 @@ DUMMY_W = 16.0          # room a long edge takes in each layer it crosses, so it
 LABEL_FONT, LABEL_CHAR_W, LABEL_H = 10, 6.2, 13.0   # edge labels: a generous width per character
 MIN_BITS = 0.005         # an edge this weak reads "0.00" and says nothing: not drawn, counted in the legend
 TIME = "(time)"          # a mechanism change's source (anomalies.TIME): the window a row comes from
+RED = ("anomalous", "note")   # legend lines written in the anomalies' colour
 SWEEPS = 12              # barycentre passes (down and up) before keeping the order with fewest crossings
 
 
@@ -49,15 +50,16 @@ class DrawnEdge:
 
 
 def model_svg(model: CausalModel, anomalous: Iterable[tuple[str, str]] = (), engine: str = "auto",
-              title: str | None = None) -> str:
+              title: str | None = None, notes: Iterable[str] = ()) -> str:
     """SVG text of `model`'s graph; the (src, dst) pairs in `anomalous` are drawn red (an undirected
     edge matches either order; a pair the model has no edge for is drawn dashed, as a dependency
-    the model does not hold). `engine`: "dot" (Graphviz), "builtin", or "auto" (dot when installed)."""
+    the model does not hold); `notes` are lines in red under the legend (each anomaly's first cause).
+    `engine`: "dot" (Graphviz), "builtin", or "auto" (dot when installed)."""
     if engine not in ENGINES:
         raise ValueError(f"drawing engine {engine!r}: expected one of {', '.join(ENGINES)}")
     dag = model.dag_extension()
     nodes, edges = drawn_edges(model, anomalous, dag)
-    legend = legend_lines(model, edges) if nodes else []
+    legend = (legend_lines(model, edges) if nodes else []) + [("note", text) for text in notes]
     if engine == "dot" or (engine == "auto" and shutil.which("dot")):
         try:
             return dot_svg(nodes, edges, title, legend)
@@ -147,7 +149,7 @@ def to_dot(nodes: list[str], edges: list[DrawnEdge], title: str | None = None, l
         body = ", ".join(f"{k}={v}" for k, v in attrs.items())
         lines.append(f"  {_dot_quote(e.src)} -> {_dot_quote(e.dst)} [{body}];")
     if legend:
-        rows = "".join(f'<tr><td align="left"><font color="{ANOMALY_COLOUR if kind == "anomalous" else "black"}">'
+        rows = "".join(f'<tr><td align="left"><font color="{ANOMALY_COLOUR if kind in RED else "black"}">'
                        f"{escape(text)}</font></td></tr>" for kind, text in legend)
         lines += ["  forcelabels=true;",
                   f'  "causewatch legend" [shape=plaintext, class="legend", fontsize=9, label=<<table border="0" '
@@ -311,10 +313,11 @@ def _legend_svg(legend, top: float) -> str:
         y = top + k * LABEL_H + LABEL_H / 2
         colour = EDGE_COLOUR if kind == "edge" else ANOMALY_COLOUR
         dash = ' stroke-dasharray="6,4"' if kind == "dashed" else ""
-        if kind != "text":
+        if kind not in ("text", "note"):
             items.append(f'<path d="M{MARGIN:.1f},{y:.1f} L{MARGIN + 30:.1f},{y:.1f}" stroke="{colour}" '
                          f'stroke-width="2"{dash}/>')
-        items.append(f'<text x="{MARGIN + 38:.1f}" y="{y + 3:.1f}">{escape(text)}</text>')
+        fill = f' fill="{ANOMALY_COLOUR}"' if kind == "note" else ""
+        items.append(f'<text x="{MARGIN + 38:.1f}" y="{y + 3:.1f}"{fill}>{escape(text)}</text>')
     return f'<g class="legend" font-size="{LABEL_FONT}">' + "".join(items) + "</g>" if items else ""
 
 

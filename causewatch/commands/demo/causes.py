@@ -1,18 +1,18 @@
-"""Why each anomaly was raised, as far as the demo can tell, and the contention its tasks met: the rows
-an anomaly was raised on (its evidence's `raised_on`, the causal job's) timed against the hog, else
-against the baseline's tasks and the machine's own load."""
+"""Each anomaly against the hog and the contention its tasks met: the rows it was raised on (its
+evidence's `raised_on`) timed against the hog's stretch, and its cause as the causal job ranked them
+(its evidence's `causes`: the demo adds no rule of its own)."""
 
 from __future__ import annotations
 
 import math
 
-from causewatch.commands.demo.parts import APP, SCOPE
+from causewatch.commands.demo.parts import APP, NODES, SCOPE
 from causewatch.daemon import verbs
 
 WAIT = "cpu_wait_seconds"   # the contended resource's variable in each task record
 DURATION = "duration"       # ...which a model may hold instead (the wait as most of a task's time)
-MOVED = 1.25                # tasks waiting this factor more (or less) for a CPU than the baseline's, or this
-                            # factor more (fewer) processes runnable on the machine: other work moved
+WATCHED = next(node for node, watch in NODES if watch)   # the node whose agent watches the workload
+NONE = "none beyond the cut"   # an anomaly whose best-ranked cause did not change enough to count (score < 1)
 
 
 def rounded(v):
@@ -98,44 +98,29 @@ def judged(a: dict, origin: float) -> tuple[float, float] | None:
     return None if rows is None else (rows["first_start"] - origin, rows["last_start"] - origin)
 
 
-def cause(a: dict, story, tasks, base_window) -> str:
-    """Why an anomaly was raised, as far as the demo can tell: "the hog" when the tasks it was judged on
-    ran while the hog did; else "other work" when those tasks waited for a CPU MOVED times more or
-    less than the baseline's (the machine's own load moved); else "unexplained"."""
-    from causewatch.analytics.causal.anomalies import ROW_KINDS
-    span = judged(a, story.origin)
-    if span is None:
-        return "unexplained: its evidence names no rows it was raised on"
-    lo, hi = span
-    on = f"{'the tasks it judged' if a['kind'] in ROW_KINDS else 'the model window'}, {lo:.0f}-{hi:.0f} s"
-    if by_hog(span, story.hog):
-        if story.contended in (a["src"], a["dst"]):
-            return (f"the hog: {on}, ran while it contended for the CPUs, and {story.contended} "
-                    + ("is that contention" if story.contended == WAIT else "holds their wait for a CPU"))
-        if a["kind"] in ROW_KINDS:
-            return f"the hog: {on}, ran while it did (contention moves {a['dst']} too)"
-        return f"the hog: {on}, holds tasks that ran under it (edges stay until the window moves past them)"
-    if base_window is None:
-        return f"unexplained: {on}, outside the hog, and the baseline's window is unknown"
-    now, then = median(tasks, lo, hi), median(tasks, *base_window)
-    running, before = _mean_runnable(story, lo, hi), _mean_runnable(story, *base_window)
-    said = f"{on}, outside the hog: they waited {now} s for a CPU per CPU second, the baseline's tasks {then}"
-    if running is not None and before is not None:
-        said += f"; {running:.1f} processes runnable on the machine, {before:.1f} then"
-    if _moved(now, then) or _moved(running, before):
-        return f"other work: {said}, so the machine's other work moved the contention"
-    return f"unexplained: {said}, so neither the hog nor the machine's load explains it"
+def first_cause(a: dict) -> dict | None:
+    """The first of an anomaly's candidate causes as the causal job ranked them (its evidence's `causes`)."""
+    return next(iter(a["evidence"].get("causes") or []), None)
 
 
-def _mean_runnable(story, lo: float, hi: float) -> float | None:
-    """The processes runnable on the machine while tasks started in [lo, hi], on average, the hog's
-    own left out."""
-    counts = [n for t, _, n in story.loads if lo <= t <= hi]
-    return sum(counts) / len(counts) if counts else None
+def by_the_hog(a: dict, story) -> bool:
+    """Whether the causal job ranks the hog first among an anomaly's causes (its processes, as the
+    agent watching the workload reports them)."""
+    first = first_cause(a)
+    return first is not None and first["score"] >= 1 and first["unit"] == story.hog.unit(WATCHED)
 
 
-def _moved(now: float | None, then: float | None) -> bool:
-    return now is not None and then is not None and then > 0 and not 1 / MOVED < now / then < MOVED
+def cause(a: dict, story) -> str:
+    """An anomaly's first candidate cause in words, as the causal job ranked them ("the hog: …" when it is
+    the hog), or why there is none."""
+    first = first_cause(a)
+    if first is None:
+        why = a["evidence"].get("causes_ranked", {}).get("why", "raised before causes were ranked")
+        return f"not ranked: {why}"
+    said = f"{first['unit']} (score {first['score']:.2f}): {first['evidence']}"
+    if by_the_hog(a, story):
+        return f"the hog: {said}"
+    return said if first["score"] >= 1 else f"{NONE}: {said}"
 
 
 def when(opened: float, resolved: float | None, hog) -> str:

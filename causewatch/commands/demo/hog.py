@@ -8,21 +8,16 @@ import os
 import subprocess
 import sys
 
+from causewatch.agent.neighbours import command
+
 # Busy processes, each pinned to one CPU; each stops by itself once the demo is gone, however it went
-# (a killed demo must not leave busy processes behind).
-HOG = "import os, sys\nwhile os.getppid() == int(sys.argv[1]):\n    for _ in range(1_000_000): pass"
+# (a killed demo must not leave busy processes behind); its first line is how the agents name it
+# (agent/neighbours.py), and so how the report finds it among an anomaly's ranked causes.
+HOG = ("# causewatch demo hog\nimport os, sys\nwhile os.getppid() == int(sys.argv[1]):\n"
+       "    for _ in range(1_000_000): pass")
 HOG_FACTOR = 4              # the wait the hog aims at, times the calm tasks' (see hog_size)
 HOG_JUDGE = 20              # tasks started under the hog that judge its size, once: short of HOG_FACTOR, it grows
 HOG_MAX = 3                 # ...to at most this many times its first size
-
-
-def runnable() -> int:
-    """Processes runnable on the machine now (/proc/stat's procs_running), this one left out; 0 unread."""
-    try:
-        with open("/proc/stat") as f:
-            return next(int(line.split()[1]) - 1 for line in f if line.startswith("procs_running "))
-    except (OSError, StopIteration, ValueError):
-        return 0
 
 
 def hog_size(calm_wait: float | None) -> int:
@@ -64,7 +59,7 @@ class Hog:
     def _add(self, per_cpu: int) -> None:
         for cpu in self.cpus:
             for _ in range(per_cpu - self.per_cpu):
-                self.procs.append(subprocess.Popen([sys.executable, "-c", HOG, str(os.getpid())]))
+                self.procs.append(subprocess.Popen(self.argv()))
                 os.sched_setaffinity(self.procs[-1].pid, {cpu})
         self.per_cpu = per_cpu
 
@@ -77,6 +72,15 @@ class Hog:
                       f"ones {calm if calm is None else f'{calm:.3g}'}" + (
                           f"; grown to {self.per_cpu} per CPU at {at:.0f} s to reach {HOG_FACTOR} times"
                           if self.per_cpu > first else ""))
+
+    @staticmethod
+    def argv() -> list[str]:
+        return [sys.executable, "-c", HOG, str(os.getpid())]
+
+    def unit(self, node: str) -> str:
+        """The hog as the causal job ranks it among an anomaly's causes: its processes as `node`'s agent
+        reports the busiest ones beside the watched workload (agent/neighbours.py)."""
+        return f"process {command(self.argv(), os.path.basename(sys.executable)[:15])} on {node}"
 
     @property
     def running(self) -> bool:

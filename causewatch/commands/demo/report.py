@@ -1,6 +1,8 @@
 """The demo's report, read through the API once the story is told: what the store holds, each
-analysis' latest output, each anomaly timed against the hog and given its cause, and the verdict:
-whether the story was shown, and the last line that says so (or why not)."""
+analysis' latest output, each anomaly timed against the hog with the first of its causes as the causal
+job ranked them, the story's anomaly's ranked causes, and the verdict: whether the story was shown (the
+hog's anomaly raised, resolved after it, and the hog its first cause), and the last line that says so
+(or why not)."""
 
 from __future__ import annotations
 
@@ -30,9 +32,10 @@ def report(api, seconds: float, folder: Path, story) -> dict:
     tasks = causes.task_waits(api, story.origin)
     models = api.read(verbs.MODELS, scope=SCOPE)
     base = causes.baseline_of(models)
-    base_window = None if base is None else (base["window_start"] - story.origin, base["window_end"] - story.origin)
     anomalies = api.read(verbs.ANOMALIES, limit=10_000)   # newest first, read once: the page's too
-    rep["anomalies"] = [_anomaly(a, story, tasks, base_window) for a in reversed(anomalies)]
+    rep["anomalies"] = [_anomaly(a, story) for a in reversed(anomalies)]
+    subject = story_anomaly(rep["anomalies"], story)
+    rep["causes"] = [] if subject is None else ranked_causes(anomalies, subject, story)
     waits = causes.waits(tasks, hog)
     word, shown, line = verdict(rep["anomalies"], waits, story)
     how = api.read(verbs.MODEL, scope=SCOPE, model_id=base["model_id"])["baseline"]["how"] if base else None
@@ -48,7 +51,7 @@ def report(api, seconds: float, folder: Path, story) -> dict:
     ranked = sections.ranking(api)
     rep["probe_ranking"] = sections.probe_ranking(ranked)
     rep["brokers"] = sections.brokers(APP, ranked)
-    loads = [v for _, v, _ in story.loads]
+    loads = [v for _, v in story.loads]
     rep["story"] = {"shown": word, "plan": story.plan(), "bound_s": round(story.bound, 1),
                     "ran_s": rounded(story.loads[-1][0]) if story.loads else None,
                     "load": [round(min(loads), 1), round(max(loads), 1)] if loads else None,
@@ -58,26 +61,54 @@ def report(api, seconds: float, folder: Path, story) -> dict:
                 model_pictures=sections.pictures(api, folder), page=page)
 
 
+def hogs(anomalies: list[dict], story) -> list[dict]:
+    """The report's anomalies the hog's contention raised: on the contended variable, opened while it ran,
+    on tasks that ran under it; the mechanism changes first."""
+    return sorted((a for a in anomalies if causes.opened_under_hog(a, story) and a["under_hog"]),
+                  key=lambda a: a["kind"] != "mechanism_changed")
+
+
+def story_anomaly(anomalies: list[dict], story) -> dict | None:
+    """The story's anomaly: the first of the hog's judged on rows (the hog stopped on it), else its first."""
+    from causewatch.analytics.causal.anomalies import ROW_KINDS
+    ours = hogs(anomalies, story)
+    rows = [a for a in ours if a["kind"] in ROW_KINDS]
+    return min(rows or ours, key=lambda a: a["opened_s"]) if ours else None
+
+
+def ranked_causes(anomalies: list[dict], subject: dict, story) -> list[dict]:
+    """The story's anomaly's candidate causes as the causal job ranked them, best first; `hog`: the hog's."""
+    stored = next(a for a in anomalies if a["anomaly_id"] == subject["anomaly_id"])["evidence"]
+    hog = story.hog.unit(causes.WATCHED)
+    ranked = [{"rank": i + 1, "unit": c["unit"], "score": c["score"], "hog": c["unit"] == hog,
+               "evidence": c["evidence"]} for i, c in enumerate(stored.get("causes") or [])]
+    return ranked or [{"rank": None, "unit": None, "why": causes.cause(dict(subject, evidence=stored), story)}]
+
+
 def verdict(anomalies: list[dict], waits: dict, story) -> tuple[str, str, str]:
     """Whether the report shows the hog (an anomaly on the contended resource's variable, on tasks that
-    ran under the hog, raised while it ran and resolved after it stopped): "yes", "in part" or "no",
-    the contention section's words, and the demo's last line, which says why not when it was not, and
-    what the anomalies not from the hog were."""
+    ran under the hog, raised while it ran, resolved after it stopped, with the hog its first cause):
+    "yes", "in part" or "no", the contention section's words, and the demo's last line, which says why
+    not when it was not, and what the anomalies whose first cause is not the hog had first."""
     hog, var = story.hog, story.contended
-    ours = sorted((a for a in anomalies if causes.opened_under_hog(a, story) and a["cause"].startswith("the hog")),
-                  key=lambda a: a["kind"] != "mechanism_changed")
+    ours = hogs(anomalies, story)
     shown = [a for a in ours if hog.stopped is not None and (a["resolved_s"] or -1) >= hog.stopped]
+    named = [a for a in shown if a["first_cause"] == hog.unit(causes.WATCHED)]
     cut = "; " + "; ".join(story.short) if story.short else ""
     held = f" ({story.held})" if story.held else ""
     if hog.started is None:
         word, said = "no", "no: the hog never ran" + (f" ({story.short[0]})" if story.short
                                                       else " (the workload ended first)")
         line = "story NOT shown: the hog never ran" + cut
-    elif shown:
-        a = shown[0]
-        word, said = "yes", f"yes: a {a['kind']} on {var} was raised while the hog ran and resolved after it stopped"
-        line = (f"story shown: {a['kind']} on {var} raised {a['opened_s'] - hog.started:.1f} s into the hog, "
-                f"resolved {a['resolved_s'] - hog.stopped:.1f} s after it stopped{held}")
+    elif named or shown:
+        a = (named or shown)[0]
+        first = "the hog" if named else f"{a['first_cause'] or 'not ranked'}, not the hog"
+        word = "yes" if named else "in part"
+        said = (f"{word}: a {a['kind']} on {var} was raised while the hog ran and resolved after it stopped; "
+                f"its first cause: {first}")
+        line = (f"story {'shown' if named else 'shown in part'}: {a['kind']} on {var} raised "
+                f"{a['opened_s'] - hog.started:.1f} s into the hog, resolved {a['resolved_s'] - hog.stopped:.1f} s "
+                f"after it stopped, first cause {first}{held}")
     elif ours:
         how = "resolved before it stopped" if all(a["resolved_s"] is not None for a in ours) else "is still open"
         word, said = "in part", f"in part: a {ours[0]['kind']} on {var} was raised while the hog ran, but {how}"
@@ -90,22 +121,37 @@ def verdict(anomalies: list[dict], waits: dict, story) -> tuple[str, str, str]:
         line = (f"story NOT shown: no anomaly on {var} in {story.hog_versions} model versions under the hog (wait "
                 f"per CPU second {waits.get('wait_per_cpu_s_before')} before, {waits.get('wait_per_cpu_s_during')} "
                 f"during){held}" + cut)
-    outside = [a["cause"].split(":")[0] for a in anomalies if not a["cause"].startswith("the hog")]
+    outside = [_where(a["first_cause"]) for a in anomalies if a["first_cause"] != hog.unit(causes.WATCHED)]
     if outside:
         counts = ", ".join(f"{k} {outside.count(k)}" for k in sorted(set(outside)))
-        line += f"; {len(outside)} anomal{'y' if len(outside) == 1 else 'ies'} not from the hog ({counts}: " \
-                "causes in the report)"
+        line += f"; {len(outside)} anomal{'y' if len(outside) == 1 else 'ies'} whose first cause is not the hog " \
+                f"({counts}: causes in the report)"
     return word, said, line
 
 
-def _anomaly(a: dict, story, tasks, base_window) -> dict:
+def _where(first: str | None) -> str:
+    """What a first cause is, for the last line's count: the kind of unit, or why there is none."""
+    if first is None:
+        return "not ranked"
+    if first == causes.NONE or first.startswith("node "):
+        return first if first == causes.NONE else "node metrics"
+    if first.startswith("process "):
+        return "other processes"
+    return "watched scopes" if " on " in first else "the app's own"
+
+
+def _anomaly(a: dict, story) -> dict:
     """An anomaly with its evidence, opened and resolved in seconds after the workload started, said
-    against the hog's stretch and given its cause."""
+    against the hog's stretch, and its first cause as the causal job ranked them."""
     opened = a["opened"] - story.origin
     resolved = None if a["resolved"] is None else a["resolved"] - story.origin
-    return {"scope": a["scope"], "kind": a["kind"], "src": a["src"], "dst": a["dst"],
+    first = causes.first_cause(a)
+    if first is not None:
+        first = first["unit"] if first["score"] >= 1 else causes.NONE
+    return {"anomaly_id": a["anomaly_id"], "scope": a["scope"], "kind": a["kind"], "src": a["src"], "dst": a["dst"],
             "state": "open" if resolved is None else "resolved", "opened_s": round(opened, 1),
             "resolved_s": rounded(resolved), "when": causes.when(opened, resolved, story.hog),
-            "cause": causes.cause(a, story, tasks, base_window),
+            "under_hog": causes.by_hog(causes.judged(a, story.origin), story.hog),
+            "first_cause": first, "cause": causes.cause(a, story),
             "score": round(a["score"], 3), "threshold": round(a["threshold"], 3),
             "rows": a["evidence"].get("rows")}

@@ -10,7 +10,7 @@ import sys
 import time
 
 from causewatch.commands.demo import causes
-from causewatch.commands.demo.hog import HOG_JUDGE, Hog, runnable
+from causewatch.commands.demo.hog import HOG_JUDGE, Hog
 from causewatch.commands.demo.parts import SCOPE
 from causewatch.config import DaemonConfig
 from causewatch.daemon import verbs
@@ -63,8 +63,7 @@ class Story:
         # the model variable the hog shows in; why not the wait, and the verdict's short form of it
         self.contended, self.why, self.held = causes.WAIT, None, ""
         self.short: list[str] = []           # the bounds that ran out, and what was missing then
-        # (seconds after the origin, 1-minute load average, processes runnable then: the demo and its hog left out)
-        self.loads: list[tuple[float, float, int]] = []
+        self.loads: list[tuple[float, float]] = []   # (seconds after the origin, 1-minute load average)
 
     def plan(self) -> str:
         """The story and its bounds in words, said before the workload starts."""
@@ -81,7 +80,7 @@ class Story:
         """Move the story on, `stored` being the workload's tasks stored so far; False once the
         workload may stop."""
         now, load = self.now(), os.getloadavg()[0]
-        self.loads.append((round(now, 1), load, runnable() - len(self.hog.procs)))
+        self.loads.append((round(now, 1), load))
         models = api.read(verbs.MODELS, scope=SCOPE)
         if self.stretch == "calm":
             self._calm(api, models, stored, now, load)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from causewatch.commands.demo import shards
-from causewatch.commands.demo.causes import MOVED
 from causewatch.commands.demo.hog import HOG_FACTOR
 
 # What each section of the report is, in the words of someone reading it for the first time.
@@ -37,9 +36,15 @@ MEANING = {
                  "the newest (src (time)); a Markov violation is a new dependency the baseline says should not be "
                  "there; both are judged on each cycle's newest tasks, so they resolve once those are calm "
                  "again (edges that appeared or changed are the model's, whose window keeps the hog's tasks: "
-                 "they stay open until it moves); times are seconds from the hog's start and stop; cause: the hog "
-                 "when the tasks it was judged on ran while the hog did, other work when they waited for a CPU "
-                 f"{MOVED}x more or less than the baseline's, else unexplained",
+                 "they stay open until it moves); times are seconds from the hog's start and stop; under_hog: "
+                 "whether the tasks it was raised on ran while the hog did; first_cause and cause: the first of its "
+                 "candidate causes as the causal job ranked them (`causes` in its evidence; none beyond the cut: no "
+                 "unit changed enough to count), \"the hog\" when that is the hog's processes on demo-node-1",
+    "causes": "the story's anomaly's candidate causes, best first, as the causal job ranked them over the units "
+              "the daemon knew (the app's task variables and regions, each node's CPU beside the app's, memory, "
+              "disk and network, the watched command, the busiest other processes each agent reports): a score "
+              "of 1 or more is a unit that changed beyond the cut, higher when it explains the others' changes; "
+              "hog: the demo's hog, as the agent watching the workload sees its processes",
     "analysis": "where the causal job's learns ran: in the daemon's jobs worker (local), or on the Dask cluster "
                 "of analysis_scheduler (--analysis-scheduler tcp://HOST:8786, docs/cluster.md), and how many; "
                 "fallbacks: learns run locally because the cluster could not be used; retries: re-runs after a "

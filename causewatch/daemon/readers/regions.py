@@ -94,3 +94,11 @@ def perfql_matches(con: Cursor, query, since: float | None = None, until: float 
     """A parsed PERFQL `query` (analytics.fuzzy.perfql.Query) over the region summaries it needs."""
     df = region_summaries(con, since, until, nodes, metrics=query.required_metrics())
     return query.evaluate(df, min_degree, top)
+
+
+def region_rows(con: Cursor, app: str, start: float, end: float, limit: int = 200_000) -> pd.DataFrame:
+    """The instrumented region records of `app` started in [start, end] (node, region, t_start, duration,
+    calls, cpu_seconds), oldest first, the first `limit`."""
+    return shared.fetch(con, "SELECT node, region, t_start, duration, calls::DOUBLE AS calls, cpu_seconds FROM regions "
+                             "WHERE app = ? AND t_start BETWEEN ? AND ? ORDER BY t_start LIMIT ?",
+                        [app, start, end, limit])

@@ -68,3 +68,29 @@ def series_to_name(con: Cursor, files: list[str]):
                        [files, NAMES]).fetchall()[0][0]:
         return None
     return con.sql("SELECT series_id, node, scope, metric FROM series").to_arrow_table()
+
+
+def series_between(con: Cursor, start: float, end: float, metrics: list[str], patterns: list[str] = (),
+                   nodes: list[str] | None = None, limit: int = 1_000_000) -> pd.DataFrame:
+    """The raw samples (node, scope, metric, ts, value) with start <= ts <= end (seconds) of the metrics
+    named in `metrics` or LIKE one of `patterns` (a labelled series: `node_cpu_seconds_total.%`), of
+    `nodes` (all: None), by series and time; the first `limit`. The hot rows are found through their
+    series ids, the lake's too, both under their ms bounds."""
+    lo, hi = int(start * 1000), int(end * 1000) + 1
+    names = ("(list_contains(?::VARCHAR[], metric) OR "
+             "len(list_filter(?::VARCHAR[], lambda p: metric LIKE p)) > 0)")
+    of_nodes = "(?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], node))"
+    picked = [list(metrics), list(patterns), nodes, nodes]
+    sql = f"""WITH sel AS (SELECT series_id, node, scope, metric FROM series WHERE {names} AND {of_nodes})
+        SELECT s.node, s.scope, s.metric, h.ts / 1000 AS ts, h.value FROM samples_hot h JOIN sel s USING (series_id)
+        WHERE h.ts BETWEEN ? AND ?
+        UNION ALL
+        SELECT s.node, s.scope, s.metric, c.ts / 1000 AS ts, c.value FROM samples_cold c JOIN sel s USING (series_id)
+        WHERE c.ts BETWEEN ? AND ?
+        ORDER BY node, scope, metric, ts LIMIT ?"""
+    return shared.fetch(con, sql, [*picked, lo, hi, lo, hi, limit])
+
+
+def sampled_nodes(con: Cursor) -> list[str]:
+    """The nodes whose agents have sent node samples, by name."""
+    return [r[0] for r in con.execute("SELECT DISTINCT node FROM series WHERE scope = 'node' ORDER BY node").fetchall()]

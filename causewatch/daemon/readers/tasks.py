@@ -47,3 +47,10 @@ def task_df(con: Cursor, app: str | None = None, since: float | None = None,
     if last is not None and len(df) > last:
         df = df.iloc[len(df) - last:].reset_index(drop=True)
     return df, {f"p{i}": k for i, k in enumerate(pkeys)}, {f"c{i}": k for i, k in enumerate(ckeys)}
+
+
+def task_cpu(con: Cursor, app: str, start: float, end: float, limit: int = 500_000) -> pd.DataFrame:
+    """The node, start and CPU seconds of each task of `app` started in [start, end], oldest first (the
+    first `limit`): where an app ran, and the CPU its tasks took there."""
+    return shared.fetch(con, "SELECT node, t_start, cpu_seconds FROM tasks WHERE app = ? AND t_start BETWEEN ? AND ? "
+                             "ORDER BY t_start LIMIT ?", [app, start, end, limit])

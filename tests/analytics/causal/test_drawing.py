@@ -61,6 +61,17 @@ def test_every_node_and_edge_is_drawn_and_anomalies_are_marked(engine):
     assert "app:mw &lt;v2&gt;" in svg
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_notes_are_red_lines_under_the_legend(engine):
+    """Each open anomaly's first cause, as the daemon's picture names it, in the anomalies' colour."""
+    note = "markov_violation A -> C: first cause node n1: other processes' CPU (score 2.10)"
+    root = ET.fromstring(drawing.model_svg(_model(), anomalous={("A", "C")}, engine=engine, notes=[note]))
+    texts = {"".join(t.itertext()): t for t in root.iter(f"{SVG}text")}
+    assert note in texts
+    assert drawing.ANOMALY_COLOUR in ET.tostring(texts[note], encoding="unicode")
+    assert "first cause" not in "".join(ET.fromstring(drawing.model_svg(_model(), engine=engine)).itertext())
+
+
 def test_builtin_strokes_by_strength_arrowheads_and_dashes():
     groups = _groups(drawing.model_svg(_model(), anomalous={("A", "C")}, engine="builtin"))
     s = {t: _stroke(g) for t, g in groups["edge"].items()}
