@@ -129,3 +129,17 @@ def test_shards_partials_join_into_the_whole_store_s_answer(tmp_path, full, quer
         assert np.allclose([float(v) for _, v in got["values"]], [float(v) for _, v in want["values"]])
     for s in shards:
         s.close()
+
+
+def test_raw_samples_between_two_times_come_from_hot_and_lake_rows(full):
+    """readers.samples.series_between (the live causes' windows): one node's metric over a range that
+    straddles the lake's cutoff is every stored row of it there, lake rows included."""
+    t0 = T0 / 1000
+    with full.cursor() as con:
+        got = readers.samples.series_between(con, t0 + 250, t0 + 350, ["m0"], nodes=["n1"])
+        want = con.execute("SELECT ts, value FROM samples WHERE node = 'n1' AND metric = 'm0' AND ts BETWEEN ? AND ? "
+                           "ORDER BY ts", [t0 + 250, t0 + 350]).df()
+    assert set(got["node"]) == {"n1"} and set(got["metric"]) == {"m0"}
+    assert (got["ts"] < t0 + 300).any() and (got["ts"] >= t0 + 300).any()
+    np.testing.assert_allclose(got["ts"], want["ts"])
+    np.testing.assert_allclose(got["value"], want["value"])
