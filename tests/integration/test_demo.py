@@ -14,6 +14,9 @@ from support import StoreVerbs, run_cli
 from causewatch.commands.demo import report, sections, shards
 from causewatch.commands.demo.parts import SCOPE
 
+# numpy's own Python frames a reduction called by the workload spends its time in
+NUMPY_FILES = ("_methods.py", "fromnumeric.py", "numeric.py", "_function_base_impl.py")
+
 
 def test_demo_reports_every_part(tmp_path):
     """A short run with no time to wait for a baseline (--wait 0): every part shows in the report, the
@@ -36,8 +39,12 @@ def test_demo_reports_every_part(tmp_path):
     assert all(n["counters"].get("ok", 0) >= 4 for n in rep["nodes"])  # software events always open
     assert {p["kind"] for p in rep["phase_vectors"]} >= {"native", "python"}
     # the heaviest phases are the workload's code: one of its functions, or numpy's under one of them
-    # (the CPU-clock sampler sees the time inside a reduction, which a GIL-bound timer thread never did)
-    assert rep["phases"] and all("masterworker.py:_" in p["top_functions"] for p in rep["phases"][:3])
+    # (the CPU-clock sampler sees the time inside a reduction, which a GIL-bound timer thread never did;
+    # a loaded run's phase may be all reduction: "_methods.py:_sum 89%, masterworker.py:_random 11%")
+    heaviest = [p["top_functions"] for p in rep["phases"][:3]]
+    assert heaviest and sum("masterworker.py:_" in t for t in heaviest) >= min(2, len(heaviest)), heaviest
+    assert all(f.split(":")[0] in ("masterworker.py", *NUMPY_FILES) for t in heaviest
+               for f in t.replace(",", " ").split() if ":" in f), heaviest
     assert rep["tasks"][0]["app"] == "demo" and rep["tasks"][0]["tasks"] == frames["task"]
     assert rep["causal_edges"], "the causal job learned no model from the task records"
     assert all(1 <= e["held_by"] <= e["versions"] and e["stable"] == (e["held_by"] >= report.STABLE * e["versions"]
