@@ -17,6 +17,7 @@ the name its key was authorized under; without keys the daemon binds loopback on
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import resource
 import threading
@@ -42,6 +43,10 @@ _STOP = object()
 _KEYS_CHECK_SECONDS = 1.0
 # Messages the IO thread takes off the ROUTER in a row at most, before it forwards the writer's acks.
 RECEIVE_AT_ONCE = 256
+# A gathering writer commits once no frame came for QUIET_GAPS x the median of the last ARRIVALS_KEPT
+# frames' gaps: agents that wait for acks have stopped sending, while the gaps of agents on a clock
+# (exponential, about) pass that 1 time in 250.
+QUIET_GAPS, ARRIVALS_KEPT = 8.0, 33
 
 
 def raise_nofile_limit() -> int:
@@ -102,6 +107,9 @@ class WorkQueue:
         self._items: collections.deque = collections.deque()   # (item, size)
         self._sizeless = 0      # calls and the stop queued: a writer gathering frames takes them at once
         self._changed = threading.Condition()
+        # what wakes a gathering writer early (items, bytes), and when the latest frames arrived
+        self._enough: tuple[float, float] = (1, 0)
+        self._arrivals: collections.deque = collections.deque(maxlen=ARRIVALS_KEPT)
 
     def put(self, item, size: int = 0) -> None:
         with self._changed:
@@ -110,15 +118,43 @@ class WorkQueue:
             self._items.append((item, size))
             self.bytes += size
             self._sizeless += not size
-            self._changed.notify_all()
+            if size:
+                self._arrivals.append(time.monotonic())
+            # the writer waits for a first item, or gathers until `_enough`: a frame that changes neither
+            # wakes nobody (a wake per frame had cost the writer a thread switch per frame)
+            if len(self._items) >= self._enough[0] or self.bytes >= self._enough[1] or not size:
+                self._changed.notify_all()
 
     def gather(self, until: float, most: int, most_bytes: float) -> None:
         """Wait until `until` (monotonic) for `most` items or `most_bytes` of them, returning sooner when
-        a call is queued or the queue is half full (the IO thread must not wait for the writer's leisure)."""
+        a call is queued, the queue is half full (the IO thread must not wait for the writer's leisure) or
+        frames stopped coming: no frame for QUIET_GAPS times the recent median gap between frames, as
+        when every agent waits for its acks (agents sending on a clock keep their gaps)."""
         with self._changed:
-            while (len(self._items) < most and self.bytes < min(most_bytes, self.max_bytes / 2)
-                   and not self._sizeless and (left := until - time.monotonic()) > 0):
-                self._changed.wait(left)
+            self._enough = (most, min(most_bytes, self.max_bytes / 2))
+            try:
+                while len(self._items) < most and self.bytes < self._enough[1] and not self._sizeless:
+                    now = time.monotonic()
+                    left = until - now
+                    if left <= 0:
+                        return
+                    patience = self._patience()
+                    if patience is not None:
+                        quiet = now - self._arrivals[-1]
+                        if quiet >= patience:
+                            return
+                        left = min(left, patience - quiet)
+                    self._changed.wait(left)
+            finally:
+                self._enough = (1, 0)
+
+    def _patience(self) -> float | None:
+        """QUIET_GAPS x the median gap between the recent frames' arrivals (None before there are gaps)."""
+        times = self._arrivals
+        if len(times) < 3:
+            return None
+        gaps = sorted(b - a for a, b in zip(times, itertools.islice(times, 1, None)))
+        return QUIET_GAPS * gaps[len(gaps) // 2]
 
     def unbound(self) -> None:
         """Let every waiting and later `put` through: the writer has stopped, so nothing frees bytes (what is
