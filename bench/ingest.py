@@ -259,9 +259,10 @@ class Watch:
                 "last_half_mb_per_min": slope}
 
 
-def end_to_end(args, folder: Path, checkout: Path | None = None, feed=None) -> dict:
+def end_to_end(args, folder: Path, checkout: Path | None = None, feed=None, settle=None) -> dict:
     """One daemon (a child process, this checkout's or `checkout`'s) fed by the sender processes, then
-    audited; `feed` says what the agents send (default RandomFeed)."""
+    audited; `feed` says what the agents send (default RandomFeed), `settle(daemon)` what to wait for once
+    every frame is acked, before the daemon stops (a compaction, say)."""
     feed = feed or RandomFeed(args)
     extra, settings = [], {"max_queue_bytes": args.queue_mb, "store_memory_bytes": args.store_mb,
                            "max_in_flight_bytes": args.in_flight_mb}
@@ -308,6 +309,8 @@ def end_to_end(args, folder: Path, checkout: Path | None = None, feed=None) -> d
     load.append(os.getloadavg()[0])
     for p in procs:
         p.join()
+    if settle:
+        settle(daemon)
     daemon.stop()
     frames = feed.frames(args.agents)
     stored, hot = query(daemon.db, "SELECT (SELECT count(*) FROM samples), (SELECT count(*) FROM samples_hot)")[0]

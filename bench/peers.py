@@ -432,7 +432,7 @@ def forwarder_process(grid: Grid, args, host: str, port: int, path: str, headers
     for tick in range(0, grid.seconds, every):
         for g, nodes in enumerate(groups):
             wait = start + tick + every + every * g / max(len(groups), 1) - time.time()
-            if wait > 0:
+            if wait > 0 and not args.backfill_hours:
                 time.sleep(wait)
             body = encode([s for n in nodes for s in _series_of(grid, n, tick, tick + every)])
             con.request("POST", path, body=body, headers=headers)
@@ -531,18 +531,40 @@ def ingest_causewatch(grid: Grid, args, folder: Path) -> dict:
                             in_flight_mb=0, hot_seconds=None, compaction_interval=None,
                             commit_delay=args.commit_delay, timestamps=5, metrics=grid.series)
     checkout = Path(args.checkout).resolve() if args.checkout else None
-    e2e = ingest_bench.end_to_end(ns, folder, checkout, feed=feed)
+    if args.backfill_hours:   # as fast as the window lets; then the daemon's own compaction, waited for
+        ns.interval, ns.compaction_interval = 0.0, args.compaction_interval
+    e2e = ingest_bench.end_to_end(ns, folder, checkout, feed=feed,
+                                  settle=_compacted if args.backfill_hours else None)
     db = folder / "e2e.duckdb"
     ran = sum(folder_bytes(p) if p.is_dir() else p.stat().st_size for p in folder.glob("e2e.*"))
-    s = store.Store(str(db))
-    s.run(functools.partial(store.lake.compact, lake=str(s.lake), cutoff_ms=int(time.time() * 1000) + 3_600_000))
-    s.con.execute("CHECKPOINT")
-    s.close()
-    compacted = sum(folder_bytes(p) if p.is_dir() else p.stat().st_size for p in folder.glob("e2e.*"))
+    if not args.backfill_hours:   # the rows are new: all to the lake as the job will once they are old
+        s = store.Store(str(db))
+        s.run(functools.partial(store.lake.compact, lake=str(s.lake), cutoff_ms=int(time.time() * 1000) + 3_600_000))
+        s.run(store.space.pack)
+        s.run(store.space.checkpoint)
+        s.close()
+    parts = {p.name.removeprefix("e2e."): folder_bytes(p) if p.is_dir() else p.stat().st_size
+             for p in folder.glob("e2e.*")}
+    compacted = sum(parts.values())
     rss = max(x[1] + x[3] for x in e2e["samples"])
     return {"values": e2e["values"], "cpu": e2e["cpu"]["tree"], "daemon_cpu": e2e["cpu"]["daemon"],
             "wall": e2e["elapsed"], "rss_mb": rss, "daemon_rss_mb": e2e["watch"]["peak"]["rss_mb"],
-            "load": e2e["load"], "bytes_ran": ran, "bytes": compacted, "sent": f"{e2e['frames']:,} frames"}
+            "load": e2e["load"], "bytes_ran": ran, "bytes": compacted,
+            "sent": f"{e2e['frames']:,} frames; compacted " + ", ".join(
+                f"{k} {v / e2e['values']:.2f}" for k, v in sorted(parts.items())) + " B/value"}
+
+
+def _compacted(daemon, most: float = 900.0) -> None:
+    """Wait until the daemon's compaction job says no value is hot (its /metrics), then one run more."""
+    deadline = time.monotonic() + most
+    while time.monotonic() < deadline:
+        text = urllib.request.urlopen(f"http://{daemon.http}/metrics", timeout=30).read().decode()
+        hot = [line for line in text.splitlines() if line.startswith('causewatch_store_values{tier="hot"}')]
+        if hot and float(hot[0].split()[-1]) == 0:
+            time.sleep(5)
+            return
+        time.sleep(2)
+    raise SystemExit(f"the daemon's compaction left values hot after {most:.0f} s")
 
 
 def ingest_vm(grid: Grid, args, folder: Path) -> dict:
@@ -566,7 +588,44 @@ def ingest_vm(grid: Grid, args, folder: Path) -> dict:
     return _peer_result(grid, sampled, sent, stored, ran, compacted)
 
 
+def grid_openmetrics(grid: Grid, path: Path) -> int:
+    """The grid as OpenMetrics (families whole, s times, # EOF), what promtool's backfill reads."""
+    n = 0
+    with open(path, "w") as out:
+        for name in grid.names + grid.command_names:
+            out.write(f"# TYPE {name} gauge\n")
+            for node in range(grid.nodes):
+                for metric, node_name, scope, t, v in _series_of(grid, node, 0, grid.seconds):
+                    if metric == name:
+                        head = f'{metric}{{node="{node_name}",scope="{scope}"}} '
+                        out.write("".join(f"{head}{x} {ts:.3f}\n" for x, ts in zip(v.tolist(), t.tolist())))
+                        n += len(v)
+        out.write("# EOF\n")
+    return n
+
+
+def backfill_prometheus(grid: Grid, args, folder: Path) -> dict:
+    """Remote write refuses samples this old (out of bounds): promtool's backfill makes the blocks, and
+    its CPU is promtool's (no server runs, no RSS)."""
+    import resource
+    data = folder / "import.om"
+    grid_openmetrics(grid, data)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load = [os.getloadavg()[0]]
+    t0 = time.monotonic()
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(data), str(folder / "tsdb")],
+                   check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    data.unlink()
+    size = folder_bytes(folder / "tsdb")
+    return {"values": grid.values(), "cpu": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+            "wall": time.monotonic() - t0, "rss_mb": 0.0, "load": load + [os.getloadavg()[0]], "bytes_ran": size,
+            "bytes": size, "sent": "promtool tsdb create-blocks-from openmetrics"}
+
+
 def ingest_prometheus(grid: Grid, args, folder: Path) -> dict:
+    if args.backfill_hours:
+        return backfill_prometheus(grid, args, folder)
     port = free_port()
     (folder / "prometheus.yml").write_text("global: {}\n")
     proc = subprocess.Popen(["prometheus", f"--config.file={folder / 'prometheus.yml'}",
@@ -635,7 +694,13 @@ def ingest_main(argv: list[str]) -> None:
     p.add_argument("--rounds", type=int, default=1, help="each server this many times, in turn")
     p.add_argument("--only", action="append", choices=list(INGESTERS), help="just these servers (repeatable)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--backfill-hours", type=float, default=0, help="instead: this many hours of rows two days "
+                   "old, sent as fast as each server takes them; causewatch's compaction job (every "
+                   "--compaction-interval s) moves them, and its folder is measured as the daemon left it")
+    p.add_argument("--compaction-interval", type=float, default=20.0, help="the daemon's, with --backfill-hours")
     args = p.parse_args(argv)
+    if args.backfill_hours:
+        args.seconds = int(args.backfill_hours * 3600)
     if args.seconds % 5 or args.seconds % args.forward_every:
         p.error("--seconds must be a multiple of 5 and of --forward-every")
     rows = []
@@ -646,7 +711,8 @@ def ingest_main(argv: list[str]) -> None:
             if binary and shutil.which(binary) is None:
                 print(f"{name}: skipped, no `{binary}` here (Debian package {binary})")
                 continue
-            grid = Grid(args.nodes, args.series, args.command_metrics, args.seconds, float(int(time.time())))
+            t0 = float(int(time.time() - 2 * 86400)) if args.backfill_hours else float(int(time.time()))
+            grid = Grid(args.nodes, args.series, args.command_metrics, args.seconds, t0)
             with tempfile.TemporaryDirectory(prefix=f"peers-ingest-{name}-") as folder:
                 row = {"server": name, "round": r + 1, **run(grid, args, Path(folder))}
             rows.append(row)
