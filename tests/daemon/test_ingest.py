@@ -55,7 +55,7 @@ def test_take_stops_at_the_batch_bytes_and_always_takes_one():
 
 
 def test_gather_stops_once_frames_stop_coming_and_waits_while_they_keep_their_gaps():
-    """Frames 20 ms apart, then none: the gathering writer commits after 8 median gaps, not at its bound;
+    """Frames 20 ms apart, then none: the gathering writer commits after 8 mean gaps, not at its bound;
     while frames keep coming at that pace it gathers on (agents on a clock)."""
     q = WorkQueue(max_bytes=10**6)
     for i in range(5):
