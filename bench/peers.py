@@ -550,7 +550,8 @@ def ingest_causewatch(grid: Grid, args, folder: Path) -> dict:
     return {"values": e2e["values"], "cpu": e2e["cpu"]["tree"], "daemon_cpu": e2e["cpu"]["daemon"],
             "wall": e2e["elapsed"], "rss_mb": rss, "daemon_rss_mb": e2e["watch"]["peak"]["rss_mb"],
             "load": e2e["load"], "bytes_ran": ran, "bytes": compacted,
-            "sent": f"{e2e['frames']:,} frames; compacted " + ", ".join(
+            "sent": f"{e2e['frames']:,} frames; the daemon alone {e2e['cpu']['daemon']:.2f} CPU-s; compacted "
+                    + ", ".join(
                 f"{k} {v / e2e['values']:.2f}" for k, v in sorted(parts.items())) + " B/value"}
 
 

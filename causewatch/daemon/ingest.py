@@ -44,11 +44,13 @@ _KEYS_CHECK_SECONDS = 1.0
 RECEIVE_AT_ONCE = 256
 # A gathering writer commits once no frame came for QUIET_GAPS x the mean of the last ARRIVALS_KEPT
 # frames' gaps: agents that wait for acks have stopped sending, while the gaps of agents on a clock
-# (exponential, about) pass that 1 time in 3,000.
+# (exponential, about) pass that 1 time in 3,000; and never sooner than 1.5 RECEIVE_TICKs, as the IO
+# thread puts a tick's frames at once.
 QUIET_GAPS, ARRIVALS_KEPT = 8.0, 33
 # While the writer gathers several agents' frames, the IO thread sleeps this long after each drain of the
-# ROUTER (seconds): the acks wait at most this more, and a wake reads the frames of a tick, not one.
-RECEIVE_TICK = 0.02
+# ROUTER (seconds): the acks wait at most this more, and a wake reads the frames of a tick, not one or
+# two (a wake's cost is mostly cold caches: 16-22 us a frame's decode at 12 a wake, 35-44 at 2.6).
+RECEIVE_TICK = 0.1
 
 
 def raise_nofile_limit() -> int:
@@ -104,8 +106,9 @@ class WorkQueue:
     """The writer's work (frames, calls), bounded in bytes of frames rather than in items: the IO thread's
     `put` waits while `max_bytes` are queued; one frame always fits, and calls cost nothing."""
 
-    def __init__(self, max_bytes: int):
-        self.max_bytes, self.bytes = max_bytes, 0
+    def __init__(self, max_bytes: int, least_patience: float = 0.0):
+        """`least_patience`: the quiet rule waits at least this (s): the IO thread puts a tick's frames at once."""
+        self.max_bytes, self.bytes, self.least_patience = max_bytes, 0, least_patience
         self._items: collections.deque = collections.deque()   # (item, size)
         self._sizeless = 0      # calls and the stop queued: a writer gathering frames takes them at once
         self._changed = threading.Condition()
@@ -156,7 +159,7 @@ class WorkQueue:
         times = self._arrivals
         if len(times) < 3:
             return None
-        return QUIET_GAPS * (times[-1] - times[0]) / (len(times) - 1)
+        return max(self.least_patience, QUIET_GAPS * (times[-1] - times[0]) / (len(times) - 1))
 
     def unbound(self) -> None:
         """Let every waiting and later `put` through: the writer has stopped, so nothing frees bytes (what is
@@ -191,7 +194,7 @@ class Ingest:
         self.boot = uuid.uuid4().hex[:16]
         self.identities: dict[str, bytes] = {}      # node -> ROUTER identity of its latest connection
         self._received: dict[str, object] = {}      # frame type -> its frames_received child (IO thread)
-        self._work = WorkQueue(cfg.max_queue_bytes)
+        self._work = WorkQueue(cfg.max_queue_bytes, least_patience=1.5 * RECEIVE_TICK)
         self._ctx = zmq.Context.instance()
         self._outbox = f"inproc://causewatch-outbox-{id(self)}"
         self._seq = 0
