@@ -34,6 +34,7 @@ import argparse
 import heapq
 import json
 import multiprocessing as mp
+import os
 import sys
 import tempfile
 import time
@@ -48,7 +49,7 @@ import psutil
 import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from cputime import cpu_seconds
+from cputime import cpu_seconds, tree_cpu_seconds
 from support import DaemonProcess, query
 
 from causewatch import wire
@@ -80,7 +81,7 @@ class SimAgent:
         self.sock.setsockopt(zmq.METADATA, f"{wire.CREDIT_PROPERTY}:1".encode())
         self.sock.connect(endpoint)
         self.in_flight: dict[int, tuple[float, bytes]] = {}
-        self.sent = self.due_at = self.credit = self.in_flight_bytes = 0
+        self.sent = self.due_at = self.credit = self.in_flight_bytes = self.tick_bytes = 0
 
     def send(self, kind: str, packed_body: bytes) -> None:
         self.seq += 1
@@ -110,12 +111,14 @@ class SimAgent:
                 counts["last_refusal"] = f"{b['field']}: {b['reason']}"
 
     def fill(self, payloads, frames: int, window: int, interval: float, now: float) -> None:
-        """Send the frames that are due while credit lasts (frames of one size: a payload's bytes stand for
-        all); `payloads(i)` is the i-th frame's packed body."""
-        size = len(payloads(0)) + 100
+        """Send the ticks that are due while credit lasts (ticks of one size: the first one's bytes stand
+        for all); `payloads(i)` is the packed bodies of the i-th tick's frames (one, or a few scopes')."""
+        if not self.tick_bytes:
+            self.tick_bytes = sum(len(b) + 100 for b in payloads(0))
         while (self.sent < frames and self.due_at <= now and len(self.in_flight) < window
-               and (not self.in_flight or self.in_flight_bytes + size <= self.credit)):
-            self.send("samples", payloads(self.sent))
+               and (not self.in_flight or self.in_flight_bytes + self.tick_bytes <= self.credit)):
+            for packed_body in payloads(self.sent):
+                self.send("samples", packed_body)
             self.sent += 1
             self.due_at += interval
 
@@ -127,28 +130,53 @@ class SimAgent:
                 counts["resent"] += 1
 
 
-def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
+class RandomFeed:
+    """The bench's own samples: four random bodies of --timestamps x --metrics per sender process, sent in
+    turn, one frame a tick (a soak's timed when sent). Another feed (bench/peers.py's) has the same three
+    methods: `payloads(agent number)` gives that agent's `payloads(i)`, the packed bodies of its i-th tick."""
+
+    def __init__(self, args):
+        self.args, self._payloads = args, None
+
+    def frames(self, agents: int) -> int:
+        return agents * self.args.frames
+
+    def values(self, agents: int) -> int:
+        return self.frames(agents) * self.args.timestamps * self.args.metrics
+
+    def payloads(self, number: int):
+        if self._payloads is None:   # once per sender process, for all its agents
+            self._payloads = self._make(np.random.default_rng(number))
+        return self._payloads
+
+    def _make(self, rng):
+        n_t, n_m = (self.args.timestamps, self.args.metrics)
+        # timestamps of today: the daemon's retention job deletes samples older than 14 days
+        bodies = [body(n_t, n_m, rng, time.time()) for _ in range(4)]
+        packed = [[msgpack.packb(b, use_bin_type=True)] for b in bodies]
+        if self.args.seconds:   # a soak's rows are timed when sent, as an agent's: the hot window moves past them
+            def payloads(i: int) -> list[bytes]:
+                t = time.time() + np.arange(n_t, dtype=float)
+                return [msgpack.packb({**bodies[i % 4], "t": t.astype("<f8").tobytes()}, use_bin_type=True)]
+        else:
+            def payloads(i: int) -> list[bytes]:
+                return packed[i % 4]
+        return payloads
+
+
+def sender_process(args, endpoint: str, agents: range, ready, go, done, feed=None) -> None:
     """This process's share of the agents, driven from one thread (see the module docstring)."""
     raise_nofile_limit()
+    feed = feed or RandomFeed(args)
     ctx = zmq.Context()
     ctx.set(zmq.MAX_SOCKETS, len(agents) + 64)   # a context holds 1,023 sockets by default
     rng = np.random.default_rng(agents.start)
-    n_t, n_m = (args.timestamps, args.metrics)
-    # timestamps of today: the daemon's retention job deletes samples older than 14 days
-    bodies = [body(n_t, n_m, rng, time.time()) for _ in range(4)]
-    packed = [msgpack.packb(b, use_bin_type=True) for b in bodies]
-    if args.seconds:   # a soak's rows are timed when sent, as an agent's: the lake's hot window moves past them
-        def payloads(i: int) -> bytes:
-            t = time.time() + np.arange(n_t, dtype=float)
-            return msgpack.packb({**bodies[i % 4], "t": t.astype("<f8").tobytes()}, use_bin_type=True)
-    else:
-        def payloads(i: int) -> bytes:
-            return packed[i % 4]
     probe = body(1, 1, rng)
     assert packed_frame("samples", "n", "b", 7, 1.5, msgpack.packb(probe, use_bin_type=True)) == \
         wire.encode("samples", "n", "b", 7, probe, ts=1.5), "pre-packed frames differ from wire.encode"
     hello = msgpack.packb({"hostname": "bench", "agent_version": "bench"}, use_bin_type=True)
     sims = [SimAgent(ctx, endpoint, f"agent-{k:04d}", args.resend_after) for k in agents]
+    payloads = [feed.payloads(k) for k in agents]
     by_sock = {a.sock: a for a in sims}
     poller = zmq.Poller()
     for a in sims:
@@ -166,7 +194,7 @@ def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
     ready.put(counts["refused"])
     go.wait()
     start = checked = time.monotonic()
-    settled = counts["acked"] + counts["refused"] + len(sims) * args.frames   # when every frame is settled
+    settled = counts["acked"] + counts["refused"] + feed.frames(len(sims))   # when every frame is settled
     # agents by the time their next frame is due (soak: every `interval` s, staggered over the first one);
     # an agent out of credit is not in the heap: its next ack sends what is due
     due = [(start + args.interval * i / len(sims), i) for i in range(len(sims))]
@@ -176,7 +204,7 @@ def sender_process(args, endpoint: str, agents: range, ready, go, done) -> None:
 
     def step(i: int, now: float) -> None:
         a = sims[i]
-        a.fill(payloads, args.frames, args.window, args.interval, now)
+        a.fill(payloads[i], args.frames, args.window, args.interval, now)
         if i not in queued and a.sent < args.frames and a.due_at > now:
             queued.add(i)
             heapq.heappush(due, (a.due_at, i))
@@ -231,7 +259,11 @@ class Watch:
                 "last_half_mb_per_min": slope}
 
 
-def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
+def end_to_end(args, folder: Path, checkout: Path | None = None, feed=None, settle=None) -> dict:
+    """One daemon (a child process, this checkout's or `checkout`'s) fed by the sender processes, then
+    audited; `feed` says what the agents send (default RandomFeed), `settle(daemon)` what to wait for once
+    every frame is acked, before the daemon stops (a compaction, say)."""
+    feed = feed or RandomFeed(args)
     extra, settings = [], {"max_queue_bytes": args.queue_mb, "store_memory_bytes": args.store_mb,
                            "max_in_flight_bytes": args.in_flight_mb}
     plain = {"batch_max_frames": args.batch_frames, "store_hot_seconds": args.hot_seconds,
@@ -249,8 +281,8 @@ def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
     ctx = mp.get_context("fork")
     ready, go, done = ctx.Queue(), ctx.Event(), ctx.Queue()
     shares = [s for s in np.array_split(np.arange(args.agents), args.procs) if len(s)]
-    procs = [ctx.Process(target=sender_process, args=(args, daemon.endpoint, range(s[0], s[-1] + 1), ready, go, done))
-             for s in shares]
+    procs = [ctx.Process(target=sender_process, args=(args, daemon.endpoint, range(s[0], s[-1] + 1), ready, go, done,
+                                                      feed)) for s in shares]
     for p in procs:
         p.start()
     refused_hellos = sum(ready.get(timeout=600) for _ in procs)   # every agent connected and its hello acked
@@ -258,7 +290,8 @@ def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
     # on these 2 cores) is over, and the rate measured is a running daemon's, not its first seconds'.
     urllib.request.urlopen(f"http://{daemon.http}/api/stats", timeout=120).read()
     senders = [psutil.Process(p.pid) for p in procs]
-    cpu0 = cpu_seconds(daemon.proc.pid), [s.cpu_times() for s in senders]
+    cpu0 = cpu_seconds(daemon.proc.pid), [s.cpu_times() for s in senders], tree_cpu_seconds(daemon.proc.pid)
+    load = [os.getloadavg()[0]]
     watch.t0 = time.monotonic()   # the table's seconds count from here
     watch.sample()
     t0 = time.perf_counter()
@@ -271,23 +304,26 @@ def end_to_end(args, folder: Path, checkout: Path | None = None) -> dict:
         except Exception:   # queue.Empty: keep sampling the daemon
             pass
     elapsed = time.perf_counter() - t0
-    cpu = {"daemon": cpu_seconds(daemon.proc.pid) - cpu0[0],
+    cpu = {"daemon": cpu_seconds(daemon.proc.pid) - cpu0[0], "tree": tree_cpu_seconds(daemon.proc.pid) - cpu0[2],
            "senders": sum(_cpu(s.cpu_times()) - _cpu(c) for s, c in zip(senders, cpu0[1]))}
+    load.append(os.getloadavg()[0])
     for p in procs:
         p.join()
+    if settle:
+        settle(daemon)
     daemon.stop()
-    frames = args.agents * args.frames
+    frames = feed.frames(args.agents)
     stored, hot = query(daemon.db, "SELECT (SELECT count(*) FROM samples), (SELECT count(*) FROM samples_hot)")[0]
     logged, keys = query(daemon.db, "SELECT count(*), count(DISTINCT (node, boot, seq)) FROM ingest_log "
                                     "WHERE type = 'samples'")[0]
     acked = sum(r["acked"] for r in results) - args.agents   # the hellos' acks came before the clock
-    expected = frames * args.timestamps * args.metrics
+    expected = feed.values(args.agents)
     if (refused_hellos or any(r["refused"] for r in results) or acked != frames or logged != frames
             or keys != frames or stored != expected):
         raise SystemExit(f"end-to-end run lost data: acked {acked}, logged {logged} ({keys} distinct) of {frames} "
                          f"frames, stored {stored} of {expected} values, refused: "
                          f"{[r['last_refusal'] for r in results if r['refused']]}")
-    return {"elapsed": elapsed, "values": stored, "frames": frames, "cpu": cpu, "watch": watch.table(),
+    return {"elapsed": elapsed, "values": stored, "frames": frames, "cpu": cpu, "load": load, "watch": watch.table(),
             "samples": watch.samples, "resent": sum(r["resent"] for r in results),
             "tiers": [("hot", hot), ("lake", stored - hot)] if stored != hot else [],
             "credit": [min(r["final_credit"][0] for r in results), max(r["final_credit"][1] for r in results)]}
@@ -406,7 +442,8 @@ def _print_round(args, r: int, runs: dict, row: dict, raws: list[dict]) -> None:
 def soak(args, e2e: dict) -> dict:
     result = {"agents": args.agents, "seconds": e2e["elapsed"], "frames": e2e["frames"], "values": e2e["values"],
               "lost": 0, "resent": e2e["resent"], "daemon": e2e["watch"],
-              "daemon_cpu_s": e2e["cpu"]["daemon"], "senders_cpu_s": e2e["cpu"]["senders"]}
+              "daemon_cpu_s": e2e["cpu"]["daemon"], "tree_cpu_s": e2e["cpu"]["tree"],
+              "senders_cpu_s": e2e["cpu"]["senders"], "load": e2e["load"]}
     if not args.json:
         print(f"soak: {args.agents} agents x {args.frames} frames ({args.timestamps}x{args.metrics} values, one per "
               f"{args.interval:g} s) in {e2e['elapsed']:.0f} s: {e2e['frames']:,} frames, {e2e['values']:,} values, "
@@ -423,7 +460,10 @@ def soak(args, e2e: dict) -> dict:
         if e2e["tiers"]:
             print("store at the end: " + ", ".join(f"{tier} {n:,} values" for tier, n in e2e["tiers"]))
         print(f"RSS slope over the last half: {e2e['watch']['last_half_mb_per_min']:+.1f} MB/min")
-        print(f"CPU seconds: daemon {result['daemon_cpu_s']:.1f}, senders {result['senders_cpu_s']:.1f}")
+        print(f"CPU seconds: daemon {result['daemon_cpu_s']:.1f} ({result['daemon_cpu_s'] / e2e['elapsed']:.0%} of a "
+              f"core; with its workers {result['tree_cpu_s']:.1f}), senders {result['senders_cpu_s']:.1f}; "
+              f"{result['daemon_cpu_s'] / e2e['values'] * 1e6:.2f} daemon CPU-s per million values; load "
+              f"{e2e['load'][0]:.1f}-{e2e['load'][1]:.1f}")
     return result
 
 

@@ -61,8 +61,9 @@ class DaemonConfig:
     batch_max_bytes: int = _limit(20 * 2**20, 2**10, 2**34)
     # Group commit: while frames of several agents arrive, the writer gathers them for up to this many
     # seconds after its last commit (a commit's fixed cost is most of a small frame's); one agent's
-    # frames alone, a call, or a full batch commit at once. 0 commits whatever is queued, as before.
-    commit_delay: float = _limit(0.25, 0.0, 10.0)
+    # frames alone, a call, a full batch, or frames that stopped coming (agents waiting for their acks)
+    # commit at once. 0 commits whatever is queued.
+    commit_delay: float = _limit(1.0, 0.0, 10.0)
     # bytes of received frames waiting for the writer; when full the daemon stops reading and the
     # agents' credit runs out, so they wait (nothing is dropped)
     max_queue_bytes: int = _limit(64 * 2**20, 2**20, 2**40)

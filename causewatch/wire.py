@@ -399,6 +399,41 @@ def _readable_key(msg: dict) -> tuple[str | None, int | None]:
     return (boot, seq) if 0 < seq <= _SEQ_MAX else (None, None)
 
 
+_SAMPLES_KEYS = {"scope", "t", "names", "values"}
+
+
+def _plain_name(value) -> bool:
+    return type(value) is str and 0 < len(value) <= MAX_NAME and value.isprintable()
+
+
+def _samples_at_once(msg: dict) -> Frame | None:
+    """A samples frame whose envelope and body pass every check `_check_body` makes, made in one function
+    (the common frame: its field by field checks were most of decoding it); None when any check fails or
+    a field needs converting (an integer `ts`), and the general path then names what is wrong."""
+    if msg.keys() != _ENVELOPE.keys():
+        return None
+    node, boot, seq, ts, body = msg["node"], msg["boot"], msg["seq"], msg["ts"], msg["body"]
+    if not (_plain_name(node) and _plain_name(boot) and type(seq) is int and 0 < seq <= _SEQ_MAX
+            and type(ts) is float and math.isfinite(ts) and type(body) is dict):
+        return None
+    keys = body.keys()
+    nulls = body.get("nulls")
+    if not (keys == _SAMPLES_KEYS or (keys - {"nulls"} == _SAMPLES_KEYS and type(nulls) is bytes)):
+        return None
+    scope, t, names, values = body["scope"], body["t"], body["names"], body["values"]
+    if not (_plain_name(scope) and type(t) is bytes and type(values) is bytes and type(names) is list):
+        return None
+    try:
+        _known_metrics("body.names", tuple(names))
+    except (WireError, TypeError):
+        return None
+    out = {"scope": scope, "t": t, "names": names, "values": values}
+    if nulls is not None:
+        out["nulls"] = nulls
+    _check_samples(out)
+    return Frame("samples", node, boot, seq, ts, out)
+
+
 def _decode_map(msg: dict, types) -> Frame:
     version = msg.get("v")
     if type(version) is not int or version != VERSION:   # True and 1.0 compare equal to 1: not versions
@@ -406,6 +441,10 @@ def _decode_map(msg: dict, types) -> Frame:
     kind = msg.get("type")
     if kind not in types:
         raise WireError("type", f"unknown message type {show(kind)} (expected one of {', '.join(types)})", "type")
+    if kind == "samples":
+        frame = _samples_at_once(msg)
+        if frame is not None:
+            return frame
     env = _check_body("frame", msg, _ENVELOPE)
     if not 0 < env["seq"] <= _SEQ_MAX:
         raise WireError("seq", f"{env['seq']} outside 1..2^63-1", "range")

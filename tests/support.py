@@ -97,10 +97,12 @@ class DaemonProcess:
 
     def start(self) -> "DaemonProcess":
         self.http = f"127.0.0.1:{free_port()}"
+        # another checkout's daemon and its workers import that checkout, not a PYTHONPATH naming this one
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} if self.cwd else None
         self.proc = subprocess.Popen(
             [self.python, "-m", "causewatch.cli", "daemon", "--db", str(self.db), "--bind", self.endpoint,
              "--http", self.http, *self.extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=self.cwd)
+            cwd=self.cwd, env=env)
         line = self.proc.stdout.readline()
         if not line.startswith("causewatch daemon:"):
             self.proc.kill()

@@ -1,7 +1,8 @@
 """Daemon job: compaction. Moves samples older than the hot window from DuckDB into the Parquet lake
 (daemon/store/lake.py), in whole chunks of time so the lake's files line up; merges each closed day's
-files into one (sorted over the whole day, so its series' runs are long); publishes how many values sit
-hot and cold.
+files into one (sorted over the whole day, so its series' runs are long); gives the DuckDB file's free end
+back after a move that emptied most of it (daemon/store/space.py); publishes how many values sit hot and
+cold.
 
 It runs every few minutes though the window moves by a chunk at a time: rows that arrive already older
 than the window (an agent backfilling after an outage) then reach the lake within minutes.
@@ -32,6 +33,7 @@ class CompactionJob(Job):
         self.lake, self.hot_seconds, self.interval, self.clock = lake, hot_seconds, interval, clock
         self.moved_: dict[str, int] = {}
         self.merged_: str | None = None     # the day the last run merged into one file
+        self.packed_: dict | None = None    # the store file's blocks after the last pack (store.space)
 
     @classmethod
     def from_config(cls, cfg: DaemonConfig) -> CompactionJob | None:
@@ -59,6 +61,10 @@ class CompactionJob(Job):
         self.merged_ = self.merge(ctx, *days[0]) if days else None
         # after the commits: a shard's manifest names only complete files whose rows are no longer hot
         ctx.write(functools.partial(store.lake.publish, lake=Path(self.lake)))
+        if done["moved"] and ctx.write(store.space.pack):   # the file's free end given back
+            self.packed_ = ctx.write(store.space.checkpoint)
+            log.info("store file packed after the move: %d of %d blocks used", self.packed_["used"],
+                     self.packed_["total"])
         with ctx.read() as cur:
             tiers = readers.samples.tiers(cur)
         ctx.exporter.publish(self.name, [

@@ -198,3 +198,25 @@ def test_a_names_list_is_checked_every_time_until_it_passes():
     with pytest.raises(WireError, match="expected a string"):   # a non-string among cached names' lookalikes
         wire.decode(wire.encode("samples", "n", "b", 1, {**wire.samples_body([1.0], ["ok", "x"], [[1.0, 2.0]]),
                                                           "names": ["ok", 7]}))
+
+
+def test_the_samples_fast_path_accepts_only_what_the_general_path_accepts_and_alike():
+    """`_samples_at_once` (the common samples frame in one function) gives the general path's frame for a
+    valid one and steps aside (None) for anything the general path would convert or refuse."""
+    import math as _math
+
+    body = wire.samples_body([1.0, 2.0], ["a", "b"], [[1.0, float("nan")], [3.0, 4.0]])
+    good = {"v": 1, "type": "samples", "node": "n", "boot": "b", "seq": 3, "ts": 2.5, "body": body}
+    fast = wire._samples_at_once(good)
+    env = wire._check_body("frame", good, wire._ENVELOPE)
+    general = wire.Frame("samples", env["node"], env["boot"], env["seq"], env["ts"],
+                         wire._check_body("body", env["body"], wire.SCHEMAS["samples"]))
+    assert fast == general and list(fast.body) == list(general.body)
+    bad = [{**good, "ts": 2}, {**good, "ts": _math.inf}, {**good, "seq": True}, {**good, "seq": 0},
+           {**good, "node": "x\n"}, {**good, "node": "x" * 300}, {**good, "extra": 1},
+           {k: v for k, v in good.items() if k != "ts"}, {**good, "body": {**body, "more": 1}},
+           {**good, "body": {**body, "names": ("a", "b")}}, {**good, "body": {**body, "names": ["a", "a"]}},
+           {**good, "body": {**body, "names": ["a", [1]]}}, {**good, "body": {**body, "t": bytearray(body["t"])}},
+           {**good, "body": {**body, "nulls": "x"}}, {**good, "body": {k: v for k, v in body.items() if k != "t"}}]
+    for msg in bad:
+        assert wire._samples_at_once(msg) is None, msg

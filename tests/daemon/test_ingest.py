@@ -52,3 +52,38 @@ def test_take_stops_at_the_batch_bytes_and_always_takes_one():
     assert q.take(10, 100) == [0, 1]           # 70 + 20; a third would make 110
     assert q.take(10, 10) == [2]               # the first whatever its size
     assert (q.take(1, 10), q.take(10, 10), q.bytes) == ([3], [4], 0)
+
+
+def test_gather_stops_once_frames_stop_coming_and_waits_while_they_keep_their_gaps():
+    """Frames 20 ms apart, then none: the gathering writer commits after 8 mean gaps, not at its bound;
+    while frames keep coming at that pace it gathers on (agents on a clock)."""
+    q = WorkQueue(max_bytes=10**6)
+    for i in range(5):
+        q.put(i, 10)
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    q.gather(t0 + 5.0, most=100, most_bytes=10**6)
+    assert 0.1 < time.monotonic() - t0 < 1.0
+    feeding = threading.Thread(target=lambda: [time.sleep(0.02) or q.put(i, 10) for i in range(40)])
+    t0 = time.monotonic()
+    feeding.start()
+    q.gather(t0 + 0.6, most=100, most_bytes=10**6)
+    feeding.join()
+    assert time.monotonic() - t0 >= 0.55, "a writer whose frames keep coming stopped gathering"
+
+
+def test_a_frame_wakes_a_waiting_take_and_a_gather_that_it_fills():
+    q = WorkQueue(max_bytes=10**6)
+    got = []
+    taker = threading.Thread(target=lambda: got.append(q.take(5)))
+    taker.start()
+    time.sleep(0.05)
+    q.put("a", 10)
+    taker.join(1)
+    assert got == [["a"]]
+    gatherer = threading.Thread(target=q.gather, args=(time.monotonic() + 5.0, 2, 10**6))
+    gatherer.start()
+    q.put("b", 10)
+    q.put("c", 10)
+    gatherer.join(1)
+    assert not gatherer.is_alive()
