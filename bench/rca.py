@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import rca_cases
+import rca_graph
+import rca_sem
 
 from causewatch.analytics.rca import CallGraph, column_kind, rank_causes
 
@@ -153,10 +155,12 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
                         help="the PetShop folder (default: beside the checkout)")
     parser.add_argument("--seeds", type=int, default=20, help="planted cases per family and scenario")
+    parser.add_argument("--only", metavar="PREFIX", default="", help="the subsets whose name starts so")
     args = parser.parse_args()
     cases = (rca_cases.petshop_cases(args.data) + rca_cases.planted_graph_cases(args.data, args.seeds)
-             if args.data.is_dir() else [])
-    cases += rca_cases.planted_sem_cases(2 * args.seeds)
+             + rca_graph.graph_family_cases(args.data, args.seeds) if args.data.is_dir() else [])
+    cases += rca_cases.planted_sem_cases(2 * args.seeds) + rca_sem.sem_family_cases(args.seeds)
+    cases = [c for c in cases if c.subset.startswith(args.only)]
     results = defaultdict(list)
     for case in cases:
         for name, method in METHODS.items():
