@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import rca_cases
 
+LIMIT = 8.0   # a load saturates here (a queue full, a CPU busy), so a long chain cannot run away
 FUNCTIONS = (np.tanh, lambda x: np.maximum(x, 0.0), lambda x: 0.5 * x * np.abs(x))
 
 
@@ -41,7 +42,7 @@ def _loads(weights, shapes, rows, rng, fault, nonlinear, lagged):
             if lagged:
                 parent = np.concatenate([[0.0], parent[:-1]])
             x[:, j] += weights[i, j] * parent
-        x[:, j] += noise[:, j]
+        x[:, j] = np.clip(x[:, j] + noise[:, j], -LIMIT, LIMIT)
     return x
 
 
