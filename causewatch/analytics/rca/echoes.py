@@ -61,11 +61,33 @@ def _related(baseline, a: list[Deviation], b: list[Deviation]) -> bool:
     return False
 
 
+def moving_with(baseline: pd.DataFrame, target: str, columns: list[str]) -> dict[str, float]:
+    """column -> |its correlation with `target`| on the baseline (robust z, clipped), where reliable."""
+    def standardised(column):
+        values = pd.to_numeric(baseline[column], errors="coerce").to_numpy(dtype=float)
+        finite = values[np.isfinite(values)]
+        if len(finite) < MIN_ROWS:
+            return None
+        median, spread = np.median(finite), np.subtract(*np.percentile(finite, [75, 25]))
+        return np.clip((values - median) / (spread or np.std(finite) or 1.0), -CLIP, CLIP)
+    y = standardised(target)
+    if y is None:
+        return {}
+    out = {}
+    for column in columns:
+        x = standardised(column)
+        r = abs(correlation(x, y)) if x is not None else 0.0
+        if r >= MIN_CORRELATION:
+            out[column] = r
+    return out
+
+
 def echo_edges(baseline: pd.DataFrame, strongest: dict[str, Deviation], incident=None,
-               columns: dict[str, list[Deviation]] | None = None) -> list[tuple[str, str]]:
+               columns: dict[str, list[Deviation]] | None = None, symptom: str | None = None) -> list[tuple[str, str]]:
     """(echo, origin) pairs among the anomalous units, each unit given by its strongest column: the one
     whose change started later, where their columns move together on the baseline; where both started
-    together, the one whose change the other's predicts (the module's rule)."""
+    together, the one whose change the other's predicts (the module's rule); where each predicts the
+    other's, the symptom's unit, whose change is what was seen."""
     units = list(strongest)
     series = {u: _standardised(baseline, strongest[u]) for u in units}
     first = {u: first_row(incident, strongest[u]) for u in units} if incident is not None else {}
@@ -81,4 +103,6 @@ def echo_edges(baseline: pd.DataFrame, strongest: dict[str, Deviation], incident
             v_of_w, w_of_v = _explains(r, strongest[w], strongest[v]), _explains(r, strongest[v], strongest[w])
             if v_of_w != w_of_v:
                 edges.append((v, w) if v_of_w else (w, v))
+            elif v_of_w and symptom in (v, w):
+                edges.append((v, w) if v == symptom else (w, v))
     return edges

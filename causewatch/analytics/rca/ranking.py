@@ -68,16 +68,19 @@ def _owner(column: str, units: dict[str, list[str]]) -> str | None:
 
 @dataclass(frozen=True)
 class Symptom:
-    """What the target says about the other columns: its kind, the direction of its change, and the
+    """What the target says about the other columns: its kind, the direction of its change, the
     incident's row where its change starts (0: the window is all incident), so a change already standing
-    before it is a difference between the periods, not the fault."""
+    before it is a difference between the periods, not the fault, and, without a graph, how closely each
+    column moves with it on the baseline (a node's load can matter to a task's duration although its
+    kind differs)."""
     kind: str | None = None
     sign: float = 0.0
     onset: int = 0
+    moves_with: dict[str, float] = field(default_factory=dict)
 
     def size(self, kind: str, dev: Deviation) -> float:
         """The weighted robust change of a column of `kind`."""
-        weight = _weight(kind, self.kind)
+        weight = max(_weight(kind, self.kind), self.moves_with.get(dev.column, 0.0))
         if self.sign and weight > OTHER_KIND and dev.z * self.sign < 0:
             weight *= AGAINST
         return weight * compressed(abs(dev.z))
@@ -111,11 +114,14 @@ def onset(base: np.ndarray, incident: np.ndarray) -> tuple[int, float]:
     return 0, float(np.sign(dev.z)) if dev.size >= CUT else 0.0
 
 
-def symptom(baseline, incident, target: str | None, units) -> Symptom:
+def symptom(baseline, incident, target: str | None, units, graph: CallGraph | None) -> Symptom:
     if target is None:
         return Symptom()
     row, sign = onset(numeric(baseline, target), numeric(incident, target))
-    return Symptom(column_kind(target, _owner(target, units) or target), sign, row)
+    owner = _owner(target, units) or target
+    moves = echoes.moving_with(baseline, target, [c for u, cols in units.items() if u != owner for c in cols
+                                                  if c in baseline.columns]) if graph is None else {}
+    return Symptom(column_kind(target, owner), sign, row, moves)
 
 
 def _units(units, devs, sym: Symptom) -> Units:
@@ -137,12 +143,14 @@ def _units(units, devs, sym: Symptom) -> Units:
     return Units(changes, kinds)
 
 
-def _echo_hypotheses(baseline, incident, units: Units) -> dict[str, hypotheses.Hypothesis]:
-    """Without a graph: the anomalous units, each explaining the units that echo it on the baseline."""
+def _echo_hypotheses(baseline, incident, units: Units, target_unit: str | None) -> dict[str, hypotheses.Hypothesis]:
+    """Without a graph: the anomalous units, each explaining the units that echo it on the baseline (the
+    symptom's unit the echo where the data cannot tell which way)."""
     anomalous = sorted(u for u in units.strong if units.anomalous(u))
     up, down = {u: {} for u in anomalous}, {u: {} for u in anomalous}
     columns = {u: list(units.kinds[u].values()) for u in anomalous}
-    for echo, origin in echoes.echo_edges(baseline, {u: units.strong[u].dev for u in anomalous}, incident, columns):
+    for echo, origin in echoes.echo_edges(baseline, {u: units.strong[u].dev for u in anomalous}, incident, columns,
+                                          target_unit):
         up[origin][echo] = 1.0
         down[echo][origin] = 1.0
     return {u: hypotheses.Hypothesis(u, up[u], down[u], 0.0) for u in anomalous}
@@ -161,12 +169,13 @@ def rank_causes(baseline: pd.DataFrame, incident: pd.DataFrame, units: dict[str,
     """The units of `units` (unit -> its columns; default each column its own unit) best first."""
     check_windows(baseline, incident, target)
     units = units or {c: [c] for c in baseline.columns}
-    sym = symptom(baseline, incident, target, units)
+    sym = symptom(baseline, incident, target, units, graph)
     common = levels.common_levels(baseline, incident, units, sym.onset)
     devs = deviations(baseline, levels.without_levels(incident, units, common), sym.onset)
     found = _units(units, devs, sym)
-    hyps = hypotheses.on_graph(graph, found) if graph is not None else _echo_hypotheses(baseline, incident, found)
     target_unit = _owner(target, units) if target else None
+    hyps = hypotheses.on_graph(graph, found) if graph is not None else \
+        _echo_hypotheses(baseline, incident, found, target_unit)
     causes = []
     for unit in units:
         strong = found.strong.get(unit)
