@@ -156,12 +156,21 @@ def _echo_hypotheses(baseline, incident, units: Units, target_unit: str | None) 
     return {u: hypotheses.Hypothesis(u, up[u], down[u], 0.0) for u in anomalous}
 
 
-def _misses(hyp, target_unit: str | None, found: Units) -> bool:
-    """Whether a hypothesis leaves an anomalous symptom's change unexplained, accounting for less than
-    MISSED of it (on a graph, the culprit is what the symptom's change reaches through changed units)."""
+def _misses(hyp, target_unit: str | None, found: Units, graph: CallGraph, sym: Symptom) -> bool:
+    """Whether a hypothesis leaves an anomalous symptom's change unexplained: reaching it through changed
+    units, it accounts for less than MISSED of it; not reaching it so (a quiet, noisy unit on the way),
+    the symptom is not among its callers' callers or neither its change nor one it accounts for is of
+    the symptom's family and way."""
     if hyp is None or target_unit is None or not found.anomalous(target_unit) or hyp.unit == target_unit:
         return False
-    return hyp.explained.get(target_unit, 0.0) < MISSED
+    if target_unit in hyp.explained:
+        return hyp.explained[target_unit] < MISSED
+
+    def alike(unit):
+        own = found.strong[unit]
+        return family(own.kind) == family(sym.kind or "") and np.sign(own.dev.z) == sym.sign
+    shown = alike(hyp.unit) or any(alike(u) for u in hyp.explained)
+    return not (shown and target_unit in graph.ancestors(hyp.unit))
 
 
 def rank_causes(baseline: pd.DataFrame, incident: pd.DataFrame, units: dict[str, list[str]] | None = None,
@@ -181,7 +190,7 @@ def rank_causes(baseline: pd.DataFrame, incident: pd.DataFrame, units: dict[str,
         strong = found.strong.get(unit)
         size = strong.size if strong else 0.0
         hyp = hyps.get(unit)
-        off = graph is not None and _misses(hyp, target_unit, found)
+        off = graph is not None and _misses(hyp, target_unit, found, graph, sym)
         if hyp is not None:
             support = sum(g(found.size(a)) * s for a, s in hyp.explained.items())
             score = 1 + g(size) * (1 + support) * (1 - hyp.penalty) * hyp.weight * (OFF_PATH if off else 1.0)
