@@ -8,11 +8,13 @@ ranked by its smallest p-value, then statistic); PetShop's anomaly traversal (Ha
 the symptom along the call graph into anomalous nodes, by robust z of the symptom's metric, the causes
 being those none of whose callees is anomalous, ranked by z, the rest after) and its ranked correlation
 (units by |Spearman correlation| of their symptom-kind column with the symptom over the last normal rows
-and the incident). A zero scale is floored at 1e-3 of the median. Cases: bench/rca_cases.py.
+and the incident). A zero scale is floored at 1e-3 of the median. Cases: bench/rca_cases.py (PetShop,
+the first planted graph and network families), bench/rca_graph.py and bench/rca_sem.py (the others).
 
 Prints AC@1, AC@3, Avg@5 per subset (ties count as a random order among themselves) and seconds per case.
 
-    .venv/bin/python bench/rca.py                       # PetShop train + 40 planted graph + 40 SEM cases
+    .venv/bin/python bench/rca.py                       # PetShop train + 7 x 40 planted graph, 140 graph-less
+    .venv/bin/python bench/rca.py --seeds 40 --first 20 --only graph-   # other seeds, some subsets
     .venv/bin/python bench/rca.py --seeds 10 --data PATH/TO/petshop
 """
 
@@ -26,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import rca_cases
+import rca_graph
+import rca_sem
 
 from causewatch.analytics.rca import CallGraph, column_kind, rank_causes
 
@@ -153,10 +157,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
                         help="the PetShop folder (default: beside the checkout)")
     parser.add_argument("--seeds", type=int, default=20, help="planted cases per family and scenario")
+    parser.add_argument("--first", type=int, default=0, help="the first planted seed (default 0)")
+    parser.add_argument("--only", metavar="PREFIX", default="", help="the subsets whose name starts so")
     args = parser.parse_args()
-    cases = (rca_cases.petshop_cases(args.data) + rca_cases.planted_graph_cases(args.data, args.seeds)
-             if args.data.is_dir() else [])
-    cases += rca_cases.planted_sem_cases(2 * args.seeds)
+    seeds, first = args.seeds, args.first
+    cases = (rca_cases.petshop_cases(args.data) + rca_cases.planted_graph_cases(args.data, seeds, first)
+             + rca_graph.graph_family_cases(args.data, seeds, first) if args.data.is_dir() else [])
+    cases += rca_cases.planted_sem_cases(2 * seeds, 2 * first) + rca_sem.sem_family_cases(seeds, first)
+    cases = [c for c in cases if c.subset.startswith(args.only)]
     results = defaultdict(list)
     for case in cases:
         for name, method in METHODS.items():

@@ -100,7 +100,7 @@ def _fault(window: pd.DataFrame, units, node, hops, kind, rng) -> pd.DataFrame:
     rows = out.index[2:]
     strength = rng.uniform(3, 12) if kind == "latency" else rng.uniform(1, 8)
     keep = {node: 1.0}
-    for n, h in sorted(hops.items(), key=lambda x: x[1]):
+    for n, h in sorted(hops.items(), key=lambda x: (x[1], x[0])):
         if h:
             keep[n] = keep.get(n, 1.0) * rng.uniform(0.4, 0.9) ** h
     for n, share in keep.items():
@@ -115,14 +115,14 @@ def _fault(window: pd.DataFrame, units, node, hops, kind, rng) -> pd.DataFrame:
     return out
 
 
-def planted_graph_cases(root: Path, seeds: int) -> list[Case]:
+def planted_graph_cases(root: Path, seeds: int, first: int = 0) -> list[Case]:
     cases = []
     for scenario in ("low_traffic", "high_traffic"):
         normal = read_metrics(root / scenario / "noissue" / "metrics.csv")
         edges = read_edges(root / scenario / "graph.csv")
         nodes = sorted({n for e in edges for n in e})
         units = _units(normal.columns, nodes)
-        for seed in range(seeds):
+        for seed in range(first, first + seeds):
             rng = np.random.default_rng(seed)
             start = int(rng.integers(len(normal) * 2 // 3, len(normal) - 5))
             window, base = normal.iloc[start:start + 5], normal.iloc[:start - 12]
@@ -162,9 +162,9 @@ def _frame(x, rng, traffic) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def planted_sem_cases(seeds: int) -> list[Case]:
+def planted_sem_cases(seeds: int, first: int = 0) -> list[Case]:
     cases = []
-    for seed in range(seeds):
+    for seed in range(first, first + seeds):
         rng = np.random.default_rng(1000 + seed)
         weights = _sem(rng)
         origin = int(rng.integers(len(weights)))

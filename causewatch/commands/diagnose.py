@@ -1,5 +1,6 @@
 """`causewatch diagnose`: rank the units that may have caused an incident, from a calm baseline window and
-the incident's window of the same columns (analytics/rca), with each unit's evidence in words."""
+the incident's window of the same columns (analytics/rca), with each unit's evidence in words; the
+windows are two files, or two time ranges of a daemon's store (commands/diagnose_store.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
+from causewatch.commands.source import add_source_arguments
 from causewatch.errors import InputError
 
 EPILOG = """examples:
@@ -17,6 +19,8 @@ EPILOG = """examples:
   causewatch diagnose --baseline normal.csv --incident incident.csv --target PetSite_latency_Average \\
       --graph edges.csv --units units.json --json
   causewatch diagnose --baseline duckdb:runs.duckdb:calm --incident duckdb:runs.duckdb:slow --top 5
+  causewatch diagnose --db cw.duckdb --baseline-window 1767225600,1767229200 \
+      --incident-window 1767229500,1767229800 --step 30 --target app:lu:duration
 
 Each window is a .csv / .parquet file or duckdb:FILE:TABLE with the same columns (a first column named
 time, timestamp or unix_timestamp is the rows' time, not a metric; an empty cell is no value).
@@ -25,15 +29,28 @@ nodes (a column goes to the longest node name it starts with) or else each colum
 CSV with header src,dst: src calls dst, so a fault at dst shows at src. --target is the symptom's column.
 A unit scoring 1 or more changed beyond the cut (robust z 4 in the symptom's kind); all below 1 means
 nothing anomalous. With --json: {"causes": [{"unit", "score", "evidence"}, ...]} best first, every unit.
+
+From a store (--db FILE, --daemon URL or --daemons), --baseline-window and --incident-window are
+START,END in seconds since the epoch, read a row each --step seconds (each series' mean over the step):
+a unit per node (columns NODE:METRIC), per node and scope (NODE/SCOPE:METRIC) and per app
+(app:APP:VARIABLE, the mean of its tasks' duration, cpu_seconds and counters that started in the step);
+--scope keeps one scope's samples, or with app:APP that app's tasks beside every node's samples.
 """
 
 TIME_COLUMNS = ("time", "timestamp", "unix_timestamp")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--baseline", required=True, metavar="DATA", help="the calm window: CSV, Parquet or "
-                        "duckdb:FILE:TABLE")
-    parser.add_argument("--incident", required=True, metavar="DATA", help="the incident's window, same columns")
+    parser.add_argument("--baseline", metavar="DATA", help="the calm window: CSV, Parquet or duckdb:FILE:TABLE")
+    parser.add_argument("--incident", metavar="DATA", help="the incident's window, same columns")
+    parser.add_argument("--baseline-window", metavar="START,END", help="the calm window as a time range of a "
+                        "daemon's store (seconds since the epoch), instead of --baseline")
+    parser.add_argument("--incident-window", metavar="START,END", help="the incident's time range, with "
+                        "--baseline-window")
+    add_source_arguments(parser)
+    parser.add_argument("--scope", help="from a store: only this scope's units (node, cmd:NAME, app:APP)")
+    parser.add_argument("--step", type=float, default=60.0, metavar="SECONDS",
+                        help="from a store: seconds a row (default 60)")
     parser.add_argument("--target", metavar="COLUMN", help="the symptom's column (default: none; every kind alike)")
     parser.add_argument("--graph", metavar="EDGES.csv", help="call edges between units, header src,dst")
     parser.add_argument("--units", metavar="UNITS.json", help='{"unit": ["column", ...]}: the candidate units')
@@ -105,11 +122,25 @@ def resolve_units(columns, units, edges, graph_path) -> dict[str, list[str]]:
     return units
 
 
+def _windows(args):
+    """(baseline, incident, units from the store or None) from the two files or the store's two ranges."""
+    files, ranges = (args.baseline, args.incident), (args.baseline_window, args.incident_window)
+    if all(files) and not any(ranges):
+        return _window(args.baseline, "baseline"), _window(args.incident, "incident"), None
+    if all(ranges) and not any(files):
+        from causewatch.commands.diagnose_store import store_windows
+        return store_windows(args)
+    raise InputError("give the two windows as files (--baseline and --incident) or as a store's time ranges "
+                     "(--baseline-window and --incident-window), one pair")
+
+
 def diagnose(args) -> list:
     from causewatch.analytics.rca import CallGraph, RCAError, rank_causes
-    baseline, incident = _window(args.baseline, "baseline"), _window(args.incident, "incident")
+    baseline, incident, found = _windows(args)
     edges = _edges(args.graph)
-    units = resolve_units(list(baseline.columns), _units(args.units), edges, args.graph)
+    given = _units(args.units)
+    units = resolve_units(list(baseline.columns), given if given is not None or found is None else found, edges,
+                          args.graph)
     try:
         return rank_causes(baseline, incident, units, args.target, CallGraph(edges) if edges else None)
     except RCAError as e:

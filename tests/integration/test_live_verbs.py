@@ -92,6 +92,7 @@ VERBS = [
     ["model", "--history"],
     ["anomalies", "--all"],
     ["probe", "status"],
+    ["diagnose", "--baseline-window", "0,40", "--incident-window", "40,60", "--step", "5"],
 ]
 
 
@@ -122,10 +123,11 @@ def test_every_verb_gives_the_same_answer_live_and_from_the_stopped_store(tmp_pa
         if verb[0] == "rank":       # a probe's age grows between the two asks
             assert 0 < a["nodes"][0].pop("age_seconds") <= b["nodes"][0].pop("age_seconds")
         assert a == b, verb
-    query, bottlenecks, phases, tasks, samples, rank, nodes, model, history, anomalies, status = live
+    query, bottlenecks, phases, tasks, samples, rank, nodes, model, history, anomalies, status, diagnose = live
     assert query and bottlenecks and phases["intervals"] == 12 and tasks["edges"] and samples["edges"]
     assert rank["nodes"][0]["node"] == "n1" and nodes[0]["hostname"] == "h1" and model["edges"] and history
     assert [(r["node"], r["kit"], r["state"]) for r in status] == [("n1", "k1", "done")]
+    assert [c["unit"] for c in diagnose["causes"]] == ["n1"]
 
 
 def test_kits_and_baselines_go_through_the_daemon_that_holds_the_store(tmp_path, capsys):

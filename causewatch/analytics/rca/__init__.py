@@ -12,7 +12,8 @@ Every name below imports from here (`from causewatch.analytics.rca import rank_c
     RCAError — input the ranking cannot use (an unknown target, an empty window, disagreeing columns)
     CUT — the robust deviation at which a unit counts as anomalous (score 1)
 
-The other modules are internal: hypotheses (the propagation hypotheses), echoes (data-driven echoes),
+The other modules are internal: hypotheses (each unit as the origin, on a call graph), echoes (echoes
+read off the data where no graph is given), levels (a change every unit of a kind shares, taken out),
 evidence (the sentences).
 """
 

@@ -2,8 +2,12 @@
 
 Each column is scaled by its baseline's spread (the IQR, or where half the rows or more share one value
 the mean absolute deviation, so a 100 % availability that never moves still has a scale), and the
-incident's change is the k-th largest |z| of its rows (k a third of them): a fault lasting two rows of
-five counts, a single-row spike does not.
+incident's change is the k-th largest |z| of its rows (k a third of the window's rows): a fault
+lasting two rows of five counts, a single-row spike does not. Where the incident window starts before
+the fault (an onset row, read off the symptom), a row after it counts by the smaller of its change
+from the baseline and its change from the level before the onset (the calmest row before it), and not
+at all where the two disagree in sign: a level that stood through the rows before the fault is not
+the fault, and neither is one odd row before it.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ class RCAError(ValueError):
 @dataclass(frozen=True)
 class Deviation:
     """The robust change of one column: the baseline's median and scale, the incident's typical value at
-    its anomalous rows, and the signed robust z of that change (0 where it cannot be judged)."""
+    its anomalous rows, the signed robust z of that change (0 where it cannot be judged) and the same
+    change in the column's own units."""
     column: str
     median: float
     scale: float
     incident: float
     z: float
-    first: float = 0.0   # the robust z of the incident's first row (0 where it has no value)
+    delta: float = 0.0   # the change in the column's own units at the picked row (as z counts it)
 
     @property
     def size(self) -> float:
@@ -58,27 +63,41 @@ def _scale(base: np.ndarray, median: float) -> float:
     return max(scale, floor) or 1.0 / len(base)
 
 
-def deviation(column: str, base: np.ndarray, incident: np.ndarray) -> Deviation:
-    """The robust change of one column (NaN rows left out; too few baseline values: z 0)."""
-    raw = incident
-    base, incident = base[np.isfinite(base)], incident[np.isfinite(incident)]
-    if len(base) < MIN_BASELINE or not len(incident):
+def _from_onset(z: np.ndarray, onset: int) -> np.ndarray:
+    """The rows from the onset on, each by its change counted as the module says."""
+    before = z[:onset][np.isfinite(z[:onset])]
+    after = z[onset:]
+    if not len(before):
+        return after
+    within = after - float(before[np.argmin(np.abs(before))])
+    agree = np.sign(within) == np.sign(after)
+    return np.where(agree, np.sign(after) * np.minimum(np.abs(after), np.abs(within)), 0.0)
+
+
+def deviation(column: str, base: np.ndarray, incident: np.ndarray, onset: int = 0) -> Deviation:
+    """The robust change of one column (NaN rows left out; too few baseline values: z 0); `onset` the
+    incident's first row of the fault (0: the whole window is the incident)."""
+    base = base[np.isfinite(base)]
+    post = incident[onset:] if 0 < onset < len(incident) else incident
+    if len(base) < MIN_BASELINE or not np.isfinite(post).any():
         median = float(np.median(base)) if len(base) else math.nan
-        return Deviation(column, median, math.nan, float(np.median(incident)) if len(incident) else math.nan, 0.0)
+        finite = incident[np.isfinite(incident)]
+        return Deviation(column, median, math.nan, float(np.median(finite)) if len(finite) else math.nan, 0.0)
     median = float(np.median(base))
     scale = _scale(base, median)
-    z = (incident - median) / scale
-    k = max(1, math.ceil(len(z) / 3))
-    pick = np.argsort(-np.abs(z), kind="stable")[k - 1]
-    first = (raw[0] - median) / scale if np.isfinite(raw[0]) else 0.0
-    return Deviation(column, median, scale, float(incident[pick]), float(z[pick]), float(first))
+    z_rows = (incident - median) / scale
+    changes = _from_onset(z_rows, onset) if post is not incident else z_rows
+    keep = np.isfinite(changes)
+    changes, values = changes[keep], post[keep]
+    k = min(len(changes), max(1, math.ceil(len(incident) / 3)))
+    pick = np.argsort(-np.abs(changes), kind="stable")[k - 1]
+    return Deviation(column, median, scale, float(values[pick]), float(changes[pick]), float(changes[pick] * scale))
 
 
-def deviations(baseline: pd.DataFrame, incident: pd.DataFrame) -> dict[str, Deviation]:
+def numeric(df: pd.DataFrame, column: str) -> np.ndarray:
+    return pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
+
+
+def deviations(baseline: pd.DataFrame, incident: pd.DataFrame, onset: int = 0) -> dict[str, Deviation]:
     """Every column's robust change, the columns both windows share being numeric."""
-    out = {}
-    for column in baseline.columns:
-        base = pd.to_numeric(baseline[column], errors="coerce").to_numpy(dtype=float)
-        inc = pd.to_numeric(incident[column], errors="coerce").to_numpy(dtype=float)
-        out[column] = deviation(column, base, inc)
-    return out
+    return {c: deviation(c, numeric(baseline, c), numeric(incident, c), onset) for c in baseline.columns}

@@ -17,6 +17,13 @@ class CallGraph:
     def nodes(self) -> set[str]:
         return {n for edge in self.edges for n in edge}
 
+    def callers(self) -> dict[str, set[str]]:
+        """unit -> the units that call it."""
+        out: dict[str, set[str]] = {}
+        for a, b in self.edges:
+            out.setdefault(b, set()).add(a)
+        return out
+
     def _reach(self, start: str, forward: bool) -> set[str]:
         step: dict[str, set[str]] = {}
         for a, b in self.edges:

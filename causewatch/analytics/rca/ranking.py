@@ -1,11 +1,12 @@
 """The ranking: each unit's robust change, weighted by how close its metric kind is to the symptom's,
 then each anomalous unit taken as the hypothesis "the fault started here": a fault propagates to the
-callers (given as a call graph, or read off the baseline as echoes), so an origin's score grows with the
-anomalous units its hypothesis explains, and a caller that only echoes its callee explains less.
+callers (given as a call graph: hypotheses.py, or read off the baseline as echoes: echoes.py), so an
+origin's score grows with the anomalous units its hypothesis explains, and a unit whose change another's
+accounts for is discounted as a possible echo.
 
-Scores: a calm unit scores its weighted robust z over `CUT` (below 1); an anomalous unit
-1 + g(own) · (1 + Σ g(explained)) with g(a) = a / (a + CUT), halved off the symptom's call paths.
-"Nothing anomalous" is a list whose scores are all below 1.
+Scores: a calm unit scores its weighted robust z over `CUT` (below 1); a candidate
+1 + g(own) · (1 + Σ g(explained) · share) · (1 - penalty) with g(a) = a / (a + CUT), halved on a graph
+where it leaves the symptom's change unexplained. "Nothing anomalous" is a list whose scores are all below 1.
 """
 
 from __future__ import annotations
@@ -13,16 +14,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
-from causewatch.analytics.rca import echoes, evidence
-from causewatch.analytics.rca.deviation import CUT, Deviation, RCAError, column_kind, deviations
+from causewatch.analytics.rca import echoes, evidence, hypotheses, levels
+from causewatch.analytics.rca.deviation import CUT, Deviation, RCAError, column_kind, deviation, deviations, numeric
 from causewatch.analytics.rca.graph import CallGraph
+from causewatch.analytics.rca.hypotheses import Change, Units, family, g
 
 SAME_FAMILY, OTHER_KIND = 0.8, 0.2   # weights of a kind sharing the symptom's first word, and of any other
-OFF_PATH = 0.5   # a unit the symptom's unit does not reach through the graph explains it less
+OFF_PATH = 0.5   # a hypothesis that leaves the symptom's change unexplained
+MISSED = 0.25   # ... accounting for less than this share of it
 AGAINST = 0.25   # the weight of a change of the symptom's family against the symptom's direction
-ONSET = 0.5   # a symptom whose change from its first row is this share of its change starts inside the window
+ONSET = 0.25   # the symptom's change starts at the first row past this share of its rise inside the window
 LINEAR = 10 * CUT   # robust z up to here counts as it is
 
 
@@ -55,7 +59,7 @@ def check_windows(baseline: pd.DataFrame, incident: pd.DataFrame, target: str | 
 def _weight(kind: str, target_kind: str | None) -> float:
     if target_kind is None or kind == target_kind:
         return 1.0
-    return SAME_FAMILY if kind.split("_")[0] == target_kind.split("_")[0] else OTHER_KIND
+    return SAME_FAMILY if family(kind) == family(target_kind) else OTHER_KIND
 
 
 def _owner(column: str, units: dict[str, list[str]]) -> str | None:
@@ -64,21 +68,22 @@ def _owner(column: str, units: dict[str, list[str]]) -> str | None:
 
 @dataclass(frozen=True)
 class Symptom:
-    """What the target says about the other columns: its kind, the direction of its change, and whether
-    the incident window starts before the change (the first row calmer), so a change already standing
-    there is a difference between the periods, not the fault."""
+    """What the target says about the other columns: its kind, the direction of its change, the
+    incident's row where its change starts (0: the window is all incident), so a change already standing
+    before it is a difference between the periods, not the fault, and, without a graph, how closely each
+    column moves with it on the baseline (a node's load can matter to a task's duration although its
+    kind differs)."""
     kind: str | None = None
     sign: float = 0.0
-    onset: bool = False
+    onset: int = 0
+    moves_with: dict[str, float] = field(default_factory=dict)
 
     def size(self, kind: str, dev: Deviation) -> float:
-        """The weighted robust change of a column of `kind`: from the incident's first row where the
-        window starts before the symptom's change, else from the baseline."""
-        change = dev.z - dev.first if self.onset else dev.z
-        weight = _weight(kind, self.kind)
-        if self.sign and weight > OTHER_KIND and change * self.sign < 0:
+        """The weighted robust change of a column of `kind`."""
+        weight = max(_weight(kind, self.kind), self.moves_with.get(dev.column, 0.0))
+        if self.sign and weight > OTHER_KIND and dev.z * self.sign < 0:
             weight *= AGAINST
-        return weight * compressed(abs(change))
+        return weight * compressed(abs(dev.z))
 
 
 def compressed(size: float) -> float:
@@ -87,57 +92,85 @@ def compressed(size: float) -> float:
     return size if size <= LINEAR else LINEAR * (1 + math.log(size / LINEAR))
 
 
-def symptom(target: str | None, units, devs) -> Symptom:
+def onset(base: np.ndarray, incident: np.ndarray) -> tuple[int, float]:
+    """The incident row where the symptom's change starts and its direction: the first row that departs
+    from the window's first by CUT and by ONSET of the largest such departure, away from the baseline,
+    the first row being calm beside it (the window starting before the fault); else row 0 and the
+    direction of the change from the baseline."""
+    dev = deviation("target", base, incident)
+    if dev.scale != dev.scale:
+        return 0, 0.0
+    z = (incident - dev.median) / dev.scale
+    finite = np.nonzero(np.isfinite(z))[0]
+    if len(finite) >= 2:
+        first = z[finite[0]]
+        step = np.nan_to_num(z - first)
+        step[: finite[0] + 1] = 0.0
+        sign = float(np.sign(step[np.argmax(np.abs(step))]))
+        away = np.nan_to_num(sign * z) > np.maximum(0.0, sign * first / ONSET)
+        crossing = np.nonzero((sign * step >= max(CUT, ONSET * np.abs(step).max())) & away)[0]
+        if len(crossing):
+            return int(crossing[0]), sign
+    return 0, float(np.sign(dev.z)) if dev.size >= CUT else 0.0
+
+
+def symptom(baseline, incident, target: str | None, units, graph: CallGraph | None) -> Symptom:
     if target is None:
         return Symptom()
-    unit, dev = _owner(target, units), devs[target]
-    within = dev.z - dev.first
-    onset = abs(within) >= max(CUT, ONSET * dev.size)
-    change = within if onset else dev.z
-    sign = float(change > 0) - float(change < 0) if abs(change) >= CUT else 0.0
-    return Symptom(column_kind(target, unit or target), sign, onset)
+    row, sign = onset(numeric(baseline, target), numeric(incident, target))
+    owner = _owner(target, units) or target
+    moves = echoes.moving_with(baseline, target, [c for u, cols in units.items() if u != owner for c in cols
+                                                  if c in baseline.columns]) if graph is None else {}
+    return Symptom(column_kind(target, owner), sign, row, moves)
 
 
-def family(kind: str) -> str:
-    """A kind's first word: `latency_p90` and `latency_Average` are both latency."""
-    return kind.split("_")[0]
-
-
-def _changes(units, devs, sym: Symptom) -> dict[str, dict[str, tuple[float, str, Deviation]]]:
-    """unit -> family -> (weighted robust change, kind, deviation) of its most changed column of that
-    family with a baseline to judge it by."""
-    out: dict[str, dict] = {}
+def _units(units, devs, sym: Symptom) -> Units:
+    """Each unit's most changed column of each family, and its columns by kind, those with a baseline
+    to judge them by."""
+    changes: dict[str, dict[str, Change]] = {}
+    kinds: dict[str, dict[str, Deviation]] = {}
     for unit, cols in units.items():
+        changes[unit], kinds[unit] = {}, {}
         for col in cols:
             dev = devs.get(col)
             if dev is None or dev.scale != dev.scale:   # NaN scale: no baseline to judge it by
                 continue
             kind = column_kind(col, unit)
-            size, best = sym.size(kind, dev), out.setdefault(unit, {}).get(family(kind))
-            if best is None or size > best[0]:
-                out[unit][family(kind)] = (size, kind, dev)
-    return out
+            kinds[unit][kind] = dev
+            change, best = Change(sym.size(kind, dev), kind, dev), changes[unit].get(family(kind))
+            if best is None or change.size > best.size:
+                changes[unit][family(kind)] = change
+    return Units(changes, kinds)
 
 
-def _g(a: float) -> float:
-    return a / (a + CUT)
+def _echo_hypotheses(baseline, incident, units: Units, target_unit: str | None) -> dict[str, hypotheses.Hypothesis]:
+    """Without a graph: the anomalous units, each explaining the units that echo it on the baseline (the
+    symptom's unit the echo where the data cannot tell which way)."""
+    anomalous = sorted(u for u in units.strong if units.anomalous(u))
+    up, down = {u: {} for u in anomalous}, {u: {} for u in anomalous}
+    columns = {u: list(units.kinds[u].values()) for u in anomalous}
+    for echo, origin in echoes.echo_edges(baseline, {u: units.strong[u].dev for u in anomalous}, incident, columns,
+                                          target_unit):
+        up[origin][echo] = 1.0
+        down[echo][origin] = 1.0
+    return {u: hypotheses.Hypothesis(u, up[u], down[u], 0.0) for u in anomalous}
 
 
-def _relations(baseline, strong, changes, anomalous, graph) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """For each anomalous unit: the anomalous units that would echo it, and those it may echo (on a
-    graph, those anomalous in the same family: a callee's latency explains a caller's latency)."""
-    if graph is not None:
-        def alike(unit, others):
-            fam = family(strong[unit][1])
-            return {o for o in others if o in changes and changes[o].get(fam, (0.0,))[0] >= CUT}
-        up = {u: alike(u, graph.ancestors(u)) for u in anomalous}
-        down = {u: alike(u, graph.descendants(u)) for u in anomalous}
-        return up, down
-    up, down = {u: set() for u in anomalous}, {u: set() for u in anomalous}
-    for echo, origin in echoes.echo_edges(baseline, {u: strong[u][2] for u in sorted(anomalous)}):
-        up[origin].add(echo)
-        down[echo].add(origin)
-    return up, down
+def _misses(hyp, target_unit: str | None, found: Units, graph: CallGraph, sym: Symptom) -> bool:
+    """Whether a hypothesis leaves an anomalous symptom's change unexplained: reaching it through changed
+    units, it accounts for less than MISSED of it; not reaching it so (a quiet, noisy unit on the way),
+    the symptom is not among its callers' callers or neither its change nor one it accounts for is of
+    the symptom's family and way."""
+    if hyp is None or target_unit is None or not found.anomalous(target_unit) or hyp.unit == target_unit:
+        return False
+    if target_unit in hyp.explained:
+        return hyp.explained[target_unit] < MISSED
+
+    def alike(unit):
+        own = found.strong[unit]
+        return family(own.kind) == family(sym.kind or "") and np.sign(own.dev.z) == sym.sign
+    shown = alike(hyp.unit) or any(alike(u) for u in hyp.explained)
+    return not (shown and target_unit in graph.ancestors(hyp.unit))
 
 
 def rank_causes(baseline: pd.DataFrame, incident: pd.DataFrame, units: dict[str, list[str]] | None = None,
@@ -145,30 +178,25 @@ def rank_causes(baseline: pd.DataFrame, incident: pd.DataFrame, units: dict[str,
     """The units of `units` (unit -> its columns; default each column its own unit) best first."""
     check_windows(baseline, incident, target)
     units = units or {c: [c] for c in baseline.columns}
-    devs = deviations(baseline, incident)
+    sym = symptom(baseline, incident, target, units, graph)
+    common = levels.common_levels(baseline, incident, units, sym.onset)
+    devs = deviations(baseline, levels.without_levels(incident, units, common), sym.onset)
+    found = _units(units, devs, sym)
     target_unit = _owner(target, units) if target else None
-    changes = _changes(units, devs, symptom(target, units, devs))
-    strong = {u: max(by_family.values(), key=lambda c: c[0]) for u, by_family in changes.items()}
-    anomalous = {u for u, (size, _, _) in strong.items() if size >= CUT}
-    up, down = _relations(baseline, strong, changes, anomalous, graph)
-    on_path = graph.descendants(target_unit) | {target_unit} if graph is not None and target_unit else None
+    hyps = hypotheses.on_graph(graph, found) if graph is not None else \
+        _echo_hypotheses(baseline, incident, found, target_unit)
     causes = []
     for unit in units:
-        size, kind, dev = strong.get(unit, (0.0, None, None))
-        off = on_path is not None and unit not in on_path
-        if unit in anomalous:
-            fam = family(kind)
-            support = sum(_g(changes[u][fam][0]) for u in up[unit]) if graph is not None else \
-                sum(_g(strong[u][0]) for u in up[unit])
-            score = 1 + _g(size) * (1 + support) * (OFF_PATH if off else 1.0)
+        strong = found.strong.get(unit)
+        size = strong.size if strong else 0.0
+        hyp = hyps.get(unit)
+        off = graph is not None and _misses(hyp, target_unit, found, graph, sym)
+        if hyp is not None:
+            support = sum(g(found.size(a)) * s for a, s in hyp.explained.items())
+            score = 1 + g(size) * (1 + support) * (1 - hyp.penalty) * hyp.weight * (OFF_PATH if off else 1.0)
         else:
             score = size / CUT
-        text = evidence.sentence(unit, kind, dev, unit in anomalous, explained=_by_size(up.get(unit, ()), strong),
-                                 by_graph=graph is not None, echo_of=_by_size(down.get(unit, ()), strong),
-                                 off_path=off and unit in anomalous)
-        causes.append(Cause(unit, score, text, dev))
+        text = evidence.sentence(unit, strong, hyp, by_graph=graph is not None, off_path=off,
+                                 order=found.size, level=common.get(strong.kind) if strong else None)
+        causes.append(Cause(unit, score, text, strong.dev if strong else None))
     return sorted(causes, key=lambda c: (-c.score, c.unit))
-
-
-def _by_size(units, strong) -> list[str]:
-    return sorted(units, key=lambda u: (-strong[u][0], u))
