@@ -142,7 +142,12 @@ class IPSampler:
             for cpu in cpus:
                 leader = None
                 for pid in targets:
-                    fd = self._open_one(pid, cpu, self.cgroup is None, flags)
+                    try:
+                        fd = self._open_one(pid, cpu, self.cgroup is None, flags)
+                    except ProcessLookupError:
+                        if self.cgroup is not None or pid == self.pid:
+                            raise
+                        continue   # a thread that ended after the listing: the process goes on without it
                     self._fds.append(fd)
                     if leader is None:
                         leader = fd

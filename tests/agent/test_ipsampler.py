@@ -3,6 +3,7 @@ separate a child's two alternating phases."""
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 import sys
@@ -129,6 +130,23 @@ def test_an_unsampleable_target_is_a_reason_not_an_exception():
     c = bbv.BBVCollector("gone", pid=2**22 + 99)
     assert c.open().startswith("ENOENT")
     assert c.collect() == [] and c.collect(final=True) == []
+
+
+def test_a_thread_that_ends_while_the_sampler_opens_is_left_out(tmp_path):
+    """A test process's leftover threads come and go: one listed in /proc/PID/task and gone by
+    perf_event_open failed the whole open ("ESRCH: target process is gone") on a loaded run."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()   # its pid names no task now
+    task = tmp_path / str(os.getpid()) / "task"
+    task.mkdir(parents=True)
+    for tid in (os.getpid(), gone.pid):
+        (task / str(tid)).mkdir()
+    sampler = bbv.IPSampler(pid=os.getpid(), proc=str(tmp_path))
+    status = sampler.open()
+    sampler.close()
+    if status != "ok" and not status.startswith("ESRCH"):
+        pytest.skip(f"perf_event_open IP sampling unavailable: {status}")
+    assert status == "ok"
 
 
 def test_a_process_that_exited_before_its_samples_were_read_still_resolves():
