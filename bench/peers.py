@@ -173,14 +173,19 @@ def run_causewatch(folder: Path, args, end_ms: int, qs) -> tuple[dict, float]:
     return timed, folder_bytes(folder) - config.stat().st_size
 
 
-def run_vm(folder: Path, args, end_ms: int, qs) -> tuple[dict, float]:
-    data = folder / "import.txt"
-    exposition(args, end_ms, data, openmetrics=False)
+def start_vm(folder: Path) -> tuple[subprocess.Popen, int, str]:
+    """VictoriaMetrics on a free loopback port with its data under folder/vm: the process, port and URL."""
     port = free_port()
     proc = subprocess.Popen(["victoria-metrics", f"-storageDataPath={folder / 'vm'}",
                              f"-httpListenAddr=127.0.0.1:{port}", "-retentionPeriod=100y", "-search.latencyOffset=0s",
                              "-loggerLevel=ERROR"])
-    base = f"http://127.0.0.1:{port}"
+    return proc, port, f"http://127.0.0.1:{port}"
+
+
+def run_vm(folder: Path, args, end_ms: int, qs) -> tuple[dict, float]:
+    data = folder / "import.txt"
+    exposition(args, end_ms, data, openmetrics=False)
+    proc, _, base = start_vm(folder)
     try:
         wait_http(f"{base}/health")
         with open(data, "rb") as f:
@@ -571,11 +576,7 @@ def _compacted(daemon, most: float = 900.0) -> None:
 
 
 def ingest_vm(grid: Grid, args, folder: Path) -> dict:
-    port = free_port()
-    proc = subprocess.Popen(["victoria-metrics", f"-storageDataPath={folder / 'vm'}",
-                             f"-httpListenAddr=127.0.0.1:{port}", "-retentionPeriod=100y", "-search.latencyOffset=0s",
-                             "-loggerLevel=ERROR"])
-    base = f"http://127.0.0.1:{port}"
+    proc, port, base = start_vm(folder)
     try:
         wait_http(f"{base}/health")
         with Sampled(proc.pid) as sampled:

@@ -1,5 +1,6 @@
 """Made-up task records of app `lu` and their insertion into a store, for the causal job's tests: the
-duration follows instructions and cache misses, or (broken) also the size n directly.
+duration follows instructions and cache misses, or (broken) also the size n directly; and of app `mw`,
+whose tasks wait for a CPU.
 
 Import as `from task_rows import ...` (tests/ is on pytest's pythonpath).
 """
@@ -28,6 +29,24 @@ def lu_tasks(seed, start, count, broken=False):
         "duration": duration, "cpu_seconds": duration * rng.uniform(0.85, 0.95, count),
         "params": [json.dumps({"n": int(a), "dtype": b}) for a, b in zip(n, dtype)],
         "counters": [json.dumps({"instructions": a, "l2_misses": b}) for a, b in zip(instructions, misses)],
+    })
+
+
+def waiting_tasks(seed, start, count, wait_per_cpu=0.4, task_clock=True):
+    """Tasks of app `mw` on node-1, one a second, whose CPU time is set by their size and whose time is
+    that plus time waited for a CPU; `task_clock`: with a task-clock counter beside the wait."""
+    rng = np.random.default_rng(seed)
+    size = rng.choice([1, 3], count)
+    cpu = 0.05 * size * rng.uniform(0.8, 1.2, count)
+    wait = cpu * wait_per_cpu * rng.exponential(1.0, count)
+    counters = [{"cpu_wait_seconds": w, **({"task_clock_seconds": c * 1.01} if task_clock else {})}
+                for w, c in zip(wait, cpu)]
+    return pd.DataFrame({
+        "node": "node-1", "boot": "b1", "seq": np.arange(start, start + count), "app": "mw",
+        "task_id": [f"t{i}" for i in range(start, start + count)], "t_start": 1000.0 + np.arange(start, start + count),
+        "duration": cpu + wait + rng.normal(0, 1e-3, count), "cpu_seconds": cpu,
+        "params": [json.dumps({"size": int(s)}) for s in size],
+        "counters": [json.dumps(c) for c in counters],
     })
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from support import StoreVerbs
-from task_rows import ingest_tasks
+from task_rows import ingest_tasks, waiting_tasks
 
 from causewatch import wire
 from causewatch.analytics.causal import CausalModel
@@ -34,20 +34,6 @@ def store(tmp_path):
     s = Store(str(tmp_path / "cw.duckdb"))
     yield s
     s.close()
-
-
-def _waiting_tasks(seed, start, count, wait_per_cpu):
-    """Tasks of app mw on node-1, one a second: CPU time set by their size, the rest waited for a CPU."""
-    rng = np.random.default_rng(seed)
-    size = rng.choice([1, 3], count)
-    cpu = 0.05 * size * rng.uniform(0.8, 1.2, count)
-    wait = cpu * wait_per_cpu * rng.exponential(1.0, count)
-    return pd.DataFrame({
-        "node": "node-1", "boot": "b1", "seq": np.arange(start, start + count), "app": "mw",
-        "task_id": [f"t{i}" for i in range(start, start + count)], "t_start": 1000.0 + np.arange(start, start + count),
-        "duration": cpu + wait + rng.normal(0, 1e-3, count), "cpu_seconds": cpu,
-        "params": [json.dumps({"size": int(s)}) for s in size],
-        "counters": [json.dumps({"cpu_wait_seconds": w}) for w in wait]})
 
 
 def _node_samples(store, node: str, runnable, processes=lambda t: {}, seed: int = 0) -> None:
@@ -84,14 +70,14 @@ def _run(store, planted: dict, clock=time.time, batches=range(7)):
         _node_samples(store, node, runnable, processes, seed=k)
     ctx = JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
     job = CausalJob(min_rows=50, min_new=40, max_rows=1000, interval=10.0, quiet_intervals=10 ** 6, clock=clock)
-    ingest_tasks(store, _waiting_tasks(0, 0, 300, 0.4))
+    ingest_tasks(store, waiting_tasks(0, 0, 300, 0.4, task_clock=False))
     job.run(ctx)
     first = store.cursor().execute("SELECT model_id FROM models").fetchone()[0]
     store.run(lambda con: set_baseline(con, "app:mw", first, how="pinned", now=time.time()))
     seq, seen = 300, []
     for i in batches:
         wait = 1.6 if 3 <= i < 6 else 0.4
-        ingest_tasks(store, _waiting_tasks(10 + i, seq, 46, wait))
+        ingest_tasks(store, waiting_tasks(10 + i, seq, 46, wait, task_clock=False))
         seq += 46
         job.run(ctx)
         rows = store.cursor().execute("SELECT evidence FROM anomalies WHERE kind = 'mechanism_changed' "

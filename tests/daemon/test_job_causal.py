@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from task_rows import ingest_tasks as _ingest
 from task_rows import lu_tasks as _tasks
+from task_rows import waiting_tasks
 
 from causewatch.analytics.causal.features import name_task_columns
 from causewatch.cli import main
@@ -292,19 +293,6 @@ def test_a_baseline_is_learnt_from_at_least_baseline_rows(store, capsys):
     assert model_record(cur, "app:lu")["baseline_waits_for"] is None
 
 
-def _waiting_tasks(seed, start, count, wait_per_cpu=0.4):
-    """Tasks whose CPU time is set by their size and whose time is that plus time waited for a CPU."""
-    rng = np.random.default_rng(seed)
-    size = rng.choice([1, 3], count)
-    cpu = 0.05 * size * rng.uniform(0.8, 1.2, count)
-    wait = cpu * wait_per_cpu * rng.exponential(1.0, count)
-    return pd.DataFrame({
-        "node": "node-1", "boot": "b1", "seq": np.arange(start, start + count), "app": "mw",
-        "task_id": [f"t{i}" for i in range(start, start + count)], "t_start": 1000.0 + np.arange(start, start + count),
-        "duration": cpu + wait + rng.normal(0, 1e-3, count), "cpu_seconds": cpu,
-        "params": [json.dumps({"size": int(s)}) for s in size],
-        "counters": [json.dumps({"cpu_wait_seconds": w, "task_clock_seconds": c * 1.01}) for w, c in zip(wait, cpu)],
-    })
 
 
 def test_a_pinned_baseline_s_own_tasks_show_a_mechanism_change_and_its_end(store):
@@ -315,13 +303,13 @@ def test_a_pinned_baseline_s_own_tasks_show_a_mechanism_change_and_its_end(store
     ctx = _ctx(store)
     job = CausalJob(min_rows=50, min_new=40, max_rows=1000)
     cur = store.cursor()
-    _ingest(store, _waiting_tasks(0, 0, 300))
+    _ingest(store, waiting_tasks(0, 0, 300))
     job.run(ctx)
     first = cur.execute("SELECT model_id FROM models WHERE scope = 'app:mw'").fetchone()[0]
     store.run(lambda con: set_baseline(con, "app:mw", first, how="pinned", now=time.time()))
     seq = 300
     for i, wait_per_cpu in enumerate([0.4] * 3 + [1.6] * 3 + [0.4] * 4):
-        _ingest(store, _waiting_tasks(10 + i, seq, 46, wait_per_cpu))
+        _ingest(store, waiting_tasks(10 + i, seq, 46, wait_per_cpu))
         seq += 46
         job.run(ctx)
         raised = cur.execute("SELECT count(*) FROM anomalies WHERE kind = 'mechanism_changed'").fetchone()[0]
@@ -415,13 +403,13 @@ def test_an_app_without_tasks_for_its_quiet_intervals_has_its_anomalies_resolved
                "evidence": {"rows": 40}} for app in ("lu", "mw")]
     store.run(lambda con: record_anomalies(con, raised=raised, updated=[], resolved=[], now=900.0))
     _ingest(store, _tasks(0, 0, 10), received=1000.0)   # too few to learn from: tasks seen all the same
-    _ingest(store, _waiting_tasks(0, 100, 10), received=1000.0)
+    _ingest(store, waiting_tasks(0, 100, 10), received=1000.0)
     now = [1100.0]
     job = CausalJob(interval=60.0, clock=lambda: now[0])   # quiet_intervals: 3 by default
     ctx = _ctx(store)
     job.run(ctx)
     assert ctx.exporter.exposition().count(b"causewatch_dependency_anomaly{") == 2
-    _ingest(store, _waiting_tasks(1, 110, 10), received=1150.0)
+    _ingest(store, waiting_tasks(1, 110, 10), received=1150.0)
     now[0] = 1200.0   # lu's newest task is 200 s old, more than 3 x 60 s; mw's 50 s
     job.run(ctx)
     rows = store.cursor().execute("SELECT scope, resolved, evidence FROM anomalies ORDER BY scope").fetchall()
