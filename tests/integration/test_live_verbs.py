@@ -127,7 +127,8 @@ def test_every_verb_gives_the_same_answer_live_and_from_the_stopped_store(tmp_pa
     assert query and bottlenecks and phases["intervals"] == 12 and tasks["edges"] and samples["edges"]
     assert rank["nodes"][0]["node"] == "n1" and nodes[0]["hostname"] == "h1" and model["edges"] and history
     assert [(r["node"], r["kit"], r["state"]) for r in status] == [("n1", "k1", "done")]
-    assert [c["unit"] for c in diagnose["causes"]] == ["n1"]
+    # a unit per node and per node and scope the store has samples of: the node, the service it ran
+    assert sorted(c["unit"] for c in diagnose["causes"]) == ["n1", "n1/service:a.service"]
 
 
 def test_kits_and_baselines_go_through_the_daemon_that_holds_the_store(tmp_path, capsys):
