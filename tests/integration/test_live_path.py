@@ -64,5 +64,9 @@ def test_a_baseline_forms_alone_then_a_hog_opens_an_anomaly_that_resolves_after(
           + f" (at the opening: {first['evidence'].get('cause')})")
     assert hog.started <= opened <= hog.stopped                      # opened while the hog ran
     assert resolved is not None and resolved - story.origin >= hog.stopped, story.short   # resolved after
-    # the culprit named: the hog's processes, as the agent watching the workload reports its busiest neighbours
-    assert causes.by_the_hog(first, story), (hog.unit(causes.WATCHED), ranked)
+    # the culprit named: the hog's processes, as the agent watching the workload reports its busiest
+    # neighbours, first of the units beside the app (on a clean clone's run the app's own cpu_wait_seconds,
+    # 1.77, once came before it, 1.67: docs/perf-log.md, "Anomaly causes ranked live")
+    beside = [c for c in ranked if c["unit"].startswith(("process ", "node "))]
+    assert beside and beside[0]["unit"] == hog.unit(causes.WATCHED) and beside[0]["score"] >= 1, \
+        (hog.unit(causes.WATCHED), ranked)
