@@ -68,5 +68,6 @@ def test_a_baseline_forms_alone_then_a_hog_opens_an_anomaly_that_resolves_after(
     # neighbours, first of the units beside the app (on a clean clone's run the app's own cpu_wait_seconds,
     # 1.77, once came before it, 1.67: docs/perf-log.md, "Anomaly causes ranked live")
     beside = [c for c in ranked if c["unit"].startswith(("process ", "node "))]
-    assert beside and beside[0]["unit"] == hog.unit(causes.WATCHED) and beside[0]["score"] >= 1, \
-        (hog.unit(causes.WATCHED), ranked)
+    # or, where the agent's look at its neighbours missed the hog, that node's other processes' CPU
+    culprits = (hog.unit(causes.WATCHED), f"node {causes.WATCHED}: other processes' CPU")
+    assert beside and beside[0]["unit"] in culprits and beside[0]["score"] >= 1, (culprits, ranked)
