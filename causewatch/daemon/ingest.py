@@ -49,7 +49,7 @@ RECEIVE_AT_ONCE = 256
 QUIET_GAPS, ARRIVALS_KEPT = 8.0, 33
 # While the writer gathers several agents' frames, the IO thread sleeps this long after each drain of the
 # ROUTER (seconds): the acks wait at most this more, and a wake reads the frames of a tick, not one or
-# two (a wake's cost is mostly cold caches: 16-22 us a frame's decode at 12 a wake, 35-44 at 2.6).
+# two, as a wake's cost is mostly cold caches (docs/perf-log.md, "Group commit (`commit_delay`), 2026-12-02").
 RECEIVE_TICK = 0.1
 
 

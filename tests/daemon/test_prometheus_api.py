@@ -10,26 +10,19 @@ import urllib.parse
 from wsgiref.util import setup_testing_defaults
 
 import pytest
+from range_store import T0, hot_and_lake_store
 
 from causewatch.daemon import cluster, remote, routes, store, verbs
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.httpapi import Api
 from causewatch.daemon.worker import Host
 
-T0 = 1_700_000_000_000
 END = T0 / 1000 + 550
 
 
 def _store(path, nodes=("n0", "n1", "n2")) -> store.Store:
-    """Two metrics of each node, 600 s of samples a second (value k + 1000 * the metric's number), the first
-    300 s in the lake."""
-    s = store.Store(str(path))
-    s.con.execute("INSERT INTO series SELECT row_number() OVER (ORDER BY n, m), n, 'node', 'm' || m "
-                  "FROM unnest(?) a(n), range(2) b(m)", [list(nodes)])
-    s.con.execute(f"INSERT INTO samples_hot SELECT series_id, {T0} + k * 1000, k + 1000 * metric[2:]::INTEGER "
-                  "FROM series, range(600) t(k)")
-    s.run(functools.partial(store.lake.compact, lake=str(s.lake), cutoff_ms=T0 + 300_000))
-    return s
+    """Each sample's value k + 1000 * the metric's number."""
+    return hot_and_lake_store(path, nodes, value_sql="k + 1000 * metric[2:]::INTEGER")
 
 
 @pytest.fixture(scope="module")

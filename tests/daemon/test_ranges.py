@@ -2,29 +2,23 @@
 equals pandas' over the same rows, a cluster's join of shards' partials equals the whole store's answer,
 and bad questions are refused naming what was wrong, in Prometheus' shape for its endpoint."""
 
-import functools
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
+from range_store import T0, hot_and_lake_store
 
 from causewatch.daemon import cluster, rangeq, readers, routes, store, verbs
 
-T0 = 1_700_000_000_000
 START, END, STEP = T0 / 1000 + 100.5, T0 / 1000 + 550, 60
 KEYS = ["node", "scope", "metric"]
 
 
 def _store(path, nodes=("n0", "n1", "n2")) -> store.Store:
-    """Two metrics of each node, 600 s of jittered samples, the first 300 s moved to the lake."""
-    s = store.Store(str(path))
-    s.con.execute("INSERT INTO series SELECT row_number() OVER (ORDER BY n, m), n, 'node', 'm' || m "
-                  "FROM unnest(?) a(n), range(2) b(m)", [list(nodes)])
-    s.con.execute(f"INSERT INTO samples_hot SELECT series_id, {T0} + k * 1000 + (hash(node, metric, k) % 700), "
-                  "(hash(k, node, metric) % 1000) / 10.0 FROM series, range(600) t(k)")
-    s.run(functools.partial(store.lake.compact, lake=str(s.lake), cutoff_ms=T0 + 300_000))
-    return s
+    """Jittered samples."""
+    return hot_and_lake_store(path, nodes, ts_sql="hash(node, metric, k) % 700",
+                              value_sql="(hash(k, node, metric) % 1000) / 10.0")
 
 
 @pytest.fixture(scope="module")
