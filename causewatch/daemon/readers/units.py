@@ -25,6 +25,7 @@ PRESSURE = {"cpu_waiting": "unit_pressure_cpu_waiting_seconds_total",
             "memory_stalled": "unit_pressure_memory_stalled_seconds_total",
             "io_waiting": "unit_pressure_io_waiting_seconds_total",
             "io_stalled": "unit_pressure_io_stalled_seconds_total"}
+PERF = "unit_perf_"   # a unit's perf events in cgroup mode: unit_perf_EVENT_total and its _running_ratio
 _METRICS = (*FIGURES.values(), *PRESSURE.values(), "unit_memory_bytes")
 _COLUMNS = ("node, unit, kind, job_id, step, parent, uid, user, job_name, started, ended, cpus, cpuset, memory_bytes, "
             "gpus, source, counted, totals, extra")
@@ -58,11 +59,11 @@ def newest(con: Cursor, rows: list[dict]) -> dict[tuple[str, str], dict[str, flo
     highest memory sampled and `counted_from` "samples", or, once retention deleted them, the same of
     the summary it kept ("summary"); in two queries for all of them."""
     scopes = [r["unit"] for r in rows]
-    now, kept = store_units.sampled(con, scopes, _METRICS), store_units.summaries(con, scopes)
+    now, kept = store_units.sampled(con, scopes), store_units.summaries(con, scopes)
     out: dict[tuple[str, str], dict[str, float]] = {}
     for key in {*now, *kept}:
         figures = store_units.merged(kept.get(key, {}), now.get(key, {}))
-        values = out[key] = {m: v for m, (v, _) in figures.items() if m in _METRICS}
+        values = out[key] = {m: v for m, (v, _) in figures.items() if m in _METRICS or m.startswith(PERF)}
         if "unit_memory_bytes" in figures:
             values["unit_memory_bytes_high"] = figures["unit_memory_bytes"][1]
         values["counted_from"] = "samples" if key in now else "summary"
@@ -85,9 +86,17 @@ def figures(row: dict, sampled: dict[str, float], now: float) -> dict:
         out["memory_peak_bytes"] = sampled.get("unit_memory_bytes_high")
     out["cpu_efficiency"] = _ratio(out["cpu_seconds"], (row["cpus"] or 0) * elapsed)
     out["memory_efficiency"] = _ratio(out["memory_peak_bytes"], row["memory_bytes"])
+    out["counters"] = perf_counters(values)
     out["pressure"] = {name: {"seconds": values.get(metric), "share": _ratio(values.get(metric), elapsed)}
                        for name, metric in PRESSURE.items() if values.get(metric) is not None}
     return out
+
+
+def perf_counters(values: dict) -> dict:
+    """{event: {count, running_ratio}} of a unit's perf events (the ratio: the share of its time counted)."""
+    events = [m[len(PERF):-len("_total")] for m in values if m.startswith(PERF) and m.endswith("_total")]
+    return {e: {"count": values[f"{PERF}{e}_total"], "running_ratio": values.get(f"{PERF}{e}_running_ratio")}
+            for e in sorted(events)}
 
 
 def listing(con: Cursor, kind: str, users, nodes, state: str, since: float | None, limit: int | None) -> list[dict]:
@@ -105,11 +114,13 @@ def listing(con: Cursor, kind: str, users, nodes, state: str, since: float | Non
     return out
 
 
-def anomalies_during(con: Cursor, start: float, end: float) -> list[dict]:
-    """The dependency anomalies open at some time between `start` and `end`."""
+def anomalies_during(con: Cursor, job_id: str, start: float, end: float) -> list[dict]:
+    """The dependency anomalies of the job's own scopes (its tasks' as the causal job learnt them), then
+    those of every scope not a job's open at some time between `start` and `end`."""
     return shared.records(con.execute(
         "SELECT anomaly_id, scope, kind, src, dst, opened, resolved, score, threshold FROM anomalies "
-        "WHERE opened <= ? AND coalesce(resolved, ?) >= ? ORDER BY opened", [end, end, start]))
+        "WHERE ends_with(scope, ?) OR scope NOT LIKE '%@job:%' AND opened <= ? AND coalesce(resolved, ?) >= ? "
+        "ORDER BY NOT ends_with(scope, ?), opened", [f"@job:{job_id}", end, end, start, f"@job:{job_id}"]))
 
 
 def report(con: Cursor, job_id: str, nodes=None) -> list[dict]:
@@ -128,5 +139,5 @@ def report(con: Cursor, job_id: str, nodes=None) -> list[dict]:
                                   if k in ("state", "elapsed_seconds", "cpu_seconds", "memory_peak_bytes",
                                            "counted_from")}}
                               for s in mine],
-                    "anomalies": anomalies_during(con, r["started"], r["ended"] or now)})
+                    "anomalies": anomalies_during(con, job_id, r["started"], r["ended"] or now)})
     return out
