@@ -55,12 +55,14 @@ def ingest_tasks(store, df, received=None):
     received at `received` (default: now)."""
     if "bbv" not in df:
         df = df.assign(bbv=None)
+    if "extra" not in df:
+        df = df.assign(extra=None)
 
     def write(con):
         con.register("t", df)
         con.execute("INSERT INTO tasks (node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
-                    "counters, bbv) SELECT node, boot, seq, app, task_id, t_start, duration, cpu_seconds, params, "
-                    "counters, bbv FROM t")
+                    "counters, bbv, extra) SELECT node, boot, seq, app, task_id, t_start, duration, cpu_seconds, "
+                    "params, counters, bbv, extra FROM t")
         con.execute("INSERT INTO ingest_log SELECT node, boot, seq, 'task', t_start, ? FROM t",
                     [time.time() if received is None else received])
         con.unregister("t")

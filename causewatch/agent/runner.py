@@ -409,12 +409,24 @@ class Agent:
             self.refused += 1
             log.warning("refused a record from an instrumented program: %s: %s", type(e).__name__, e)
             return False
+        body = self.tagged(body)
         self.sender.send(kind, body)
         if body.get("bbv"):   # the Python-level phase vector also joins the phase stream
             self.sender.send("bbv", {"target": f"app:{body['app']}", "kind": "python", "start": body["start"],
                                      "end": body["start"] + body["duration"], "vector": body["bbv"]})
         self.relayed += 1
         return True
+
+
+    def tagged(self, body: dict) -> dict:
+        """A task or region record with the unit (and Slurm job) its process runs in, in its extra: the
+        daemon learns and judges a job's tasks as a scope of their own. A record that names its unit keeps it."""
+        extra = body.get("extra") or {}
+        pid = extra.get("pid")
+        if self.units is None or not isinstance(pid, int) or "unit" in extra:
+            return body
+        tag = self.units.unit_of(pid)
+        return {**body, "extra": {**extra, **tag}} if tag else body
 
 
 MAX_REASON = 2000   # characters of a failed probe's reason sent to the daemon

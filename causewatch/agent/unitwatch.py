@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from causewatch.agent import cgroups, slurm, units
+from causewatch.agent import cgroups, slurm, unit_perf, units
 
 log = logging.getLogger(__name__)
 PARTS = ("cpu", "memory", "memory_events", "io", "pressure")
+MAX_TAGGED = 4096        # processes whose unit is kept between two changes of the units
 ENRICH_TICKS = 10        # ticks a job's owner and allocation are looked for when its first look found none
 # ends go children first, starts parents first: a step never outlives its job in the records' order
 _DEPTH = {"job": 0, "pod": 0, "service": 0, "step": 1, "container": 1}
@@ -33,6 +34,7 @@ class Running:
     """A unit being followed: its record as last sent, how it is counted, its newest counters."""
     record: dict
     counter: object | None = None          # CgroupCounter, StepCounter, or None (a job summed from its steps)
+    perf: unit_perf.UnitPerf | None = None   # its cgroup's perf events
     stepd: int | None = None
     row: dict = field(default_factory=dict)
     ended_steps: dict = field(default_factory=dict)   # a proc-found job's ended steps' totals, by name
@@ -40,6 +42,11 @@ class Running:
     tries: int = 0
     restored: bool = False     # from the state file: its start was sent by an earlier run of the agent
     asked: bool = False        # scontrol was asked about the job
+
+
+def _tag(name: str, record: dict) -> dict:
+    """What a task record of a process in this unit is tagged with."""
+    return {"unit": name, **({"job_id": record["job_id"]} if record.get("job_id") else {})}
 
 
 def slurm_installed() -> bool:
@@ -79,10 +86,15 @@ class UnitWatch:
         self._restored: dict[str, dict] = {}
         self._failed: set[str] = set()   # reasons a tick failed, each logged once
         self._stats: dict[int, tuple] = {}   # this tick's /proc/PID/stat of every process, while steps are found there
+        # cgroup folder -> {unit, job_id} of the running units: replaced whole at a change, read by the relay
+        self._by_cgroup: dict[str, dict] = {}
+        self._mount: str | None = None   # where the cgroup v2 hierarchy is mounted (open finds it)
+        self._tags: tuple[dict, dict[int, dict]] = ({}, {})   # (the map it was read from, pid -> tag)
 
     def open(self) -> dict[str, str]:
         """What the units are found by here, "ok" or why not (hello's counters); the state file read."""
         self._restored = self._load()
+        self._mount = cgroups.find_root(os.path.join(self.proc, "self/mounts"))
         cgroup = "ok" if self.root and os.path.isdir(self.root) else (
             f"{self.root}: no such folder" if self.root else "no cgroup v2 hierarchy mounted (/proc/self/mounts)")
         procs = "ok" if self.slurm_procs else "off (no slurmstepd on this node)"
@@ -125,7 +137,34 @@ class UnitWatch:
         records += self._enrich_later(set(new))
         if records:
             self._save()
+            self._by_cgroup = {run.record["cgroup"]: _tag(name, run.record) for name, run in self.running.items()
+                               if run.record.get("cgroup")}
         return records, rows
+
+    def unit_of(self, pid: int) -> dict:
+        """{unit, job_id} of the unit process `pid` runs in, the deepest (a step before its job): by its
+        cgroup among the running units', else by its Slurm job's environment; {} when none. Safe beside
+        `tick` on another thread (it reads the map a tick replaces whole); a process's answer is kept until
+        the units change."""
+        by_cgroup = self._by_cgroup
+        seen, tags = self._tags
+        if seen is not by_cgroup or len(tags) > MAX_TAGGED:
+            tags = {}
+            self._tags = (by_cgroup, tags)
+        if pid not in tags:
+            tags[pid] = self._find_unit(pid, by_cgroup)
+        return tags[pid]
+
+    def _find_unit(self, pid: int, by_cgroup: dict[str, dict]) -> dict:
+        path = cgroups.cgroup_of(pid, self.proc)
+        if path is not None and self._mount:   # the path is the hierarchy's, which `root` may lie below
+            folder = os.path.join(self._mount, path.lstrip("/")).rstrip("/")
+            while len(folder) > len(self._mount):
+                if folder in by_cgroup:
+                    return by_cgroup[folder]
+                folder = os.path.dirname(folder)
+        job = slurm.environ(pid, self.proc).get("SLURM_JOB_ID")
+        return {"unit": f"job:{job}", "job_id": job} if job else {}
 
     def _procs_found(self, found: dict[str, units.Found]) -> dict[int, tuple]:
         """Slurm steps as slurmstepd processes, and their jobs, added to `found`; every process's stat."""
@@ -162,6 +201,8 @@ class UnitWatch:
         run = Running(record, stepd=f.extra.get("stepd"), restored=restored is not None)
         if f.path:
             run.counter = cgroups.CgroupCounter(f.path)
+            run.perf = unit_perf.UnitPerf(f.path, proc=self.proc)
+            run.perf.open()
         elif f.kind == "step":
             run.counter = slurm.StepCounter(run.stepd, self.proc)
         if run.stepd is not None and not restored:   # found by a slurmstepd: it started when that did
@@ -180,6 +221,8 @@ class UnitWatch:
 
     def _end(self, name: str, now: float) -> dict:
         run = self.running.pop(name)
+        if run.perf is not None:
+            run.perf.close()
         parent = self.running.get(run.record.get("parent") or "")
         if parent is not None and parent.counter is None:   # a proc-found job keeps its ended steps' totals
             parent.ended_steps[name] = run.row
@@ -195,6 +238,8 @@ class UnitWatch:
                 run.row = run.counter.collect(stats)
             elif run.counter is not None:
                 run.row = run.counter.collect()
+                if run.perf is not None:
+                    run.row.update(run.perf.collect())
             else:
                 continue
             rows[name] = run.row
@@ -216,12 +261,16 @@ class UnitWatch:
         return out
 
     def _counted(self, run: Running) -> dict[str, str]:
-        """{part: "ok" or why it is not counted} of a unit's counters after their first reading."""
+        """{part: "ok" or why it is not counted} of a unit's counters after their first reading, each perf
+        event's as `perf.EVENT`."""
         if run.counter is None:
-            return {part: "ok" if part in ("cpu", "memory", "io") else "no cgroup: summed from its steps' processes"
-                    for part in PARTS}
+            return {**{part: "ok" if part in ("cpu", "memory", "io") else "no cgroup: summed from its steps' processes"
+                       for part in PARTS}, "perf": f"{unit_perf.NO_CGROUP} (found by its processes)"}
         missing = getattr(run.counter, "unavailable", {})
-        return {part: missing.get(part, "ok") for part in PARTS}
+        events = run.perf.availability if run.perf is not None else {}
+        perf = ({f"perf.{k}": v for k, v in events.items()} if events else
+                {"perf": f"{unit_perf.NO_CGROUP} (found by its processes)"})
+        return {**{part: missing.get(part, "ok") for part in PARTS}, **perf}
 
     # ---- who and what: owner, name, allocation ----
     def _describe(self, run: Running) -> None:

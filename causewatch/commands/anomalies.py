@@ -16,11 +16,13 @@ from causewatch.daemon import verbs
 EPILOG = """examples:
   causewatch anomalies                 # open ones
   causewatch anomalies --all --scope app:lu --json
+  causewatch anomalies --all --scope job:42    # those of every scope of Slurm job 42's tasks
 """
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--scope", help="only this scope, e.g. app:lu")
+    parser.add_argument("--scope", help="only this scope, e.g. app:lu or app:lu@job:42; job:42: every "
+                        "scope of that Slurm job's tasks")
     parser.add_argument("--all", action="store_true", help="resolved ones too (newest first)")
     parser.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
     add_source_arguments(parser)
@@ -37,12 +39,12 @@ def run(args) -> int:
         print("no open anomalies" if not args.all else "no anomalies")
         return 0
     now = time.time()
-    print(f"{'id':>4} {'scope':<14} {'kind':<17} {'dependency':<30} {'score':>7} {'threshold':>9}  "
+    print(f"{'id':>4} {'scope':<20} {'kind':<17} {'dependency':<30} {'score':>7} {'threshold':>9}  "
           f"{'state':<12} first cause")
     for a in found:
         state = f"open {now - a['opened']:.0f} s" if a["resolved"] is None else "resolved"
         dependency = f"{a['src']} -> {a['dst']}"
-        print(f"{a['anomaly_id']:>4} {a['scope']:<14.14} {a['kind']:<17} {dependency:<30.30} {a['score']:>7.3f} "
+        print(f"{a['anomaly_id']:>4} {a['scope']:<20.20} {a['kind']:<17} {dependency:<30.30} {a['score']:>7.3f} "
               f"{a['threshold']:>9.3f}  {state:<12} {first_cause(a['evidence'])}")
     return 0
 

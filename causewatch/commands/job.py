@@ -49,6 +49,9 @@ def lines(r: dict) -> list[str]:
            f"written {_number(r['io_written_bytes'], ' MiB', 2**20)}"]
     for name, p in r["pressure"].items():
         out.append(f"  pressure       {name.replace('_', ' ')}: {_number(p['seconds'], ' s')} ({_share(p['share'])})")
+    for name, c in r.get("counters", {}).items():
+        out.append(f"  perf           {name.replace('_', ' ')}: {c['count']:.6g} (counted {_share(c['running_ratio'])} "
+                   "of the time)")
     missing = {part: why for part, why in r["counted"].items() if why != "ok"}
     out += [f"  not counted    {part}: {why}" for part, why in missing.items()]
     out += [f"  step {s['step']:<9} {s['state']:<9} {s['elapsed_seconds']:.0f} s, cpu {_number(s['cpu_seconds'], ' s')}"

@@ -24,7 +24,8 @@ EPILOG = """examples:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--scope", help="whose model, e.g. app:lu (needed when the daemon has several)")
+    parser.add_argument("--scope", help="whose model, e.g. app:lu, or app:lu@job:42 (one Slurm job's "
+                        "tasks; with --history, job:42: every scope of that job) (needed when the daemon has several)")
     parser.add_argument("--model-id", type=int, metavar="N", help="this version instead of the newest")
     parser.add_argument("--history", action="store_true", help="list the versions instead")
     parser.add_argument("--pin", type=int, metavar="N", help="make version N the scope's baseline")

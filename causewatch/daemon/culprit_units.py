@@ -134,12 +134,13 @@ class _Columns:
 
 
 def read(cur, scope: str, model, windows: Windows) -> Table:
-    """The units of app `scope` around an anomaly of its baseline `model` (a CausalModel), from the store."""
-    app, lo, hi = scope.removeprefix("app:"), windows.baseline[0], windows.incident[1]
+    """The units of app `scope` (or of its tasks in one Slurm job) around an anomaly of its baseline `model`
+    (a CausalModel), from the store."""
+    (app, job), lo, hi = readers.tasks.app_and_job(scope), windows.baseline[0], windows.incident[1]
     got = _Columns()
-    variables = _task_units(cur, app, model, windows, got)
+    variables = _task_units(cur, app, job, model, windows, got)
     regions = _region_units(cur, app, windows, got)
-    cpu = readers.tasks.task_cpu(cur, app, lo, hi)
+    cpu = readers.tasks.task_cpu(cur, app, lo, hi, job=job)
     cpu = cpu.assign(row=windows.rows(cpu["t_start"])).dropna(subset=["row"])
     nodes = sorted(set(cpu.loc[cpu["row"] >= 0, "node"]))
     others = [n for n in readers.samples.sampled_nodes(cur) if n not in nodes][:MAX_OTHER_NODES]
@@ -162,10 +163,10 @@ def read(cur, scope: str, model, windows: Windows) -> Table:
                  sorted({(a, b) for a, b in edges if a in known and b in known}), nodes, app_units)
 
 
-def _task_units(cur, app: str, model, windows: Windows, got: _Columns) -> list[str]:
+def _task_units(cur, app: str, job: str | None, model, windows: Windows, got: _Columns) -> list[str]:
     """The model's numeric variables, each its unit: the median in each row of the tasks started in it,
     each task's value at the baseline's typical causes (`at_typical_causes`)."""
-    df, params, counters = readers.tasks.task_df(cur, app, started=(windows.baseline[0], windows.incident[1]))
+    df, params, counters = readers.tasks.task_df(cur, app, started=(windows.baseline[0], windows.incident[1]), job=job)
     if df.empty:
         return []
     df, _ = features.name_task_columns(df, params, counters)

@@ -1,5 +1,7 @@
 """Daemon analysis job: per app, a causal model of task parameters, counters, duration and code phase,
-re-learnt incrementally (PCLearner.partial_fit), and dependency anomalies against a baseline model.
+re-learnt incrementally (PCLearner.partial_fit), and dependency anomalies against a baseline model; the
+same per Slurm job an app's tasks ran in (scope `app:NAME@job:ID`, from the job id the agent tagged them
+with), learnt from that job's tasks alone, let go once the job sent none for quiet_intervals intervals.
 
 Stores a `models` row with its `edges` per version; the baseline of a scope is chosen by the
 majority rule of analytics.causal.baseline among the versions learnt from baseline_rows rows at least
@@ -155,16 +157,17 @@ class CausalJob(Job):
         # where `learn` runs: here, or on a Dask cluster (daemon/compute.py); the rest of the job stays here
         self.compute = LocalCompute() if compute is None else compute
         self.scopes: dict[str, _Scope] = {}
+        self.ended: set[str] = set()   # the scopes of jobs that ended: never learnt again
 
     def run(self, ctx: JobContext) -> None:
         read_at = self.clock()
         with ctx.read() as cur:
-            fresh = {app: readers.tasks.task_df(cur, app, self.scopes.get(f"app:{app}", _Scope()).received or None)
-                     for app in readers.tasks.task_apps(cur)}
+            fresh = {scope: readers.tasks.task_df(cur, app, self.scopes.get(scope, _Scope()).received or None, job=job)
+                     for scope, (app, job) in self._scopes_now(cur, read_at).items()}
             if not self.scopes:   # a restarted daemon exports the open anomalies at once, not at the next
                 self._reload_open(cur)   # model update: a gap would resolve and re-page their alerts
-        planned = [(f"app:{app}", plan) for app, (df, params, counters) in fresh.items()
-                   if (plan := self._plan(f"app:{app}", *features.name_task_columns(df, params, counters)))]
+        planned = [(scope, plan) for scope, (df, params, counters) in fresh.items()
+                   if (plan := self._plan(scope, *features.name_task_columns(df, params, counters)))]
         # every due scope's learn handed over at once: on a cluster they run side by side; a learn that
         # failed costs its scope this run, not the others theirs
         results = self.compute.map(learn, [args for _, (_, args) in planned])
@@ -172,10 +175,33 @@ class CausalJob(Job):
             if not isinstance(result, Exception):
                 self._apply(ctx, scope, df, args, result)
         self._resolve_quiet(ctx, read_at)
+        self._forget_ended_jobs(read_at)
         ctx.exporter.publish(self.name, self._families())
         failed = next((r for r in results if isinstance(r, Exception)), None)
         if failed is not None:
             raise failed
+
+    def _scopes_now(self, cur, read_at: float) -> dict[str, tuple[str, str | None]]:
+        """scope -> (app, Slurm job) of what this run reads: every app, each job followed, and each job
+        whose tasks came in the last quiet intervals (so a restarted daemon does not learn every ended job)."""
+        out: dict[str, tuple[str, str | None]] = {}
+        for app in readers.tasks.task_apps(cur):
+            out[readers.tasks.scope_of(app)] = (app, None)
+            st = self.scopes.get(readers.tasks.scope_of(app))
+            for job, received in readers.tasks.task_jobs(cur, app, st.received if st else None).items():
+                scope = readers.tasks.scope_of(app, job)
+                if scope not in self.ended and read_at - received <= self.quiet_intervals * self.interval:
+                    out[scope] = (app, job)
+        return {**{s: readers.tasks.app_and_job(s) for s in self.scopes}, **out}
+
+    def _forget_ended_jobs(self, read_at: float) -> None:
+        """A job's scope with nothing open whose job sent no task for quiet_intervals intervals is let go
+        (its models stay in the store; its state and its gauges go): jobs come and go by the thousand."""
+        quiet = self.quiet_intervals * self.interval
+        for scope in [s for s, st in self.scopes.items() if readers.tasks.JOB in s and not st.open
+                      and st.last_task is not None and read_at - st.last_task > quiet]:
+            del self.scopes[scope]
+            self.ended.add(scope)
 
     def _reload_open(self, cur) -> None:
         """Each scope's open anomalies as the store holds them (after a restart they go on where they were)."""
@@ -216,7 +242,7 @@ class CausalJob(Job):
         for scope, st in self.scopes.items():
             open_ += [({"scope": scope, "kind": k, "src": a, "dst": b, "evidence": st.evidence.get((k, a, b), ""),
                         "cause": st.cause.get((k, a, b), "")}, 1.0) for k, a, b in st.open or {}]
-            if st.learner is None:
+            if st.learner is None or readers.tasks.JOB in scope:   # a job's: its open anomalies alone
                 continue
             edges += [({"scope": scope, "src": e.src, "dst": e.dst}, e.strength) for e in st.learner.model_.edges()]
             if st.violations is not None:
@@ -344,8 +370,9 @@ class CausalJob(Job):
         """The baseline's variables on the tasks of its window, read back from the store (a pinned
         or reloaded baseline), code phases looked up in the tracker; None if some are missing (retention
         may have deleted them): mechanism changes are then not judged, and the log says so once."""
-        df, params, counters = readers.tasks.task_df(cur, scope.removeprefix("app:"),
-                                                     started=readers.models.model_window(cur, st.baseline_id))
+        app, job = readers.tasks.app_and_job(scope)
+        df, params, counters = readers.tasks.task_df(cur, app, started=readers.models.model_window(cur, st.baseline_id),
+                                                     job=job)
         df, _ = features.name_task_columns(df, params, counters)
         df = features.with_code_phase(df, st.tracker, seen_until=float("inf"))
         nodes = list(st.baseline.nodes)

@@ -63,7 +63,12 @@ _RATIOS = {
     "cache_miss_ratio": "Cache misses per cache reference over the agent's last interval (perf)",
     "branch_miss_ratio": "Branch misses per branch instruction over the agent's last interval (perf)",
 }
-HELP = {**_AGENT, **_PROCESS, **{f"{k}_total": v for k, v in _PERF.items()}, **_RATIOS, **unit_series.HELP}
+# a unit's perf events in cgroup mode (agent/unit_perf.py): its count, and the share of the unit's time counted
+_UNIT_PERF = {**{f"unit_perf_{k}_total": f"{v}, for the unit's cgroup" for k, v in _PERF.items()},
+              **{f"unit_perf_{k}_running_ratio": f"Share of the unit's time its {k} event was counted (the rest "
+                                                 "extrapolated: running / enabled time, over the CPUs)" for k in _PERF}}
+HELP = {**_AGENT, **_PROCESS, **{f"{k}_total": v for k, v in _PERF.items()}, **_RATIOS, **unit_series.HELP,
+        **_UNIT_PERF}
 _CUMULATIVE = frozenset(_PERF)
 _NOT_IN_NAMES = re.compile(r"[^a-zA-Z0-9_:]")
 

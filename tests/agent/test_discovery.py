@@ -261,6 +261,9 @@ def test_a_real_cgroup_subtree_is_found_counted_and_ended(subtree, tmp_path):
         assert sender.values(name, "unit_cpu_seconds_total")[-1] == measured
         assert end["end"] >= start["start"]
     assert [r["event"] for r in sender.records("job:42")] == ["start", "end"]
+    service = sender.records("service:fake.service")
+    assert service[0]["counted"]["perf.task_clock_seconds"] == "ok"   # perf in cgroup mode, per unit
+    assert service[1]["totals"]["unit_perf_task_clock_seconds_total"] == pytest.approx(own[SERVICE], rel=0.10)
     assert sender.records("step:42.0")[0]["parent"] == "job:42"
     assert sender.records(f"pod:{POD}")[0]["extra"]["pod_uid"] == POD
     memory = sender.records("service:fake.service")[0]["counted"]["memory"]
@@ -359,3 +362,50 @@ def test_a_failing_tick_sends_nothing_and_says_why_once(tmp_path, monkeypatch, c
     assert watch.tick() == ([], {}) and watch.tick() == ([], {})
     said = [r.getMessage() for r in caplog.records if "units failed" in r.getMessage()]
     assert said == ["following the node's units failed this tick (logged once): ZeroDivisionError: division by zero"]
+
+
+def test_an_instrumented_processs_tasks_are_tagged_with_its_unit_and_job(subtree, tmp_path):
+    """A process in a Slurm-like step's cgroup sends a task record: the agent relays it with the step and
+    its job in its extra (the daemon learns the job's tasks as a scope); one outside every unit goes as it came."""
+    import msgpack
+    child = subtree.spin(f"{STEP}/user/task_0", 0.0, 30.0)
+    cfg = AgentConfig(node="n", spool=str(tmp_path / "spool"), cgroup_root=str(subtree.root), daemon="tcp://127.0.0.1:9")
+    sender = Recorder()
+    agent = Agent(cfg, sender)
+    agent.units.slurm_procs = False
+    agent.open()
+    agent.sample_units(time.time())
+
+    def task(pid):
+        return msgpack.packb({"type": "task", "body": {"app": "lu", "task_id": f"t{pid}", "start": 1.0,
+                                                        "duration": 0.5, "extra": {"pid": pid, "thread": "main"}}})
+    assert agent.relay(task(child.pid)) and agent.relay(task(os.getpid()))
+    tasks = {b["task_id"]: b["extra"] for k, b in sender.sent if k == "task"}
+    assert tasks[f"t{child.pid}"] == {"pid": child.pid, "thread": "main", "unit": "step:42.0", "job_id": "42"}
+    outside = os.environ.get("SLURM_JOB_ID")
+    assert tasks[f"t{os.getpid()}"] == {"pid": os.getpid(), "thread": "main",
+                                        **({"unit": f"job:{outside}", "job_id": outside} if outside else {})}
+
+
+def test_a_units_perf_events_are_counted_in_cgroup_mode_each_with_its_duty_cycle(subtree, tmp_path):
+    """A busy process in a fake service's cgroup: its task-clock counted in cgroup mode, about the CPU the
+    cgroup's cpu.stat says, each event with a duty cycle in (0, 1]; an event the machine cannot count and a
+    folder in no cgroup hierarchy each say why, as hello does."""
+    from causewatch.agent import perf, unit_perf
+    child = subtree.spin(SERVICE, 0.6, 0.0)
+    folder = str(subtree.root / SERVICE)
+    counted = unit_perf.UnitPerf(folder, events=("task_clock_seconds", "context_switches", "cycles"))
+    why = counted.open()
+    assert why["task_clock_seconds"] == why["context_switches"] == "ok"
+    pmu = perf.CounterCollector("system", groups=(("cycles",),)).open()["cycles"]
+    assert why["cycles"] == "ok" if pmu == "ok" else why["cycles"].split(":")[0] == pmu.split(":")[0]
+    child.wait()
+    values, usage = counted.collect(), cgroups.CgroupCounter(folder).collect()
+    counted.close()
+    assert values["unit_perf_task_clock_seconds_total"] == pytest.approx(usage["unit_cpu_seconds_total"], rel=0.10)
+    assert 0 < values["unit_perf_task_clock_seconds_running_ratio"] <= 1.0
+    assert values["unit_perf_context_switches_total"] >= 1
+    nowhere = unit_perf.UnitPerf(str(tmp_path), events=("task_clock_seconds",)).open()
+    assert nowhere["task_clock_seconds"].startswith(f"{unit_perf.NO_CGROUP} (EBADF: {tmp_path} is in no perf_event")
+    gone = unit_perf.UnitPerf(str(tmp_path / "gone"), events=("task_clock_seconds",)).open()
+    assert gone["task_clock_seconds"] == f"{unit_perf.NO_CGROUP} (No such file or directory: {tmp_path / 'gone'})"

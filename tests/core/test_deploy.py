@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/prometheus/causewatch-alerts.yml"
 RULE_TESTS = ROOT / "deploy/prometheus/causewatch-alerts.test.yml"
 DASHBOARD = ROOT / "deploy/grafana/causewatch-dashboard.json"
+JOBS_BOARD = ROOT / "deploy/grafana/causewatch-jobs.json"
 ALERTMANAGER = ROOT / "deploy/alertmanager/alertmanager.yml"
 needs_amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool missing")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool missing")
@@ -61,7 +62,7 @@ def test_every_name_deploy_uses_passes_promtool_check_metrics():
     """Exposed as our code would (counters through prometheus_client, which adds _total), every name the
     rules and the dashboard use passes promtool's lint: base units, no _bits (it reads bits as data)."""
     registry = CollectorRegistry()
-    text = RULES.read_text() + DASHBOARD.read_text()
+    text = RULES.read_text() + DASHBOARD.read_text() + JOBS_BOARD.read_text()
     for name in sorted(set(re.findall(r"causewatch_[a-z_]+", text))):
         if name.endswith("_total"):
             Counter(name.removesuffix("_total"), "help", registry=registry).inc()
@@ -76,7 +77,7 @@ def test_every_name_deploy_uses_passes_promtool_check_metrics():
     assert bad.returncode != 0 and b"base unit" in bad.stdout + bad.stderr   # the lint does run
 
 
-@pytest.mark.parametrize("path", [RULES, DASHBOARD], ids=["rules", "dashboard"])
+@pytest.mark.parametrize("path", [RULES, DASHBOARD, JOBS_BOARD], ids=["rules", "dashboard", "jobs board"])
 def test_named_metrics_are_exported(path):
     source = "\n".join(p.read_text() for part in ("daemon", "agent")
                        for p in (ROOT / "causewatch" / part).glob("*.py"))
@@ -111,10 +112,54 @@ def test_dashboard_links_the_model_picture_of_the_chosen_scope():
     assert any("causewatch_unit_memory_bytes" in e and "causewatch_unit_memory_limit_bytes" in e for e in exprs)
 
 
+def test_the_jobs_board_repeats_a_row_per_job_over_series_the_exporter_has_with_their_labels():
+    """deploy/grafana/causewatch-jobs.json: a row per chosen running job (repeated over `job_id`), each of
+    its queries over series a real exporter shows for a running job, its steps and its anomalies, selected
+    only by labels those series carry; the job's series go when the job ends."""
+    import numpy as np
+
+    from causewatch.daemon.exporter import gauge_family
+    from causewatch.daemon.job_causal import ANOMALY_GAUGE
+    board = json.loads(JOBS_BOARD.read_text())
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    [row] = [p for p in board["panels"] if p["type"] == "row"]
+    assert row["repeat"] == "job_id" and variables["job_id"]["multi"] and "${daemon}/api/job?id=" in row["title"]
+    exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])] + [variables["job_id"]["definition"]]
+
+    exporter = Exporter()
+    agent = {"unit_cpu_seconds_total": 1.0, "unit_memory_bytes": 1.0, "unit_memory_peak_bytes": 1.0,
+             "unit_io_read_bytes_total": 1.0, "unit_io_written_bytes_total": 1.0,
+             **{m: 1.0 for m in node_metrics.HELP if m.startswith(("unit_pressure_", "unit_perf_"))}}
+
+    def frame(kind, body, seq):
+        return wire.decode(wire.encode(kind, "n1", "b", seq, body))
+    job = {"kind": "job", "event": "start", "start": 1.0, "job_id": "42", "user": "ann", "cpus": 2.0,
+           "memory_bytes": 2**30}
+    exporter.nodes.observe([
+        frame("unit", {"unit": "job:42", **job}, 1), frame("unit", {"unit": "step:42.0", **job, "kind": "step"}, 2),
+        *(frame("samples", wire.samples_body(np.array([1.0]), list(agent), np.array([list(agent.values())]), unit), n)
+          for n, unit in ((3, "job:42"), (4, "step:42.0")))])
+    exporter.publish("causal", [gauge_family(ANOMALY_GAUGE, "h", ["scope", "src", "dst", "kind", "evidence", "cause"],
+                                             [({"scope": "app:lu@job:42", "src": "n", "dst": "duration",
+                                                "kind": "markov_violation", "evidence": "", "cause": ""}, 1.0)])])
+    shown = {s.name: s.labels for f in text_string_to_metric_families(exporter.exposition().decode())
+             for s in f.samples}
+    for expr in exprs:
+        for name, matchers in re.findall(r"\b(causewatch_[a-z_]+)(?:\{([^}]*)\})?", expr):
+            assert name in shown, f"{name} ({expr}): not on a real exporter's /metrics"
+            used = set(re.findall(r"(\w+)\s*=~?", matchers))
+            assert used <= set(shown[name]), f"{expr}: {name} has no label {sorted(used - set(shown[name]))}"
+        for by in re.findall(r"by \(([^)]*)\)", expr):
+            assert all(label.strip() in {"node", "unit", "kind", "job_id", "user"} for label in by.split(","))
+    exporter.nodes.observe([frame("unit", {"unit": u, **job, "kind": u.split(":")[0], "event": "end", "end": 2.0}, n)
+                            for n, u in ((5, "step:42.0"), (6, "job:42"))])
+    assert not [line for line in exporter.exposition().decode().splitlines() if line.startswith("causewatch_unit")]
+
+
 def test_named_node_exporter_metrics_are_what_the_agent_sends_here():
     """A node_exporter name the rules or the dashboard use is one the agent's node collectors send here."""
     sent = {wire.unlabelled(metric)[0] for spec in default_specs() for metric in spec.collector.collect()}
-    named = set(re.findall(r"\bnode_[A-Za-z0-9_]+", RULES.read_text() + DASHBOARD.read_text()))
+    named = set(re.findall(r"\bnode_[A-Za-z0-9_]+", RULES.read_text() + DASHBOARD.read_text() + JOBS_BOARD.read_text()))
     assert named and not named - sent, f"named in deploy/, not sent: {sorted(named - sent)}"
 
 

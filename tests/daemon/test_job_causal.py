@@ -420,3 +420,56 @@ def test_an_app_without_tasks_for_its_quiet_intervals_has_its_anomalies_resolved
     assert b'causewatch_dependency_anomaly{cause="",dst="duration",evidence="duration given its causes: 0.500 bits > ' \
            b'0.100 on 40 rows",kind="mechanism_changed",scope="app:mw",src="(time)"} 1.0' in exposition
     assert b'scope="app:lu"' not in exposition
+
+
+def _in_job(df, job):
+    return df.assign(extra=json.dumps({"pid": 1, "unit": f"step:{job}.0", "job_id": job}),
+                     task_id=[f"{job}-{t}" for t in df["task_id"]])
+
+
+def test_each_slurm_job_of_an_app_is_a_scope_learnt_and_judged_on_its_own_tasks(store, capsys):
+    """Tasks of app lu tagged with two Slurm jobs: the app's scope and each job's are learnt; when job 8's
+    tasks change mechanism (duration starts to depend on n) its own scope raises it and job 7's does
+    not; `causewatch job 8`, `anomalies --scope job:8` and `models --scope job:8` name it; a job that
+    sends no more tasks is let go after its quiet intervals, its gauges with it."""
+    from causewatch import wire
+    from causewatch.daemon import routes, verbs  # noqa: F401 (routes binds the verbs' handlers)
+    ctx = _ctx(store)
+    job = CausalJob(min_rows=50, min_new=20, max_rows=400, interval=60.0)
+    seq = 0
+
+    def batch(count, broken_8=False):
+        nonlocal seq
+        frames = [_in_job(_tasks(seq, seq, count), "7"), _in_job(_tasks(seq + 1, seq + count, count, broken_8), "8")]
+        _ingest(store, pd.concat(frames, ignore_index=True))
+        seq += 2 * count
+        job.run(ctx)
+    batch(300)
+    batch(40)
+    cur = store.cursor()
+    assert {r[0] for r in cur.execute("SELECT scope FROM models").fetchall()} == {"app:lu", "app:lu@job:7",
+                                                                                   "app:lu@job:8"}
+    for _ in range(3):
+        batch(80, broken_8=True)
+    scopes = {s for (s,) in cur.execute("SELECT scope FROM anomalies WHERE kind = 'markov_violation' "
+                                        "AND src = 'n' AND dst = 'duration'").fetchall()}
+    assert "app:lu@job:8" in scopes and "app:lu@job:7" not in scopes
+    [raised] = [a for a in verbs.ANOMALIES.call(cur, scope="job:8") if a["kind"] == "markov_violation"]
+    assert raised["scope"] == "app:lu@job:8"
+    assert {m["scope"] for m in verbs.MODELS.call(cur, scope="job:8")} == {"app:lu@job:8"}
+    for j in ("7", "8"):
+        body = {"unit": f"job:{j}", "kind": "job", "start": 0.0, "job_id": j, "event": "start"}
+        store.commit_frames([wire.decode(wire.encode("unit", "node-1", "b", int(j), body))])
+    [report] = verbs.JOB.call(cur, id="8")
+    assert raised["anomaly_id"] in [a["anomaly_id"] for a in report["anomalies"]]
+    [other] = verbs.JOB.call(cur, id="7")
+    assert not [a for a in other["anomalies"] if a["scope"] == "app:lu@job:8"]
+    assert b'scope="app:lu@job:8"' in ctx.exporter.exposition()
+    assert b'causewatch_edge_strength{dst="duration",scope="app:lu@job:' not in ctx.exporter.exposition()
+
+    # job 8 ends: its anomalies resolve after the quiet intervals, then its scope is let go, gauges and all
+    job.clock = lambda: time.time() + 4 * 60.0
+    job.run(ctx)
+    job.run(ctx)
+    assert "app:lu@job:8" not in job.scopes and "app:lu@job:8" in job.ended
+    assert b'@job:8' not in ctx.exporter.exposition()

@@ -20,7 +20,8 @@ def unit(node="n1", **body) -> wire.Frame:
 
 JOB = {"unit": "job:42", "kind": "job", "start": 1000.0, "job_id": "42", "user": "ann", "uid": 1001,
        "job_name": "train", "cpus": 4.0, "memory_bytes": 8 * 2**30, "source": "cgroup"}
-TOTALS = {"unit_cpu_seconds_total": 300.0, "unit_cpu_user_seconds_total": 280.0, "unit_memory_peak_bytes": 2.0 * 2**30,
+TOTALS = {"unit_perf_context_switches_total": 5e4, "unit_perf_context_switches_running_ratio": 1.0,
+          "unit_cpu_seconds_total": 300.0, "unit_cpu_user_seconds_total": 280.0, "unit_memory_peak_bytes": 2.0 * 2**30,
           "unit_io_read_bytes_total": 1e9, "unit_pressure_cpu_waiting_seconds_total": 10.0}
 
 
@@ -102,6 +103,7 @@ def test_a_jobs_report_weighs_its_use_against_its_allocation(store):
         assert r["cpu_efficiency"] == 300.0 / (4.0 * 100.0) and r["memory_efficiency"] == 0.25
         assert (r["cpu_user_seconds"], r["io_read_bytes"]) == (280.0, 1e9)
         assert r["pressure"] == {"cpu_waiting": {"seconds": 10.0, "share": 0.1}}
+        assert r["counters"] == {"context_switches": {"count": 5e4, "running_ratio": 1.0}}   # its perf events
         assert [(s["step"], s["cpu_seconds"]) for s in r["steps"]] == [("batch", 299.0)]
         assert [a["anomaly_id"] for a in r["anomalies"]] == [1]   # the one open while it ran
         [live] = verbs.JOB.call(cur, id="43")

@@ -182,6 +182,49 @@ def test_a_finished_jobs_summary_outlives_its_samples_until_its_own_window(store
     assert (report["cpu_seconds"], report["cpu_efficiency"]) == (86400.0, 0.5)
 
 
+def test_a_job_without_totals_keeps_its_report_from_its_samples_past_their_retention(store):
+    """A job that ended while its agent was down brought no totals: its report comes from its samples
+    (CPU, memory's high-water, I/O, pressure; its step's too), and after retention deleted every one of
+    them the same figures come from the summary retention kept; the summary goes with the job's row."""
+    t = NOW - 10 * DAY + np.arange(0.0, 600.0, 10.0)
+    metrics = ["unit_cpu_seconds_total", "unit_memory_bytes", "unit_io_read_bytes_total",
+               "unit_pressure_io_waiting_seconds_total"]
+    job = np.column_stack([np.cumsum(np.full(len(t), 7.5)), 1e9 + 1e8 * np.sin(t), np.cumsum(np.full(len(t), 4096.0)),
+                           np.linspace(0, 3, len(t))])
+    step = job[:, :2] * 0.5
+
+    def samples(seq, scope, values, names):
+        return wire.decode(wire.encode("samples", "n1", "b1", seq, wire.samples_body(t, names, values, scope)))
+
+    store.commit_frames([
+        unit_frame(1, "job:5", NOW - 10 * DAY, NOW - 10 * DAY + 900, job_id="5", cpus=8.0, memory_bytes=4 * 2**30,
+                   extra={"ended_unseen": True}),
+        unit_frame(2, "step:5.0", NOW - 10 * DAY, NOW - 10 * DAY + 800, kind="step", job_id="5", step="0",
+                   parent="job:5"),
+        samples(3, "job:5", job, metrics), samples(4, "step:5.0", step, metrics[:2])])
+    with store.cursor() as cur:
+        [before] = readers.units.report(cur, "5")
+    assert before["counted_from"] == "samples" and before["cpu_seconds"] == job[-1, 0]
+    assert before["memory_peak_bytes"] == job[:, 1].max() and before["io_read_bytes"] == job[-1, 2]
+    assert before["steps"][0]["cpu_seconds"] == step[-1, 0]
+
+    ctx = JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
+    RetentionJob(samples_days=1, bbv_days=1, minute_days=30, units_days=30, clock=lambda: NOW).run(ctx)
+    assert all_rows(store, "samples").empty
+    with store.cursor() as cur:
+        [after] = readers.units.report(cur, "5")
+    assert after["counted_from"] == "summary" and after["steps"][0]["counted_from"] == "summary"
+    assert {**after, "counted_from": "samples", "steps": None} == {**before, "steps": None}
+    def steps(report):
+        return [{**s, "counted_from": None} for s in report["steps"]]
+    assert steps(after) == steps(before)
+
+    later = RetentionJob(samples_days=1, bbv_days=1, minute_days=5, units_days=5, clock=lambda: NOW)
+    later.run(ctx)
+    assert later.deleted_["units"] == 2 and later.deleted_["unit_summaries"] == 2
+    assert all_rows(store, "unit_summaries").empty
+
+
 def minutes(store: Store) -> pd.DataFrame:
     aggs = all_rows(store, "samples_minute").sort_values(["minute", "node", "scope", "metric"], ignore_index=True)
     return aggs[["node", "scope", "metric", "minute", *AGG]]

@@ -9,19 +9,23 @@ from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
 from causewatch.errors import InputError, NotFoundError
 
+# a scope asked for: any (NULL), that one, or with `job:ID` every scope of that Slurm job's tasks
+_SCOPE = "(? IS NULL OR scope = ? OR ends_with(scope, '@' || ?) AND scope LIKE '%@job:%')"
+
 
 def model_scopes(con: Cursor) -> list[str]:
     return [r[0] for r in con.execute("SELECT DISTINCT scope FROM models ORDER BY scope").fetchall()]
 
 
 def models(con: Cursor, scope: str | None = None) -> list[dict]:
-    """Model versions, newest first: model_id, scope, window, rows, when, edge count, baseline or not."""
-    return shared.records(con.execute("""
+    """Model versions (of `scope`, or of a Slurm job's, `job:ID`), newest first: model_id, scope, window,
+    rows, when, edge count, baseline or not."""
+    return shared.records(con.execute(f"""
         SELECT m.model_id, m.scope, m.window_start, m.window_end, m.n_rows, m.learned_at,
                (SELECT count(*) FROM edges e WHERE e.model_id = m.model_id) AS edges,
                b.model_id IS NOT NULL AS baseline
         FROM models m LEFT JOIN baselines b ON b.scope = m.scope AND b.model_id = m.model_id
-        WHERE ? IS NULL OR m.scope = ? ORDER BY m.model_id DESC""", [scope, scope]))
+        WHERE {_SCOPE.replace("scope", "m.scope")} ORDER BY m.model_id DESC""", [scope, scope, scope]))
 
 
 def model_graph(con: Cursor, scope: str, model_id: int | None = None) -> tuple[int, dict] | None:
@@ -65,12 +69,13 @@ def baseline(con: Cursor, scope: str) -> dict | None:
 
 
 def anomalies(con: Cursor, scope: str | None = None, open_only: bool = False, limit: int = 200) -> list[dict]:
-    """Anomalies newest first (open ones have resolved = None), evidence decoded."""
-    rows = shared.records(con.execute("""
+    """Anomalies (of `scope`, or of a Slurm job's, `job:ID`) newest first (open ones have resolved = None),
+    evidence decoded."""
+    rows = shared.records(con.execute(f"""
         SELECT anomaly_id, scope, kind, src, dst, opened, updated, resolved, baseline_id, model_id, score,
                threshold, evidence
-        FROM anomalies WHERE (? IS NULL OR scope = ?) AND (NOT ? OR resolved IS NULL)
-        ORDER BY opened DESC, anomaly_id DESC LIMIT ?""", [scope, scope, open_only, limit]))
+        FROM anomalies WHERE {_SCOPE} AND (NOT ? OR resolved IS NULL)
+        ORDER BY opened DESC, anomaly_id DESC LIMIT ?""", [scope, scope, scope, open_only, limit]))
     for row in rows:
         row["evidence"] = json.loads(row["evidence"]) if row["evidence"] else {}
     return rows

@@ -1,6 +1,7 @@
 """The units the agents follow (jobs, steps, services, containers, pods), from their `units` rows and, where
-a unit's end brought no totals (it runs, or ended while its agent was down), from its newest samples:
-the listing of `causewatch jobs` and the efficiency report of `causewatch job ID`.
+a unit's end brought no totals (it runs, or ended while its agent was down), from its newest samples or,
+once retention deleted them, from the summary it kept of them (`unit_summaries`): the listing of
+`causewatch jobs` and the efficiency report of `causewatch job ID`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import time
 
 from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
+from causewatch.daemon.store import units as store_units
 
 # What a report reads of a unit's counters: the figure's name and the agent's metric
 FIGURES = {"cpu_seconds": "unit_cpu_seconds_total", "cpu_user_seconds": "unit_cpu_user_seconds_total",
@@ -23,6 +25,7 @@ PRESSURE = {"cpu_waiting": "unit_pressure_cpu_waiting_seconds_total",
             "memory_stalled": "unit_pressure_memory_stalled_seconds_total",
             "io_waiting": "unit_pressure_io_waiting_seconds_total",
             "io_stalled": "unit_pressure_io_stalled_seconds_total"}
+PERF = "unit_perf_"   # a unit's perf events in cgroup mode: unit_perf_EVENT_total and its _running_ratio
 _METRICS = (*FIGURES.values(), *PRESSURE.values(), "unit_memory_bytes")
 _COLUMNS = ("node, unit, kind, job_id, step, parent, uid, user, job_name, started, ended, cpus, cpuset, memory_bytes, "
             "gpus, source, counted, totals, extra")
@@ -53,19 +56,17 @@ def units(con: Cursor, kind: str | None = None, users=None, nodes=None, state: s
 
 def newest(con: Cursor, rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
     """(node, unit) -> {metric: newest value} of these units' samples, with `unit_memory_bytes_high` the
-    highest memory sampled (one query for all of them)."""
-    if not rows:
-        return {}
-    scopes = sorted({r["unit"] for r in rows})
-    cur = con.execute(f"""SELECT node, scope, metric, arg_max(value, ts), max(value) FROM samples
-        WHERE metric IN ({', '.join('?' * len(_METRICS))}) AND scope IN ({', '.join('?' * len(scopes))})
-        GROUP BY ALL""", [*_METRICS, *scopes])
+    highest memory sampled and `counted_from` "samples", or, once retention deleted them, the same of
+    the summary it kept ("summary"); in two queries for all of them."""
+    scopes = [r["unit"] for r in rows]
+    now, kept = store_units.sampled(con, scopes), store_units.summaries(con, scopes)
     out: dict[tuple[str, str], dict[str, float]] = {}
-    for node, scope, metric, value, high in cur.fetchall():
-        values = out.setdefault((node, scope), {})
-        values[metric] = value
-        if metric == "unit_memory_bytes":
-            values["unit_memory_bytes_high"] = high
+    for key in {*now, *kept}:
+        figures = store_units.merged(kept.get(key, {}), now.get(key, {}))
+        values = out[key] = {m: v for m, (v, _) in figures.items() if m in _METRICS or m.startswith(PERF)}
+        if "unit_memory_bytes" in figures:
+            values["unit_memory_bytes_high"] = figures["unit_memory_bytes"][1]
+        values["counted_from"] = "samples" if key in now else "summary"
     return out
 
 
@@ -79,15 +80,23 @@ def figures(row: dict, sampled: dict[str, float], now: float) -> dict:
     values = row["totals"] or sampled
     elapsed = max(0.0, (row["ended"] or now) - row["started"])
     out = {"state": "running" if row["ended"] is None else "finished", "elapsed_seconds": elapsed,
-           "counted_from": "totals" if row["totals"] else "samples" if sampled else None}
+           "counted_from": "totals" if row["totals"] else sampled.get("counted_from")}
     out.update({name: values.get(metric) for name, metric in FIGURES.items()})
     if out["memory_peak_bytes"] is None:
         out["memory_peak_bytes"] = sampled.get("unit_memory_bytes_high")
     out["cpu_efficiency"] = _ratio(out["cpu_seconds"], (row["cpus"] or 0) * elapsed)
     out["memory_efficiency"] = _ratio(out["memory_peak_bytes"], row["memory_bytes"])
+    out["counters"] = perf_counters(values)
     out["pressure"] = {name: {"seconds": values.get(metric), "share": _ratio(values.get(metric), elapsed)}
                        for name, metric in PRESSURE.items() if values.get(metric) is not None}
     return out
+
+
+def perf_counters(values: dict) -> dict:
+    """{event: {count, running_ratio}} of a unit's perf events (the ratio: the share of its time counted)."""
+    events = [m[len(PERF):-len("_total")] for m in values if m.startswith(PERF) and m.endswith("_total")]
+    return {e: {"count": values[f"{PERF}{e}_total"], "running_ratio": values.get(f"{PERF}{e}_running_ratio")}
+            for e in sorted(events)}
 
 
 def listing(con: Cursor, kind: str, users, nodes, state: str, since: float | None, limit: int | None) -> list[dict]:
@@ -105,11 +114,13 @@ def listing(con: Cursor, kind: str, users, nodes, state: str, since: float | Non
     return out
 
 
-def anomalies_during(con: Cursor, start: float, end: float) -> list[dict]:
-    """The dependency anomalies open at some time between `start` and `end`."""
+def anomalies_during(con: Cursor, job_id: str, start: float, end: float) -> list[dict]:
+    """The dependency anomalies of the job's own scopes (its tasks' as the causal job learnt them), then
+    those of every scope not a job's open at some time between `start` and `end`."""
     return shared.records(con.execute(
         "SELECT anomaly_id, scope, kind, src, dst, opened, resolved, score, threshold FROM anomalies "
-        "WHERE opened <= ? AND coalesce(resolved, ?) >= ? ORDER BY opened", [end, end, start]))
+        "WHERE ends_with(scope, ?) OR scope NOT LIKE '%@job:%' AND opened <= ? AND coalesce(resolved, ?) >= ? "
+        "ORDER BY NOT ends_with(scope, ?), opened", [f"@job:{job_id}", end, end, start, f"@job:{job_id}"]))
 
 
 def report(con: Cursor, job_id: str, nodes=None) -> list[dict]:
@@ -125,7 +136,8 @@ def report(con: Cursor, job_id: str, nodes=None) -> list[dict]:
         out.append({**{k: v for k, v in r.items() if k != "totals"}, **f,
                     "steps": [{"unit": s["unit"], "step": s["step"], "started": s["started"], "ended": s["ended"],
                                **{k: v for k, v in figures(s, sampled.get((s["node"], s["unit"]), {}), now).items()
-                                  if k in ("state", "elapsed_seconds", "cpu_seconds", "memory_peak_bytes")}}
+                                  if k in ("state", "elapsed_seconds", "cpu_seconds", "memory_peak_bytes",
+                                           "counted_from")}}
                               for s in mine],
-                    "anomalies": anomalies_during(con, r["started"], r["ended"] or now)})
+                    "anomalies": anomalies_during(con, job_id, r["started"], r["ended"] or now)})
     return out

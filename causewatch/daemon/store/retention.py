@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 
 from causewatch.daemon.store import lake as store_lake
+from causewatch.daemon.store import units as store_units
 
 RAW_TYPES = ("samples", "bbv")   # frame types whose rows retention deletes (tasks, regions stay)
 
@@ -103,7 +104,8 @@ def retain(con: duckdb.DuckDBPyConnection, lo: float | None, current: float, fir
            cut: dict[str, float], export: str | None, log_cut: float | None, lake: str | None = None) -> dict[str, int]:
     """A retention run's writes (daemon/job_retention.py): roll up the minutes from `lo` to `current`;
     give the minutes about to lose their raw samples (from `first` to cut["samples"]) their final
-    aggregate, merged into it before `finalised`; delete each table's rows before its cut (copied to
+    aggregate, merged into it before `finalised`; sum up the units whose samples go (`unit_summaries`);
+    delete each table's rows before its cut (copied to
     Parquet in `export` first; samples' whole days from the `lake` folder) and the ingest log before
     `log_cut`. Returns rows deleted per table."""
     if lo is not None and lo < current:
@@ -114,7 +116,11 @@ def retain(con: duckdb.DuckDBPyConnection, lo: float | None, current: float, fir
         if first < merged_to:
             rollup_minutes(con, first, merged_to, merge=True)
         rollup_minutes(con, max(first, merged_to), raw_cut)
+    if raw_cut is not None:
+        store_units.keep_summaries(con, raw_cut)
     deleted = {t: delete_before(con, t, c, export, lake) for t, c in cut.items()}
+    if "units" in cut:
+        deleted["unit_summaries"] = store_units.drop_summaries(con)
     if log_cut is not None:
         deleted["ingest_log"] = trim_ingest_log(con, log_cut)
     return deleted

@@ -125,6 +125,11 @@ MIGRATIONS: list[tuple[int, str]] = [
     """),
     # Each lake file's layout (store.views.NAMES, IDS): the files written so far name their series only.
     (12, "ALTER TABLE lake_files ADD COLUMN layout INTEGER DEFAULT 1"),
+    # A unit's samples summed up before retention deletes them (per metric its newest value and its
+    # highest, as JSON): a job's report reads these once its samples are gone; they go with its units rows.
+    (13, """
+    CREATE TABLE unit_summaries (node VARCHAR, unit VARCHAR, figures JSON, kept DOUBLE, PRIMARY KEY (node, unit));
+    """),
 ]
 
 

@@ -53,3 +53,62 @@ def running_units(con: duckdb.DuckDBPyConnection) -> list[dict]:
                       "WHERE ended IS NULL")
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def sampled(con: duckdb.DuckDBPyConnection, scopes, metrics=None) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(node, unit) -> {metric: [newest value, highest value]} of the samples of these units (scopes), of
+    `metrics` (None: all), in one query."""
+    scopes = sorted(set(scopes))
+    if not scopes:
+        return {}
+    where, params = f"scope IN ({', '.join('?' * len(scopes))})", list(scopes)
+    if metrics is not None:
+        where += f" AND metric IN ({', '.join('?' * len(metrics))})"
+        params += list(metrics)
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for node, scope, metric, value, high in con.execute(
+            f"SELECT node, scope, metric, arg_max(value, ts), max(value) FROM samples WHERE {where} GROUP BY ALL",
+            params).fetchall():
+        out.setdefault((node, scope), {})[metric] = [value, high]
+    return out
+
+
+def merged(kept: dict[str, list[float]], now: dict[str, list[float]]) -> dict[str, list[float]]:
+    """A summary kept earlier and the samples there now as one: the newest values are those there now
+    (the kept ones' samples are older: retention deleted them), the highest the higher of both."""
+    out = dict(kept)
+    for metric, (value, high) in now.items():
+        old = kept.get(metric)
+        out[metric] = [value, high if old is None or old[1] is None else max(high, old[1])]
+    return out
+
+
+def summaries(con: duckdb.DuckDBPyConnection, scopes) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(node, unit) -> the summary kept of these units' deleted samples."""
+    scopes = sorted(set(scopes))
+    if not scopes:
+        return {}
+    cur = con.execute(f"SELECT node, unit, figures FROM unit_summaries WHERE unit IN ({', '.join('?' * len(scopes))})",
+                      scopes)
+    return {(node, unit): json.loads(figures) for node, unit, figures in cur.fetchall()}
+
+
+def keep_summaries(con: duckdb.DuckDBPyConnection, cutoff: float, now: float | None = None) -> int:
+    """Before retention deletes the samples older than `cutoff`: every unit with some of them gets its
+    summary (`sampled` of all its samples, merged into the one kept before). Returns the units summed up."""
+    doomed = con.execute("SELECT DISTINCT scope FROM samples WHERE ts < ? AND scope IN (SELECT unit FROM units)",
+                         [cutoff]).fetchall()
+    scopes = [s for (s,) in doomed]
+    now_sampled, kept = sampled(con, scopes), summaries(con, scopes)
+    rows = [(node, unit, json.dumps(merged(kept.get((node, unit), {}), figures), separators=(",", ":")),
+             time.time() if now is None else now) for (node, unit), figures in now_sampled.items()]
+    if rows:
+        con.executemany("INSERT INTO unit_summaries VALUES (?, ?, ?, ?) ON CONFLICT (node, unit) DO UPDATE SET "
+                        "figures = excluded.figures, kept = excluded.kept", rows)
+    return len(rows)
+
+
+def drop_summaries(con: duckdb.DuckDBPyConnection) -> int:
+    """The summaries of units whose every row retention deleted go too."""
+    return con.execute("DELETE FROM unit_summaries s WHERE NOT EXISTS "
+                       "(SELECT 1 FROM units u WHERE u.node = s.node AND u.unit = s.unit)").fetchone()[0]
