@@ -1,6 +1,6 @@
 """Made-up task records of app `lu` and their insertion into a store, for the causal job's tests: the
-duration follows instructions and cache misses, or (broken) also the size n directly; and of app `mw`,
-whose tasks wait for a CPU.
+duration follows instructions and cache misses, or (broken) also the size n directly; of app `mw`,
+whose tasks wait for a CPU; and of app `svc`, whose tasks call a service and write, in regions.
 
 Import as `from task_rows import ...` (tests/ is on pytest's pythonpath).
 """
@@ -50,13 +50,43 @@ def waiting_tasks(seed, start, count, wait_per_cpu=0.4, task_clock=True):
     })
 
 
+def service_tasks(seed, start, count, call=0.002):
+    """Tasks of app `svc` on node-1, one a second on two worker threads in turn, each computing for a time
+    its size n sets, then one `catalog call` region of `call` seconds or so (a local service), then a
+    `write` region; duration is the three and a little more. Returns (tasks, regions)."""
+    rng = np.random.default_rng(seed)
+    i = np.arange(start, start + count)
+    n = rng.integers(40, 161, count)
+    compute = 1e-3 * n * rng.uniform(0.9, 1.1, count)
+    calls = call * rng.uniform(0.8, 1.2, count)
+    writes = rng.uniform(0.004, 0.006, count)
+    t0 = 1000.0 + i
+    extra = [json.dumps({"pid": 4242, "thread": f"worker-{k % 2}"}) for k in i]
+    tasks = pd.DataFrame({
+        "node": "node-1", "boot": "b1", "seq": 2 * i, "app": "svc", "task_id": [f"t{k}" for k in i], "t_start": t0,
+        "duration": compute + calls + writes + rng.uniform(1e-4, 3e-4, count), "cpu_seconds": compute,
+        "params": [json.dumps({"n": int(a)}) for a in n], "counters": "{}", "extra": extra})
+    regions = pd.concat([
+        pd.DataFrame({"region": "catalog call", "t_start": t0 + compute, "duration": calls, "seq": 2 * i + 1}),
+        pd.DataFrame({"region": "write", "t_start": t0 + compute + calls, "duration": writes, "seq": 2 * i + 1})])
+    return tasks, regions.assign(node="node-1", boot="b1", app="svc", calls=1, cpu_seconds=0.0,
+                                 extra=np.tile(extra, 2))
+
+
+def ingest_regions(store, df):
+    """Insert region rows `df` (node, boot, seq, app, region, t_start, duration, calls, cpu_seconds, extra)."""
+    def write(con):
+        con.register("r", df)
+        con.execute("INSERT INTO regions (node, boot, seq, app, region, t_start, duration, calls, cpu_seconds, extra) "
+                    "SELECT node, boot, seq, app, region, t_start, duration, calls, cpu_seconds, extra FROM r")
+        con.unregister("r")
+    store.run(write)
+
+
 def ingest_tasks(store, df, received=None):
     """Insert task rows `df` into `store` (a daemon.store.Store) as ingest would, in one transaction
     received at `received` (default: now)."""
-    if "bbv" not in df:
-        df = df.assign(bbv=None)
-    if "extra" not in df:
-        df = df.assign(extra=None)
+    df = df.assign(**{c: None for c in ("bbv", "extra") if c not in df})
 
     def write(con):
         con.register("t", df)

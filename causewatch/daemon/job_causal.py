@@ -91,6 +91,18 @@ def learn(learner: PCLearner | None, data: pd.DataFrame, check: bool, grow: bool
     return learner, violations, submodels(learner.model_)
 
 
+def task_variables(cur, app: str, keep: tuple[str, ...] = (), **read) -> tuple[pd.DataFrame, list[str]]:
+    """The tasks of `app` that readers.tasks.task_df reads with `read`, their columns named, with their
+    seconds in each of the app's main regions (features.with_region_times; `keep`: a model's variables),
+    and the inputs."""
+    df, inputs = features.name_task_columns(*readers.tasks.task_df(cur, app, **read))
+    if df.empty:
+        return df, inputs
+    spans = readers.regions.region_spans(cur, app, float(df["t_start"].min()),
+                                         float((df["t_start"] + df["duration"]).max()))
+    return features.with_region_times(df, spans, keep), inputs
+
+
 def _rows(starts: np.ndarray) -> dict:
     """Task rows judged, as an anomaly's evidence names them: how many, the first and last start."""
     return {"rows": int(len(starts)), "first_start": float(starts.min()), "last_start": float(starts.max())}
@@ -162,12 +174,13 @@ class CausalJob(Job):
     def run(self, ctx: JobContext) -> None:
         read_at = self.clock()
         with ctx.read() as cur:
-            fresh = {scope: readers.tasks.task_df(cur, app, self.scopes.get(scope, _Scope()).received or None, job=job)
+            fresh = {scope: task_variables(cur, app, tuple(self.scopes.get(scope, _Scope()).columns),
+                                           since=self.scopes.get(scope, _Scope()).received or None, job=job)
                      for scope, (app, job) in self._scopes_now(cur, read_at).items()}
             if not self.scopes:   # a restarted daemon exports the open anomalies at once, not at the next
                 self._reload_open(cur)   # model update: a gap would resolve and re-page their alerts
-        planned = [(scope, plan) for scope, (df, params, counters) in fresh.items()
-                   if (plan := self._plan(scope, *features.name_task_columns(df, params, counters)))]
+        planned = [(scope, plan) for scope, (df, inputs) in fresh.items()
+                   if (plan := self._plan(scope, df, inputs))]
         # every due scope's learn handed over at once: on a cluster they run side by side; a learn that
         # failed costs its scope this run, not the others theirs
         results = self.compute.map(learn, [args for _, (_, args) in planned])
@@ -371,11 +384,10 @@ class CausalJob(Job):
         or reloaded baseline), code phases looked up in the tracker; None if some are missing (retention
         may have deleted them): mechanism changes are then not judged, and the log says so once."""
         app, job = readers.tasks.app_and_job(scope)
-        df, params, counters = readers.tasks.task_df(cur, app, started=readers.models.model_window(cur, st.baseline_id),
-                                                     job=job)
-        df, _ = features.name_task_columns(df, params, counters)
-        df = features.with_code_phase(df, st.tracker, seen_until=float("inf"))
         nodes = list(st.baseline.nodes)
+        df, _ = task_variables(cur, app, tuple(nodes), started=readers.models.model_window(cur, st.baseline_id),
+                               job=job)
+        df = features.with_code_phase(df, st.tracker, seen_until=float("inf"))
         rows = df[nodes].dropna().reset_index(drop=True) if set(nodes) <= set(df.columns) else None
         if rows is None or rows.empty:
             log.warning("causal model %s: the tasks of baseline model %d are no longer stored (retention?): "

@@ -14,8 +14,12 @@ import pandas as pd
 
 from causewatch.analytics.phases.tracker import PhaseTracker
 
-BOOKKEEPING = ["received", "t_start", "bbv"]   # task columns that are not variables
+BOOKKEEPING = ["received", "node", "boot", "pid", "thread", "t_start", "bbv"]   # task columns, not variables
 MIN_PRESENT = 0.8                              # a column missing from more rows than this is dropped
+REGION = "region."   # a task's seconds in a named region: `region.<name>`
+MAX_REGIONS = 4      # region variables a model has at most, the longest in all first (each costs its CI tests)
+WHERE = ["node", "boot", "pid", "thread"]   # where a task or region record ran: a region is inside a task there
+SLACK = 1e-6         # seconds a region may pass its task's ends by (the two clocks' readings, rounded)
 TASK_MEASURES = ("duration", "cpu_seconds")
 COPY_R = 0.999    # a numeric column this correlated with an earlier one is the same quantity measured twice
 # Columns the agent records that measure a task measure again: perf's task-clock of the task's thread is
@@ -57,6 +61,35 @@ def with_code_phase(df: pd.DataFrame, tracker: PhaseTracker, seen_until: float =
         phase = tracker.predict(vector) if seen else tracker.update(vector)
         ids.append(f"phase-{phase}" if phase >= 0 else None)
     return df.assign(code_phase=ids)
+
+
+def with_region_times(tasks: pd.DataFrame, spans: pd.DataFrame, keep: tuple[str, ...] = ()) -> pd.DataFrame:
+    """`region.<name>`: each task's seconds in region `name` (its records inside the task's span, on
+    its node, boot, process and thread; 0 where it entered none), for the regions entered by MIN_PRESENT
+    of the tasks at least, the MAX_REGIONS longest in all, and those in `keep` (a model's own, so a
+    batch where another one is a little longer does not change its variables). `spans`: the region
+    records (readers.regions.region_spans)."""
+    if tasks.empty or spans.empty or not set(WHERE) <= set(tasks.columns):
+        return tasks
+    left = pd.DataFrame({**_where(tasks), "t_start": tasks["t_start"].to_numpy(float),
+                         "t_end": (tasks["t_start"] + tasks["duration"]).to_numpy(float), "row": np.arange(len(tasks))})
+    right = pd.DataFrame({**_where(spans), "t_start": spans["t_start"].to_numpy(float) + SLACK,
+                          "duration": spans["duration"].to_numpy(float), "region": spans["region"].astype(str)})
+    # each region record with the task that started last before it where it ran; kept if it ended inside
+    joined = pd.merge_asof(right.sort_values("t_start"), left.sort_values("t_start"), on="t_start", by=WHERE)
+    inside = joined[joined["t_start"] - SLACK + joined["duration"] <= joined["t_end"] + SLACK]
+    seconds = inside.pivot_table(index="row", columns="region", values="duration", aggfunc="sum")
+    share = seconds.notna().sum() / len(tasks)
+    total = seconds.sum().sort_values(ascending=False)
+    chosen = [r for r in total.index if share[r] >= MIN_PRESENT][:MAX_REGIONS]
+    chosen += [r for r in total.index if REGION + r in keep and r not in chosen]
+    times = seconds[chosen].reindex(np.arange(len(tasks))).fillna(0.0)
+    return tasks.assign(**{REGION + r: times[r].to_numpy() for r in sorted(chosen)})
+
+
+def _where(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The WHERE columns as text, a missing value as "" (a record without a pid or thread name)."""
+    return {c: df[c].astype(object).where(df[c].notna(), "").astype(str).to_numpy() for c in WHERE}
 
 
 def samples_wide(long: pd.DataFrame, bucket: float = 1.0) -> pd.DataFrame:

@@ -102,3 +102,11 @@ def region_rows(con: Cursor, app: str, start: float, end: float, limit: int = 20
     return shared.fetch(con, "SELECT node, region, t_start, duration, calls::DOUBLE AS calls, cpu_seconds FROM regions "
                              "WHERE app = ? AND t_start BETWEEN ? AND ? ORDER BY t_start LIMIT ?",
                         [app, start, end, limit])
+
+
+def region_spans(con: Cursor, app: str, start: float, end: float) -> pd.DataFrame:
+    """The instrumented region records of `app` started in [start, end] with where they ran (node, boot,
+    pid, thread: as a task's record names it) and their span (t_start, duration), oldest first."""
+    return shared.fetch(con, "SELECT node, boot, extra->>'pid' AS pid, extra->>'thread' AS thread, region, t_start, "
+                             "duration FROM regions WHERE app = ? AND t_start BETWEEN ? AND ? ORDER BY t_start",
+                        [app, start, end])

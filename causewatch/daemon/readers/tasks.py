@@ -43,9 +43,10 @@ def task_df(con: Cursor, app: str | None = None, since: float | None = None,
     `limit` received, or the `last` received (all: None), with their params and counters JSON unpacked,
     one column per key, in the order received.
 
-    Returns (df, params, counters): df has received, t_start, bbv (the task's code vector as
-    JSON), duration, cpu_seconds and columns p0.. / c0.. in the order of the two key lists, which map
-    each positional column to its agent-supplied key (analytics.causal.features names them).
+    Returns (df, params, counters): df has received, node, boot, pid and thread (where the task ran, as
+    its region records name it), t_start, bbv (the task's code vector as JSON), duration, cpu_seconds and
+    columns p0.. / c0.. in the order of the two key lists, which map each positional column to its
+    agent-supplied key (analytics.causal.features names them).
     """
     where, params = "TRUE", []
     if app is not None:
@@ -66,7 +67,8 @@ def task_df(con: Cursor, app: str | None = None, since: float | None = None,
     cols = "".join(f", json_extract_string(t.params, ?) AS p{i}" for i in range(len(pkeys)))
     cols += "".join(f", TRY_CAST(json_extract_string(t.counters, ?) AS DOUBLE) AS c{i}" for i in range(len(ckeys)))
     pointers = [shared.json_pointer(k) for k in pkeys + ckeys]
-    sql = (f"SELECT l.received, t.t_start, t.bbv, t.duration, t.cpu_seconds{cols} "
+    sql = (f"SELECT l.received, t.node, t.boot, t.extra->>'pid' AS pid, t.extra->>'thread' AS thread, "
+           f"t.t_start, t.bbv, t.duration, t.cpu_seconds{cols} "
            f"FROM {joined} WHERE {where} ORDER BY l.received, t.node, t.seq LIMIT ?")
     df = con.execute(sql, pointers + params + [limit]).df()
     if last is not None and len(df) > last:

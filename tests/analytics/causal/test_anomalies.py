@@ -120,3 +120,30 @@ def test_a_new_edge_is_one_finding_whichever_way_it_is_oriented():
         oriented.append(found.evidence.get("oriented"))
     assert keys == {("edge_appeared", "c", "d")}
     assert oriented == [None, "d -> c", "c -> d"]
+
+
+SIZED = CausalModel.from_json({"nodes": ["n", "duration"], "edges": [
+    {"src": "n", "dst": "duration", "directed": True, "strength": 1.0}]})
+
+
+def sized(seed: int, count: int, lo: float, hi: float, a: float = 2.0, relative: bool = False) -> pd.DataFrame:
+    """duration = a * n plus noise (fixed, or a tenth of it: `relative`), n uniform in [lo, hi]."""
+    rng = np.random.default_rng(seed)
+    n = rng.uniform(lo, hi, count)
+    noise = rng.normal(0, 0.1, count) * a * n if relative else rng.normal(0, 20.0, count)
+    return pd.DataFrame({"n": n, "duration": a * n + noise})
+
+
+def test_a_parameter_beyond_the_baseline_s_range_is_no_mechanism_change_and_a_real_one_still_is():
+    """Baseline n in 40-160, newest n in 100-240 under the same mechanism: nothing, over 6 seeds and both
+    noises; the slope 2 -> 3, in the baseline's range or beyond it: found every time."""
+    false, missed = [], 0
+    for seed in range(6):
+        for relative in (False, True):
+            before = sized(seed, 200, 40, 160, relative=relative)
+            false += changed_mechanisms(SIZED, before, sized(100 + seed, 46, 100, 240, relative=relative),
+                                        given=["n"])
+            for lo, hi in ((40, 160), (100, 240)):
+                found = changed_mechanisms(SIZED, before, sized(200 + seed, 46, lo, hi, 3.0, relative), given=["n"])
+                missed += ("mechanism_changed", TIME, "duration") not in {f.key for f in found}
+    assert false == [] and missed == 0, (false, missed)

@@ -4,6 +4,7 @@ tests/commands/test_learn.py)."""
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from causewatch.analytics.causal import features
 
@@ -67,3 +68,24 @@ def test_samples_pivot_one_column_per_scope_metric_per_node_and_bucket():
     assert wide.loc[(wide.node == "a") & (wide.t == 10.0), "node/cpu"].item() == 2.0
     assert wide.loc[(wide.node == "a") & (wide.t == 11.0), "pid:7/cpu"].item() == 5.0
     assert len(wide) == 3
+
+
+def test_region_times_are_summed_per_task_where_and_while_it_ran():
+    """Two tasks at once on two threads of one process, a third on another node: each region record counts
+    for the task whose span holds it on its node, process and thread (nested ones under their own name), a
+    region entered by fewer than MIN_PRESENT of the tasks is no variable unless kept, and a task that
+    entered none of a region has 0 s in it."""
+    tasks = pd.DataFrame({"node": ["a", "a", "b"], "boot": "x", "pid": ["7", "7", "7"], "thread": ["t1", "t2", "t1"],
+                          "t_start": [10.0, 10.5, 10.0], "duration": [2.0, 2.0, 1.0]})
+    spans = pd.DataFrame({  # node, thread, region, start, seconds
+        "node": ["a", "a", "a", "a", "a", "b", "a"], "thread": ["t1", "t1", "t1", "t2", "t2", "t1", "t1"],
+        "region": ["call", "call", "parse", "call", "rare", "call", "call"],
+        "t_start": [10.1, 11.0, 11.05, 10.6, 11.0, 10.2, 12.5], "duration": [0.2, 0.5, 0.1, 0.3, 0.1, 0.4, 0.1]})
+    spans = spans.assign(boot="x", pid="7")
+    out = features.with_region_times(tasks, spans)
+    assert out["region.call"].tolist() == pytest.approx([0.7, 0.3, 0.4])   # the one after its task's end: none's
+    assert "region.rare" not in out and "region.parse" not in out           # one task of three entered each
+    kept = features.with_region_times(tasks, spans, keep=("region.rare",))
+    assert kept["region.rare"].tolist() == pytest.approx([0.0, 0.1, 0.0])
+    elsewhere = features.with_region_times(tasks, spans.assign(pid="8"))
+    assert "region.call" not in elsewhere                                   # another process's regions
