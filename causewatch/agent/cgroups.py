@@ -44,6 +44,15 @@ def find_root(mounts: str = "/proc/self/mounts") -> str | None:
     return min(found, key=len) if found else None
 
 
+def of_process(pid: int, proc: str = "/proc") -> str | None:
+    """A process's cgroup v2 path below the hierarchy's mount (/proc/PID/cgroup's `0::` line), or None."""
+    try:
+        text = read_text(os.path.join(proc, str(pid), "cgroup"))
+    except OSError:
+        return None
+    return next((line[3:] for line in text.splitlines() if line.startswith("0::")), None)
+
+
 def read_text(path: str) -> str:
     """A small kernel file's text: os.open and os.read, a third of a Python file object's cost (each unit
     reads four to eight files a tick)."""

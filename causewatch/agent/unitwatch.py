@@ -79,10 +79,12 @@ class UnitWatch:
         self._restored: dict[str, dict] = {}
         self._failed: set[str] = set()   # reasons a tick failed, each logged once
         self._stats: dict[int, tuple] = {}   # this tick's /proc/PID/stat of every process, while steps are found there
+        self._mount: str | None = None      # where cgroup v2 is mounted: /proc/PID/cgroup's paths are below it
 
     def open(self) -> dict[str, str]:
         """What the units are found by here, "ok" or why not (hello's counters); the state file read."""
         self._restored = self._load()
+        self._mount = cgroups.find_root(os.path.join(self.proc, "self/mounts"))
         cgroup = "ok" if self.root and os.path.isdir(self.root) else (
             f"{self.root}: no such folder" if self.root else "no cgroup v2 hierarchy mounted (/proc/self/mounts)")
         procs = "ok" if self.slurm_procs else "off (no slurmstepd on this node)"
@@ -148,6 +150,19 @@ class UnitWatch:
         self._restored = {name: r for name, r in self._restored.items() if name in found}
         return [{**r, "event": "end", "end": now, "extra": {**r.get("extra", {}), "ended_unseen": True}}
                 for r in gone]
+
+    def unit_of(self, pid: int) -> str | None:
+        """The deepest running unit whose cgroup holds the process (a step before its job), or None."""
+        path = cgroups.of_process(pid, self.proc)
+        if path is None or self._mount is None:
+            return None
+        where = self._mount + path.rstrip("/")
+        best, depth = None, -1
+        for name, run in self.running.items():
+            cgroup = run.record.get("cgroup")
+            if cgroup and len(cgroup) > depth and (where == cgroup or where.startswith(cgroup + "/")):
+                best, depth = name, len(cgroup)
+        return best
 
     # ---- start, end ----
     def _start(self, f: units.Found, now: float) -> Running:
