@@ -23,6 +23,7 @@ from causewatch.agent.node import nvml
 from causewatch.agent.node.schedule import NodeCollectors, Spec
 from causewatch.agent.runner import GPU_RATE, Agent
 from causewatch.agent.sender import Sender
+from causewatch.cli import main
 from causewatch.config import AgentConfig, DaemonConfig
 from causewatch.daemon.server import Daemon
 
@@ -477,3 +478,15 @@ def test_the_gpu_series_reach_the_daemons_metrics_under_dcgm_names(fake, tmp_pat
     assert ('causewatch_gpu_field_failure_info{field="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",gpu="0",node="n",'
             'reason="NVMLError_NotSupported: Not Supported",scope="node"} 1.0') in text
     assert 'node_scrape_collector_success{collector="nvml",node="n",scope="node"} 1.0' in text
+
+
+def test_agent_check_names_a_failing_field_under_its_collector(fake, tmp_path, capsys, monkeypatch):
+    gpus = two_gpus()
+    gpus[0].fail["nvmlDeviceGetPowerUsage"] = 3
+    fake(gpus)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert main(["agent", "--check", "--node", "n"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["nvml"])
+    assert lines[at].split() == ["nvml", "every", "10", "s", "ok"]
+    assert lines[at + 1] == "    DCGM_FI_DEV_POWER_USAGE: NVMLError_NotSupported: Not Supported (gpu 0)"
