@@ -290,6 +290,14 @@ def test_processes_on_both_lists_count_once_and_unknown_memory_is_left_out(fake)
     later = use.rows({0: {}}, units.get, {"job:7"})   # job:7 left the GPU; x.service ended
     assert {u: by_series(r) for u, r in later.items()} == {
         "job:7": {("unit_gpu_processes", (("gpu", "0"),)): 0.0, ("unit_gpu_memory_bytes", (("gpu", "0"),)): 0.0}}
+    use.rows({0: {101: float(GIB)}, 1: {103: float(GIB)}}, units.get, {"job:7", "service:x.service"})
+    unread = use.rows({1: {}}, units.get, {"job:7", "service:x.service"})   # GPU 0's list not read this run
+    assert {u: by_series(r) for u, r in unread.items()} == {
+        "service:x.service": {("unit_gpu_processes", (("gpu", "1"),)): 0.0,
+                              ("unit_gpu_memory_bytes", (("gpu", "1"),)): 0.0}}
+    again = use.rows({0: {}}, units.get, {"job:7"})   # read again: job:7 left GPU 0 meanwhile
+    assert {u: by_series(r) for u, r in again.items()} == {
+        "job:7": {("unit_gpu_processes", (("gpu", "0"),)): 0.0, ("unit_gpu_memory_bytes", (("gpu", "0"),)): 0.0}}
 
 
 def test_a_pid_is_the_deepest_running_unit_whose_cgroup_holds_it(tmp_path):

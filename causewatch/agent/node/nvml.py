@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from causewatch.agent.node.files import name
 
@@ -34,13 +34,6 @@ class Device:
     events: object = None            # its XID event set, or None
     events_reason: str = ""           # why it has none
     xid: float = 0.0                 # the last XID seen since the agent started (DCGM's gauge)
-    names: dict = field(default_factory=dict)
-
-    def series(self, metric: str) -> str:
-        found = self.names.get(metric)
-        if found is None:
-            found = self.names[metric] = name(metric, *self.labels)
-        return found
 
 
 def _utilization(nv, d: Device) -> dict[str, float]:
@@ -171,7 +164,7 @@ class Nvml:
                 except (self._nv.NVMLError, Unread) as e:
                     failing.update({(d.index, f): str(e) if isinstance(e, Unread) else _reason(e) for f in fields})
                     continue
-                out.update({d.series(metric): float(value) for metric, value in values.items()})
+                out.update({name(metric, *d.labels): float(value) for metric, value in values.items()})
             try:
                 processes[d.index] = self._running(d)
             except self._nv.NVMLError as e:
@@ -220,29 +213,35 @@ class Nvml:
 class GpuUse:
     """The GPU use of each running unit from the processes NVML lists: `unit_gpu_processes{gpu}` and
     `unit_gpu_memory_bytes{gpu}` of the deepest unit whose cgroup holds each pid. A unit whose processes
-    left a GPU gets 0 for it while it runs (its series would show the last use until its end)."""
+    left a GPU gets 0 for it while it runs (its series would show the last use until its end); a GPU whose
+    list could not be read this run gives nothing, not 0."""
 
     def __init__(self):
-        self._had: dict[str, set[str]] = {}   # unit -> the names it was sent
+        self._had: dict[str, dict[str, int]] = {}   # unit -> {name it was sent: its GPU}
 
     def rows(self, processes: dict[int, dict[int, float | None]], unit_of,
              running) -> dict[str, dict[str, float]]:
         """{unit: its row} of `processes` ({gpu: {pid: bytes}}), `unit_of(pid)` naming a pid's unit (or
         None) among the units `running` now."""
         out: dict[str, dict[str, float]] = {}
+        gpus: dict[str, dict[str, int]] = {}
         for gpu, procs in processes.items():
             for pid, used in procs.items():
                 unit = unit_of(pid)
                 if unit is None:
                     continue
-                row = out.setdefault(unit, {})
+                row, of = out.setdefault(unit, {}), gpus.setdefault(unit, {})
                 count = name("unit_gpu_processes", ("gpu", str(gpu)))
-                row[count] = row.get(count, 0.0) + 1
+                row[count], of[count] = row.get(count, 0.0) + 1, gpu
                 if used is not None:
                     memory = name("unit_gpu_memory_bytes", ("gpu", str(gpu)))
-                    row[memory] = row.get(memory, 0.0) + used
+                    row[memory], of[memory] = row.get(memory, 0.0) + used, gpu
         for unit, had in ((u, h) for u, h in self._had.items() if u in running):
-            row = out.setdefault(unit, {})
-            row.update({metric: 0.0 for metric in had if metric not in row})
-        self._had = {unit: set(row) for unit, row in out.items()}
+            left = {metric: gpu for metric, gpu in had.items() if gpu in processes and metric not in out.get(unit, {})}
+            if left:
+                out.setdefault(unit, {}).update(dict.fromkeys(left, 0.0))
+            unread = {metric: gpu for metric, gpu in had.items() if gpu not in processes}   # remembered for later
+            if left or unread:
+                gpus.setdefault(unit, {}).update({**left, **unread})
+        self._had = gpus
         return out
