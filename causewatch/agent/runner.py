@@ -38,6 +38,7 @@ from causewatch.agent.command import command_name
 from causewatch.agent.instrument import environment, listening
 from causewatch.agent.ipsampler import BBVCollector
 from causewatch.agent.neighbours import TopProcesses
+from causewatch.agent.node.nvml import GpuUse
 from causewatch.agent.node.schedule import NodeCollectors, default_specs
 from causewatch.agent.system import ProcessCollector
 from causewatch.agent.unitwatch import UnitWatch, slurm_installed
@@ -47,6 +48,7 @@ from causewatch.systemd import sd_notify
 
 log = logging.getLogger(__name__)
 CGROUP_ROOTS = ("/sys/fs/cgroup/perf_event", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+GPU_RATE = "slow:gpu"   # the units' GPU use: a batch of its own, as NVML runs less often than the units tick
 
 
 @dataclass
@@ -191,6 +193,7 @@ class Agent:
                 self.bbv = BBVCollector(target.label, pid=target.pid, cgroup=target.cgroup,
                                         frequency=cfg.bbv_frequency, proc=proc, wall=clock, monotonic=monotonic)
         self.units = unit_watch(cfg, proc, clock) if cfg.units else None
+        self.gpu_use = GpuUse()
         self._batches: dict[tuple[str, str], Batch] = {}
         self._relay: threading.Thread | None = None
         self._stop = StopSignal()
@@ -294,13 +297,25 @@ class Agent:
         records, rows = self.units.tick()
         for scope, row in rows.items():
             self._add(scope, "slow", t, row)
+        self._add_gpu_use(t)
         for body in records:
-            if body["event"] == "end":
-                batch = self._batches.pop((body["unit"], "slow"), None)
+            for rate in ("slow", GPU_RATE) if body["event"] == "end" else ():
+                batch = self._batches.pop((body["unit"], rate), None)
                 last = batch.body() if batch else None
                 if last is not None:
                     self.sender.send("samples", last)
             self.sender.send("unit", body)
+
+    def _add_gpu_use(self, t: float) -> None:
+        """The GPU use of the running units, from the processes of NVML's run this tick (none: no run)."""
+        gpu = self.node.running("nvml")
+        processes = gpu.take_processes() if gpu is not None else None
+        if processes is not None:
+            for unit, row in self.gpu_use.rows(processes, self._unit_name, self.units.running).items():
+                self._add(unit, GPU_RATE, t, row)
+
+    def _unit_name(self, pid: int) -> str | None:
+        return self.units.unit_of(pid).get("unit")
 
     def _add(self, scope: str, rate: str, t: float, row: dict) -> None:
         self._batches.setdefault((scope, rate), Batch(scope)).add(t, row)

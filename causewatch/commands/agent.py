@@ -141,4 +141,6 @@ def _check(cfg: AgentConfig, target, as_json: bool) -> int:
         for name, c in hello["collectors"].items():
             every = f"every {c['interval']:g} s" if c["interval"] else ""
             print(f"  {name:12s} {every:14s} {c['state']}")
+            for field, why in ((k, v) for k, v in c.items() if k not in ("interval", "state")):
+                print(f"    {field}: {why}")   # a field that fails alone (a GPU's)
     return 0

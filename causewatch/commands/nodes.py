@@ -48,8 +48,10 @@ def run(args) -> int:
 
 
 def _counted(collectors: dict) -> str:
-    """'21 ok, 1 off, 1 failing' of a node's collectors at its agent's start ('' for an agent that lists none)."""
+    """'21 ok, 1 off, 1 unavailable, 1 failing' of a node's collectors at its agent's start ('' for an agent
+    that lists none); unavailable: nothing for it here (NVML on a node without a GPU)."""
     states = [c.get("state", "") for c in collectors.values()]
-    counts = {"ok": states.count("ok"), "off": sum(s.startswith("off") for s in states)}
-    counts["failing"] = len(states) - counts["ok"] - counts["off"]
+    counts = {"ok": states.count("ok"), "off": sum(s.startswith("off") for s in states),
+              "unavailable": sum(s.startswith("unavailable") for s in states)}
+    counts["failing"] = len(states) - sum(counts.values())
     return ", ".join(f"{n} {what}" for what, n in counts.items() if n)

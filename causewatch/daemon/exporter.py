@@ -20,11 +20,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 
 from causewatch import wire
-from causewatch.daemon import node_families, node_metrics
+from causewatch.daemon import gpu_families, node_families, node_metrics
 from causewatch.daemon.unit_series import UnitSeries
 
 # An agent metric name `base[.cpuN]` (perf's per-CPU counts): the CPU is a label, not in the name.
 _PER_CPU = re.compile(r"^(?P<base>.+)\.cpu(?P<cpu>\d+)$")
+_THEIRS = ("node_", "DCGM_FI_")   # node_exporter's and DCGM-exporter's names, exported as they are
 EOF = b"# EOF\n"   # OpenMetrics' closing line: one per exposition
 
 
@@ -75,11 +76,12 @@ class _Fixed:
 
 def node_series(metric: str) -> tuple[str, dict[str, str]]:
     """An agent metric name as (exported name, extra labels): a labelled name (`wire.labelled`) gives
-    its labels, and one under node_exporter's names (`node_...`) is exported as it is; `cycles.cpu3` is
+    its labels, and one under node_exporter's or DCGM-exporter's names (`node_...`, `DCGM_FI_...`) is
+    exported as it is; `cycles.cpu3` is
     causewatch_cycles_total{cpu="3"}, a cumulative perf count gaining _total (node_metrics.exported); a
     name's other parts stay as they are."""
     metric, labels = wire.unlabelled(metric)
-    if metric.startswith("node_"):
+    if metric.startswith(_THEIRS):
         return metric, labels
     m = _PER_CPU.match(metric)
     if m:
@@ -212,6 +214,7 @@ class NodeState:
         for name, series in sorted(by_name.items()):
             keys = sorted({k for labels, _ in series for k in labels})
             kind, help = (node_families.describe(name) if name.startswith("node_")
+                          else gpu_families.describe(name) if name.startswith("DCGM_FI_")
                           else node_metrics.describe(name.removeprefix("causewatch_")))
             family = (CounterMetricFamily(name.removesuffix("_total"), help, labels=keys) if kind == "counter"
                       else UntypedMetricFamily(name, help, labels=keys) if kind == "untyped"

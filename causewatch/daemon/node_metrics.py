@@ -18,6 +18,8 @@ _AGENT = {
     "top_process_count": "Processes of each command among the node's busiest (top_process_cpu_ratio)",
     "agent_collector_failure_info": "1 while a node collector of the agent fails, with the reason it gives "
                                     "(its node_scrape_collector_success is 0)",
+    "gpu_field_failure_info": "1 while a field of a GPU (a DCGM_FI_DEV_* name, or processes) cannot be read "
+                              "through NVML, with the reason NVML gives; the GPU's other fields go on",
     # the agent's own delivery counts (sender.Sender.counts), sent as samples since the agent serves nothing
     "agent_frames_acked_total": "Frames the agent sent that the daemon acked (stored, or stored before)",
     "agent_frames_nacked_total": "Nacks the agent got from the daemon, every one",

@@ -23,7 +23,8 @@ FACTS = (("causewatch_unit_start_time_seconds", "start", "When the unit started,
                                                                "else its cgroup's memory.max)"),
          ("causewatch_unit_gpus", "gpus", "GPUs allocated to the unit (Slurm's allocation)"))
 
-# HELP of each metric an agent counts per unit (agent/cgroups.py, agent/slurm.py), exported as causewatch_NAME
+# HELP of each metric an agent counts per unit (agent/cgroups.py, agent/slurm.py, agent/node/nvml.py),
+# exported as causewatch_NAME
 HELP = {
     "unit_cpu_seconds_total": "CPU seconds the unit used (cgroup cpu.stat usage, or its processes' times)",
     "unit_cpu_user_seconds_total": "User-mode CPU seconds the unit used",
@@ -48,6 +49,8 @@ HELP = {
     "unit_pressure_io_waiting_seconds_total": "Seconds some of the unit's tasks waited for I/O (io.pressure some)",
     "unit_pressure_io_stalled_seconds_total": "Seconds all of the unit's tasks were stalled on I/O (io.pressure full)",
     "unit_processes": "Processes of the unit (counted where its processes, not a cgroup, are the unit)",
+    "unit_gpu_processes": "Processes of the unit on the GPU, as NVML lists its compute and graphics processes",
+    "unit_gpu_memory_bytes": "GPU memory the unit's processes use on the GPU, as NVML gives each process's",
 }
 
 

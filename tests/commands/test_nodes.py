@@ -13,7 +13,8 @@ from causewatch.errors import WireError
 
 COLLECTORS = {"stat": {"interval": 1.0, "state": "ok"}, "meminfo": {"interval": 1.0, "state": "ok"},
               "conntrack": {"interval": 10.0, "state": "FileNotFoundError: nf_conntrack_count"},
-              "netstat": {"interval": 0.0, "state": "off (collector_intervals.netstat = 0)"}}
+              "netstat": {"interval": 0.0, "state": "off (collector_intervals.netstat = 0)"},
+              "nvml": {"interval": 10.0, "state": "unavailable: nvmlInit: NVML Shared Library Not Found"}}
 
 
 def _store(path, **hellos) -> str:
@@ -30,10 +31,11 @@ def test_the_nodes_collectors_are_counted_and_each_not_ok_named(tmp_path, capsys
     assert main(["nodes", "--db", db]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[-1] == "collectors"
-    assert lines[1].startswith("n1") and lines[1].endswith("2 ok, 1 off, 1 failing")
-    assert lines[2:4] == ["  conntrack: FileNotFoundError: nf_conntrack_count",
-                          "  netstat: off (collector_intervals.netstat = 0)"]
-    assert lines[4].startswith("n2") and len(lines) == 5
+    assert lines[1].startswith("n1") and lines[1].endswith("2 ok, 1 off, 1 unavailable, 1 failing")
+    assert lines[2:5] == ["  conntrack: FileNotFoundError: nf_conntrack_count",
+                          "  netstat: off (collector_intervals.netstat = 0)",
+                          "  nvml: unavailable: nvmlInit: NVML Shared Library Not Found"]
+    assert lines[5].startswith("n2") and len(lines) == 6
     assert main(["nodes", "--db", db, "--json"]) == 0
     nodes = json.loads(capsys.readouterr().out)
     assert [(n["node"], n["collectors"]) for n in nodes] == [("n1", COLLECTORS), ("n2", {})]

@@ -2,7 +2,8 @@
 
 A collector that raises, or is still running at its deadline (its budget), gives node_scrape_collector_success 0 and
 its reason (`unavailable`, and agent_collector_failure_info{collector,reason}); one still running when it
-is next due is not started again until it returns, so a hung read stops only that collector.
+is next due is not started again until it returns, so a hung read stops only that collector. One whose
+`open()` gives a reason (NVML on a node without a GPU) is unavailable: it never runs, and hello says why.
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ import time
 from dataclasses import dataclass
 
 from causewatch import wire
-from causewatch.agent.node import clock, cpufreq, kernel, network, release, storage
+from causewatch.agent.node import clock, cpufreq, kernel, network, nvml, release, storage
 from causewatch.agent.node.files import name
 from causewatch.config import NODE_COLLECTOR_INTERVALS
 
 log = logging.getLogger(__name__)
 MAX_REASON = 80   # characters of a reason in its label (the name must stay within wire.MAX_NAME)
+BUDGETS = {"filesystem": 2.0, "nvml": 1.0}   # seconds; the rest 0.25 (NVML: ~15 calls a GPU, 8 GPUs a node)
 
 
 @dataclass
 class Spec:
-    collector: object   # .name and .collect() -> {labelled name: value}
+    collector: object   # .name and .collect() -> {labelled name: value}; optional .open() -> reason | None,
+    #                     .field_states() -> {field: reason}, .close()
     interval: float     # seconds between runs
     budget: float       # seconds a run may take before it counts as failed
 
@@ -36,8 +39,8 @@ def default_specs(proc: str = "/proc", sys: str = "/sys",
                   storage.Filesystems(proc), network.NetDev(proc), network.NetClass(sys), network.SoftNet(proc),
                   network.NetStat(proc), network.SockStat(proc), network.Arp(proc), network.UdpQueues(proc),
                   network.Conntrack(proc), cpufreq.CpuFreq(sys), clock.Time(sys), clock.Timex(), release.Uname(proc),
-                  release.OsRelease(), release.SELinux(sys)]
-    return [Spec(c, intervals[c.name], budget=2.0 if c.name == "filesystem" else 0.25) for c in collectors]
+                  release.OsRelease(), release.SELinux(sys), nvml.Nvml()]
+    return [Spec(c, intervals[c.name], budget=BUDGETS.get(c.name, 0.25)) for c in collectors]
 
 
 class _Worker:
@@ -123,7 +126,9 @@ class NodeCollectors:
         self.monotonic = monotonic
         self.unavailable: dict[str, str] = {}
         self.off = [s.collector.name for s in specs if s.interval <= 0]
+        self.absent: dict[str, tuple[float, str]] = {}   # unavailable here: name -> (interval, why)
         self._workers = [_Worker(s) for s in specs if s.interval > 0]
+        self._opened = False
         self._valid: set[str] = set()
         self._lane: _Lane | None = None
         self._first: dict[float, dict[str, float]] = {}   # open()'s rows, sent with the first collect()
@@ -132,6 +137,21 @@ class NodeCollectors:
     def names(self) -> list[str]:
         return [w.spec.collector.name for w in self._workers]
 
+    def running(self, collector: str):
+        """The collector of that name if it runs here (on and available), else None."""
+        return next((w.spec.collector for w in self._workers if w.spec.collector.name == collector), None)
+
+    def _open_collectors(self) -> None:
+        """Once: the collectors whose open() gives a reason leave the schedule, their reason kept."""
+        self._opened = True
+        for w in list(self._workers):
+            opener = getattr(w.spec.collector, "open", None)
+            reason = opener() if opener is not None else None
+            if reason is not None:
+                log.info("node collector %s is unavailable here: %s", w.spec.collector.name, reason)
+                self.absent[w.spec.collector.name] = (w.spec.interval, reason)
+                self._workers.remove(w)
+
     def open(self) -> dict[str, dict]:
         """Run every collector once, as hello says how each fared (its rows go with the first collect()):
         {name: {"interval": seconds, "state": "ok" | reason}}, "off" for one of interval 0."""
@@ -139,13 +159,20 @@ class NodeCollectors:
         return self.states()
 
     def states(self) -> dict[str, dict]:
-        states = {w.spec.collector.name: {"interval": w.spec.interval,
-                                          "state": self.unavailable.get(w.spec.collector.name, "ok")}
-                  for w in self._workers}
+        """{name: {"interval", "state"}} and, for a collector whose fields fail one by one, {field: reason}."""
+        states = {}
+        for w in self._workers:
+            c = w.spec.collector
+            fields = c.field_states() if hasattr(c, "field_states") else {}
+            states[c.name] = {**fields, "interval": w.spec.interval, "state": self.unavailable.get(c.name, "ok")}
+        states.update({name: {"interval": interval, "state": f"unavailable: {reason}"}
+                       for name, (interval, reason) in self.absent.items()})
         states.update({name: {"interval": 0.0, "state": f"off (collector_intervals.{name} = 0)"} for name in self.off})
         return states
 
     def collect(self) -> dict[float, dict[str, float]]:
+        if not self._opened:
+            self._open_collectors()
         rows, self._first = self._first, {}
         self._run_due(rows)
         return rows
@@ -204,6 +231,10 @@ class NodeCollectors:
     def close(self) -> None:
         if self._lane is not None:
             self._lane.close()
+        for w in self._workers:
+            closer = getattr(w.spec.collector, "close", None)
+            if closer is not None:
+                closer()
 
 
 def _next(due: float, period: float, now: float) -> float:
