@@ -17,6 +17,7 @@ Usage: python bench/live/app.py serve --port-file F --delay-file D
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -35,8 +36,8 @@ from causewatch.agent import instrument
 # (kinds, their weights, sizes drawn uniformly between) before and after the shift
 MIXES = {"base": (("compute", "memory", "write"), (0.4, 0.3, 0.3), (40, 160)),
          "shifted": (("compute", "memory", "write"), (0.15, 0.3, 0.55), (100, 240))}
-LOOP = {"compute": 2500, "memory": 400, "write": 400}        # Python loop iterations per unit of size
-DOUBLES = {"compute": 2000, "memory": 8000, "write": 2000}   # doubles copied per unit of size
+LOOP = {"compute": 5000, "memory": 800, "write": 800}        # Python loop iterations per unit of size
+DOUBLES = {"compute": 4000, "memory": 16_000, "write": 4000}   # doubles copied per unit of size
 PASSES = {"compute": 1, "memory": 4, "write": 1}               # ...this many times
 WRITES = {"compute": 1, "memory": 1, "write": 3}               # fsync'd 4 KiB appends per 40 units of size
 BLOCK = b"x" * 4096
@@ -129,9 +130,10 @@ def run(args) -> int:
 
 class _Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
-        for _ in self.rfile:
-            time.sleep(BASE_DELAY + _extra(self.server.delay_file))
-            self.wfile.write(b"ok\n")
+        with contextlib.suppress(ConnectionError):   # a worker that ends drops its connection
+            for _ in self.rfile:
+                time.sleep(BASE_DELAY + _extra(self.server.delay_file))
+                self.wfile.write(b"ok\n")
 
 
 def _extra(path: str) -> float:

@@ -78,13 +78,17 @@ def score(plan: Plan, anomalies: list[dict], baseline: float | None) -> dict:
 
 
 def said(a: dict, plan: Plan) -> str:
-    """One anomaly in a line: kind, variables, opening from the change, resolution, first cause."""
+    """One anomaly in a line: kind, variables, opening from the change (and the task rows it was raised on,
+    which under a lagging analysis may all precede it), resolution, first cause."""
     unit, value = first_cause(a)
     resolved, since = a["resolved"], "the fault's end" if plan.end else "the change"
     gone = "never resolved" if resolved is None or resolved > plan.run_end else \
         f"resolved {resolved - (plan.end or plan.start):+.0f} s from {since}"
     cause = "not ranked" if unit is None else f"{unit} ({value:.2f})"
-    return f"{a['kind']} {a['src']}->{a['dst']} {a['opened'] - plan.start:+.0f} s, {gone}; first cause {cause}"
+    rows = (a.get("evidence") or {}).get("raised_on")   # an edge's: the raising version's window
+    on = "" if not rows else \
+        f" on rows {rows['first_start'] - plan.start:+.0f}..{rows['last_start'] - plan.start:+.0f} s"
+    return f"{a['kind']} {a['src']}->{a['dst']} {a['opened'] - plan.start:+.0f} s{on}, {gone}; first cause {cause}"
 
 
 def table(runs: list[dict], loads: list[int], scenarios: list[str]) -> str:

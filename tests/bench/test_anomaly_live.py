@@ -75,6 +75,14 @@ def test_the_first_cause_must_be_the_culprit_beyond_the_cut(unit, value):
     assert "not the culprit" in got["why"]
 
 
+def test_a_line_says_the_rows_an_anomaly_was_raised_on_from_the_change():
+    a = dict(anomaly(175, resolved=230, kind="edge_appeared"))
+    a["evidence"] = dict(a["evidence"], raised_on={"rows": 900, "first_start": T0 + 20, "last_start": T0 + 140})
+    (line,) = live_score.score(FAULT, [a], BASE)["said"]
+    assert line.startswith("edge_appeared (time)->cpu_wait_seconds +25 s on rows -130..-10 s, resolved +20 s from "
+                           "the fault's end; first cause " + HOG)
+
+
 def test_a_quiet_run_passes_with_none_and_fails_with_any():
     calm = Plan("calm", start=T0 + 150, end=None, run_end=T0 + 300)
     assert live_score.score(calm, [], BASE)["passed"]
