@@ -4,6 +4,12 @@ Edges added and removed, edges re-oriented (not counted as new), strengths moved
 mechanisms (a variable's distribution given its baseline causes) that changed between the windows' rows:
 the causal counterpart of a diff flame graph. Each change is judged as the daemon judges its anomalies
 (anomalies.edge_changes, anomalies.changed_mechanisms), so a diff and an anomaly agree on what changed.
+
+Given the rows, an edge added or removed must also show in the data, not only in the two learnt graphs:
+an added edge's ends, separated in the baseline's model by some set, are no longer separated by it on the
+newer rows; a removed one's, separated in the newer model, were not separated by that set on the
+baseline's rows. Otherwise it is a learner's flicker (where two near-copies, a task's duration and its
+CPU time, take an edge in turn), kept apart as `unconfirmed`.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import pandas as pd
 
 from causewatch.analytics.causal import anomalies, mdl
 from causewatch.analytics.causal.background import Background
-from causewatch.analytics.causal.ci import CITest, KDEMITest
+from causewatch.analytics.causal.ci import CITest, Dataset, KDEMITest
 from causewatch.analytics.causal.model import CausalModel, Edge
 from causewatch.analytics.causal.pc import PCLearner
 
@@ -64,7 +70,8 @@ class MechanismChange:
 @dataclass
 class CausalDiff:
     """What changed from `before` (the baseline window's model) to `after`; `mechanisms_judged` is False
-    when no rows were given to judge them; `weak` counts edges added or removed under MIN_BITS."""
+    when no rows were given to judge them; `weak` counts edges added or removed under MIN_BITS;
+    `unconfirmed`: edges added or removed in the graphs whose separation the rows do not contradict."""
     before: CausalModel = field(repr=False)
     after: CausalModel = field(repr=False)
     edges: list[EdgeChange]
@@ -72,10 +79,13 @@ class CausalDiff:
     mechanisms_judged: bool
     weak: int
     rows: tuple[int, int] = (0, 0)
+    unconfirmed: list[EdgeChange] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.edges or self.mechanisms)
+        """An edge added, removed or moved beyond its band, or a mechanism changed; a re-orientation
+        alone is listed but is no change, as it opens no anomaly (anomalies.edge_changes)."""
+        return any(c.kind != "reoriented" for c in self.edges) or bool(self.mechanisms)
 
     def to_dict(self) -> dict:
         after = {frozenset((e.src, e.dst)) for e in self.after.edges()}
@@ -87,6 +97,7 @@ class CausalDiff:
                 "mechanisms": [m.to_dict() for m in self.mechanisms],
                 "mechanisms_judged": self.mechanisms_judged,
                 "unchanged_edges": len(after - touched), "weak_edges_left_out": self.weak,
+                "unconfirmed_edges": [c.to_dict() for c in self.unconfirmed],
                 "min_bits": anomalies.MIN_BITS}
 
 
@@ -106,8 +117,28 @@ def diff_models(before: CausalModel, after: CausalModel, rows_before: pd.DataFra
     pairs_before = {frozenset((e.src, e.dst)) for e in before.edges()}
     pairs_after = {frozenset((e.src, e.dst)) for e in after.edges()}
     weak = len(pairs_before ^ pairs_after) - sum(c.kind in ("added", "removed") for c in edges)
-    rows = (len(rows_before), len(rows_after)) if judged else (0, 0)
-    return CausalDiff(before, after, edges, mechanisms, judged, weak, rows)
+    if not judged:
+        return CausalDiff(before, after, edges, mechanisms, judged, weak)
+    test = ci_test or KDEMITest()
+    sure = [c for c in edges if _shows(c, before, after, rows_before, rows_after, test)]
+    return CausalDiff(before, after, sure, mechanisms, judged, weak, (len(rows_before), len(rows_after)),
+                      [c for c in edges if c not in sure])
+
+
+def _shows(change: EdgeChange, before: CausalModel, after: CausalModel, rows_before: pd.DataFrame,
+           rows_after: pd.DataFrame, test: CITest) -> bool:
+    """Whether the rows show an added or removed edge: the other model's separating set of its ends
+    does not separate them on these rows (an edge without a recorded set, as background knowledge
+    leaves one, is taken as shown)."""
+    if change.kind not in ("added", "removed"):
+        return True
+    model, rows = (before, rows_after) if change.kind == "added" else (after, rows_before)
+    given = model.sepsets.get(frozenset((change.src, change.dst)))
+    if given is None:
+        return True
+    nodes = model.nodes
+    ds = Dataset(rows[nodes].reset_index(drop=True), [v for v in nodes if v in model.discrete])
+    return not test.test(ds, change.src, change.dst, tuple(given)).independent
 
 
 def edge_diff(before: CausalModel, after: CausalModel) -> list[EdgeChange]:

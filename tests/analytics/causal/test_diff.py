@@ -66,6 +66,21 @@ def test_a_reoriented_edge_is_reoriented_not_added_and_removed():
     # an edge that lost its direction is re-oriented too
     found = diff_models(_model([("a", "b")]), _model([], [("a", "b")]))
     assert [c.kind for c in found.edges] == ["reoriented"]
+    assert not found.changed   # as an anomaly: a re-orientation opens none
+
+
+def test_an_edge_only_the_graphs_disagree_on_is_unconfirmed():
+    rows_before, rows_after = network(8), network(108, z_on_w=1.0)
+    nodes = list(rows_before.columns)
+    spurious = CausalModel.from_search(nodes, [("x1", "w")], [], {frozenset(("x1", "w")): 0.5}, {}, [])
+    apart = CausalModel.from_search(nodes, [], [], {}, {frozenset(("x1", "w")): (), frozenset(("w", "z")): ()}, [])
+    # x1 and w are independent on the baseline's rows too: the removal is the learner's, not the data's
+    found = diff_models(spurious, apart, rows_before, rows_after)
+    assert [(c.kind, c.src, c.dst) for c in found.unconfirmed] == [("removed", "x1", "w")] and not found.edges
+    # w and z, apart in the baseline's model, depend on each other on the newer rows: a shown edge
+    joined = CausalModel.from_search(nodes, [("w", "z")], [], {frozenset(("w", "z")): 0.5}, {}, [])
+    found = diff_models(apart, joined, rows_before, rows_after)
+    assert [(c.kind, c.src, c.dst) for c in found.edges] == [("added", "w", "z")] and not found.unconfirmed
 
 
 def test_edges_are_judged_by_the_anomaly_bands():
