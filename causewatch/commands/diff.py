@@ -75,41 +75,46 @@ def _windows(args):
     raise InputError("give two windows: --baseline and --incident files, or a store's app with --scope app:APP")
 
 
-def variables(before, after, args, inputs: list[str]):
+def variables(before, after, inputs: list[str], columns: list[str] | None = None, discrete: list[str] = ()):
     """Both windows on the same variables (features.model_variables over their rows together, less
     any column constant in one of them), complete rows only; with the inputs among them."""
     import pandas as pd
 
     from causewatch.analytics.causal import features
     drop = tuple(c for c in features.BOOKKEEPING if c in before.columns)
-    wanted = _names(args.columns) or None
-    for flag, names in (("--columns", wanted or []), ("--inputs", _names(args.inputs)),
-                        ("--discrete", _names(args.discrete))):
+    for flag, names in (("--columns", columns or []), ("--inputs", inputs), ("--discrete", discrete)):
         missing = [c for c in names if c not in before.columns or c not in after.columns]
         if missing:
             raise InputError(f"{flag}: no column(s) {', '.join(missing)} in both windows")
-    columns = list(features.model_variables(pd.concat([before, after], ignore_index=True), wanted, drop).data.columns)
-    rows = [w[columns].dropna().reset_index(drop=True) for w in (before, after)]
-    columns = [c for c in columns if all(r[c].nunique() > 1 for r in rows)]
-    if len(columns) < 2:
-        raise InputError(f"need at least 2 variables that vary in both windows; got {', '.join(columns) or 'none'}")
-    given = [c for c in dict.fromkeys([*inputs, *_names(args.inputs)]) if c in columns]
-    return rows[0][columns], rows[1][columns], given
+    chosen = list(features.model_variables(pd.concat([before, after], ignore_index=True), columns, drop).data.columns)
+    rows = [w[chosen].dropna().reset_index(drop=True) for w in (before, after)]
+    chosen = [c for c in chosen if all(r[c].nunique() > 1 for r in rows)]
+    if len(chosen) < 2:
+        raise InputError(f"need at least 2 variables that vary in both windows; got {', '.join(chosen) or 'none'}")
+    return rows[0][chosen], rows[1][chosen], [c for c in inputs if c in chosen]
+
+
+def learnt(before, after, inputs: list[str], columns: list[str] | None = None, discrete: list[str] = (),
+           max_depth: int = 2, quiet: bool = True):
+    """The diff of two windows' rows on their shared variables; windows that cannot be compared: an InputError."""
+    from causewatch.analytics.causal import DiffError, diff_windows
+    before, after, given = variables(before, after, inputs, columns, discrete)
+    try:
+        with waiting("learning two models", quiet):
+            return diff_windows(before, after, given, list(discrete), max_depth)
+    except DiffError as e:
+        raise InputError(str(e)) from None
 
 
 def diff(args):
     """The diff of the two windows and what they were."""
-    from causewatch.analytics.causal import DiffError, diff_windows
     before, after, inputs, what = _windows(args)
     missing = sorted(set(before.columns) ^ set(after.columns))
     if missing and not args.scope:
         raise InputError(f"the windows' columns disagree: {', '.join(missing[:5])} in one only")
-    before, after, given = variables(before, after, args, inputs)
-    try:
-        with waiting("learning two models", args.json or getattr(args, "quiet", False)):
-            return diff_windows(before, after, given, _names(args.discrete), args.max_depth), what
-    except DiffError as e:
-        raise InputError(str(e)) from None
+    inputs = list(dict.fromkeys([*inputs, *_names(args.inputs)]))
+    return learnt(before, after, inputs, _names(args.columns) or None, _names(args.discrete), args.max_depth,
+                  args.json or getattr(args, "quiet", False)), what
 
 
 def print_diff(found, what: str) -> None:

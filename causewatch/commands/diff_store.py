@@ -22,27 +22,33 @@ def _model_window(versions: list[dict], baseline: bool, scope: str) -> tuple[flo
     return float(chosen[0]["window_start"]), float(chosen[0]["window_end"])
 
 
-def spans(source, args) -> tuple[tuple[float, float], tuple[float, float]]:
-    """The two ranges: as given, else the models' windows."""
-    given = (args.baseline_window, "--baseline-window"), (args.incident_window, "--incident-window")
-    versions = None if all(text for text, _ in given) else source.read(verbs.MODELS, scope=args.scope)
-    return tuple(window(text, option) if text else _model_window(versions, option == "--baseline-window", args.scope)
+def spans(source, scope: str, baseline_window: str | None, incident_window: str | None
+          ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The two ranges: as given (START,END), else the models' windows."""
+    given = (baseline_window, "--baseline-window"), (incident_window, "--incident-window")
+    versions = None if all(text for text, _ in given) else source.read(verbs.MODELS, scope=scope)
+    return tuple(window(text, option) if text else _model_window(versions, option == "--baseline-window", scope)
                  for text, option in given)
 
 
 def store_windows(args):
     """(baseline rows, incident rows, inputs, what they are): the app's tasks started in each range."""
+    from causewatch.commands.source import open_source
+    if not args.scope.startswith("app:"):
+        raise InputError(f"--scope {args.scope}: expected app:APP (a diff compares an app's tasks)")
+    with open_source(args) as source:
+        return task_windows(source, args.scope, spans(source, args.scope, args.baseline_window, args.incident_window))
+
+
+def task_windows(source, scope: str, ranges):
+    """(baseline rows, incident rows, inputs, what they are): scope app:APP's tasks started in each
+    (start, end) range, read through `source`'s verbs as the causal job's variables."""
     import pandas as pd
 
     from causewatch.analytics.causal import features
     from causewatch.analytics.phases import PhaseTracker
-    from causewatch.commands.source import open_source
-    if not args.scope.startswith("app:"):
-        raise InputError(f"--scope {args.scope}: expected app:APP (a diff compares an app's tasks)")
-    app = args.scope.removeprefix("app:")
-    with open_source(args) as source:
-        ranges = spans(source, args)
-        tasks = source.read(verbs.TASKS, app=app, limit=None)
+    app = scope.removeprefix("app:")
+    tasks = source.read(verbs.TASKS, app=app, limit=None)
     params, counters = tasks.attrs.get("params", {}), tasks.attrs.get("counters", {})
     df, inputs = features.name_task_columns(tasks, params, counters)
     df = features.with_code_phase(df.reset_index(drop=True), PhaseTracker())
@@ -51,6 +57,6 @@ def store_windows(args):
         if part.empty:
             raise InputError(f"--{name}-window {a:g},{b:g}: the store holds no tasks of app {app} started then")
     columns = list(dict.fromkeys([*parts[0].columns, *parts[1].columns]))
-    what = f"{args.scope} {ranges[0][0]:g},{ranges[0][1]:g} -> {ranges[1][0]:g},{ranges[1][1]:g}"
+    what = f"{scope} {ranges[0][0]:g},{ranges[0][1]:g} -> {ranges[1][0]:g},{ranges[1][1]:g}"
     before, after = (pd.DataFrame(p).reindex(columns=columns) for p in parts)
     return before, after, inputs, what
