@@ -27,9 +27,10 @@ without --incident-window, that of its newest model; the task parameters are inp
 
 A model is learnt on each window as the daemon's causal job learns one (PC-stable, the KDE test,
 --inputs only as causes); the changes are judged as its anomalies are: an edge of at least 0.1 bits added
-or removed, a strength moved by more than 0.05 bits and a factor 2, an orientation changed (not a new
-edge), a variable's distribution given its baseline causes changed between the windows (its fit on its
-causes in each is shown). --json: {"changed", "edges": [{kind, src, dst, before, after}],
+or removed (and shown in the rows: else listed as unconfirmed), a strength moved by more than 0.05 bits
+and a factor 2, an orientation changed (listed, not a new edge, no change by itself), a variable's
+distribution given its baseline causes changed between the windows (its fit on its causes in each shown).
+--json: {"changed", "edges": [{kind, src, dst, before, after}],
 "mechanisms": [{variable, given, bits, threshold, before, after, formula_before, formula_after}], ...}.
 """
 
