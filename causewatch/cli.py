@@ -44,6 +44,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                        "pressure"),
     "diagnose": ("causewatch.commands.diagnose",
                  "rank the units that may have caused an incident, from a baseline and an incident window"),
+    "diff": ("causewatch.commands.diff",
+             "a causal diff of two windows: the edges, strengths and mechanisms that changed, as JSON or SVG"),
 }
 VERBOSE, QUIET = ("-v", "--verbose", "-vv", "-vvv"), ("-q", "--quiet")
 EPILOG = """getting started:

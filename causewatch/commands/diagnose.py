@@ -59,7 +59,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help='print {"causes": [{"unit", "score", "evidence"}]}')
 
 
-def _window(spec: str, name: str):
+def read_window(spec: str, name: str):
+    """A window's table from a file: a first time column becomes its index, not a metric; empty is refused."""
     from causewatch.commands.learn import load_df
     df = load_df(spec, SimpleNamespace(app=None, metric=None, bucket=None))
     first = df.columns[0] if len(df.columns) else None
@@ -126,7 +127,7 @@ def _windows(args):
     """(baseline, incident, units from the store or None) from the two files or the store's two ranges."""
     files, ranges = (args.baseline, args.incident), (args.baseline_window, args.incident_window)
     if all(files) and not any(ranges):
-        return _window(args.baseline, "baseline"), _window(args.incident, "incident"), None
+        return read_window(args.baseline, "baseline"), read_window(args.incident, "incident"), None
     if all(ranges) and not any(files):
         from causewatch.commands.diagnose_store import store_windows
         return store_windows(args)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from support import StoreVerbs
@@ -148,6 +149,32 @@ def test_the_report_gives_each_anomaly_its_cause_and_says_the_story_was_shown(st
     assert markov["open_s"] == 23 and markov["sent"] is False   # resolved before its 2 minutes' hold
     assert markov["summary"] == "duration in app:demo depends on cpu_seconds, which the causal model says it should not"
     assert mechanism["receiver"] == "pager" if shutil.which("amtool") else mechanism["receiver"].startswith("unknown")
+    # the wait here is an exact copy of the task time: no model to diff, and the section says why
+    assert [d["change"] for d in rep["model_diff"]] == ["not judged"]
+    assert "need at least 2 variables" in rep["model_diff"][0]["why"]
+
+
+def test_the_model_diff_names_the_waits_mechanism_under_the_hog(store, tmp_path):
+    """Tasks whose CPU time and wait vary apart, the wait eight times longer under the hog, their time
+    the sum: the diff of the baseline model's tasks and the hog's names the wait's mechanism, and draws
+    it. (The task time's may be named too, its fit unchanged: its causes' values under the hog lie
+    outside the baseline's, where the mechanism test, anomalies.changed_mechanisms, sees a change.)"""
+    rng = np.random.default_rng(0)
+    times = np.arange(0, 100, 0.25)
+    cpu = 0.05 * rng.uniform(0.5, 1.5, len(times))
+    wait = 0.05 * np.array([_ratio(t) for t in times]) * rng.uniform(0.5, 1.5, len(times))
+    store.commit_frames([wire.Frame("task", "demo-node-1", "b", i, ORIGIN + t, {
+        "app": "demo", "task_id": f"t{i}", "start": ORIGIN + t, "duration": c + w + 0.002 * rng.standard_normal(),
+        "cpu_seconds": c, "params": {"type": "float"}, "counters": {WAIT: w}})
+        for i, (t, c, w) in enumerate(zip(times, cpu, wait))])
+    base = _model(store, 31.0)
+    store.run(lambda con: results.set_baseline(con, SCOPE, base, "pinned", ORIGIN + 31))
+    rep = _report(store, _story(started=HOG[0], stopped=HOG[1]), tmp_path)
+    changed = [d for d in rep["model_diff"] if d["change"] == "mechanism"]
+    assert WAIT in [d["variable"] for d in changed], json.dumps(rep["model_diff"], indent=1)
+    wait = next(d for d in changed if d["variable"] == WAIT)
+    assert wait["given"] == "" and wait["fit"].startswith(f"{WAIT} = 0.02") and f"-> {WAIT} = 0.1" in wait["fit"]
+    assert "mechanism" in (tmp_path / "model-diff.svg").read_text()
 
 
 def test_anomalies_without_the_hog_are_explained_and_the_last_line_says_why_not(store, tmp_path):

@@ -93,6 +93,7 @@ VERBS = [
     ["anomalies", "--all"],
     ["probe", "status"],
     ["diagnose", "--baseline-window", "0,40", "--incident-window", "40,60", "--step", "5"],
+    ["diff", "--scope", "app:lu", "--baseline-window", "1000,1119", "--incident-window", "1120,1239"],
 ]
 
 
@@ -123,12 +124,14 @@ def test_every_verb_gives_the_same_answer_live_and_from_the_stopped_store(tmp_pa
         if verb[0] == "rank":       # a probe's age grows between the two asks
             assert 0 < a["nodes"][0].pop("age_seconds") <= b["nodes"][0].pop("age_seconds")
         assert a == b, verb
-    query, bottlenecks, phases, tasks, samples, rank, nodes, model, history, anomalies, status, diagnose = live
+    query, bottlenecks, phases, tasks, samples, rank, nodes, model, history, anomalies, status, diagnose, diff = live
     assert query and bottlenecks and phases["intervals"] == 12 and tasks["edges"] and samples["edges"]
     assert rank["nodes"][0]["node"] == "n1" and nodes[0]["hostname"] == "h1" and model["edges"] and history
     assert [(r["node"], r["kit"], r["state"]) for r in status] == [("n1", "k1", "done")]
     # a unit per node and per node and scope the store has samples of: the node, the service it ran
     assert sorted(c["unit"] for c in diagnose["causes"]) == ["n1", "n1/service:a.service"]
+    # two halves of one app's tasks: a model learnt on each, the same process
+    assert diff["rows"] == {"before": 120, "after": 120} and not diff["changed"], diff
 
 
 def test_kits_and_baselines_go_through_the_daemon_that_holds_the_store(tmp_path, capsys):

@@ -15,6 +15,14 @@ Models
     ModelError — a model operation on data that does not fit it
     model_svg — a model's graph as SVG, edge width by strength, anomalous edges in red
 
+Diffs
+    diff_windows — learn a model of each of two windows and say what changed between them
+    diff_models — what changed between two models (and, given their rows, their mechanisms)
+    CausalDiff — the changes: edges added, removed, re-oriented, strengths moved, mechanisms changed (to_dict)
+    EdgeChange, MechanismChange — one edge's change; one variable's changed mechanism
+    DiffError — two windows that cannot be compared
+    diff_svg — a diff as SVG: the newer model with each change marked, and a legend
+
 Conditional independence tests
     AutoTest — the default: per data set, the test that won bench/causal.py for its kind
     KDEMITest — conditional MI on kernel density estimates against a calibrated null
@@ -45,8 +53,9 @@ Submodules
     features — stored rows to a model's variables (name_task_columns, with_code_phase, model_variables)
     papers — the papers' example models as data generators with their true graphs (fig1, lu)
 
-The other modules are internal: pc, background, model, drawing, ci, mdl (their public names are above),
-kde_null (the KDE test's null table), gaussian (Mardia's tests), gsquare (G² counting), rcot (RCoT's kernels).
+The other modules are internal: pc, background, model, drawing, diff, diff_drawing, ci, mdl (their public
+names are above), kde_null (the KDE test's null table), gaussian (Mardia's tests), gsquare (G² counting),
+rcot (RCoT's kernels).
 """
 
 from causewatch.analytics._lazy import attach
@@ -56,6 +65,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "Background": "background", "BackgroundError": "background",
     "CausalModel": "model", "Edge": "model", "ModelError": "model",
     "model_svg": "drawing",
+    "diff_windows": "diff", "diff_models": "diff", "CausalDiff": "diff", "EdgeChange": "diff",
+    "MechanismChange": "diff", "DiffError": "diff", "diff_svg": "diff_drawing",
     "AutoTest": "ci", "KDEMITest": "ci", "RCoTTest": "ci", "FisherZTest": "ci", "GSquareTest": "ci",
     "DSeparationOracle": "ci", "oracle_dataset": "ci", "make_ci_test": "ci", "CITest": "ci", "CIResult": "ci",
     "Dataset": "ci", "DEFAULT_ALPHA": "ci", "CIError": "ci",

@@ -31,22 +31,40 @@ LABEL_FONT, LABEL_CHAR_W, LABEL_H = 10, 6.2, 13.0   # edge labels: a generous wi
 MIN_BITS = 0.005         # an edge this weak reads "0.00" and says nothing: not drawn, counted in the legend
 TIME = "(time)"          # a mechanism change's source (anomalies.TIME): the window a row comes from
 RED = ("anomalous", "note")   # legend lines written in the anomalies' colour
+# a causal diff's marks (diff_drawing.py): each kind of change's colour; removed edges are also dashed
+MARK_COLOURS = {"added": "#1f77b4", "removed": "#7f7f7f", "strength_changed": "#ff7f0e", "reoriented": "#9467bd",
+                "mechanism": ANOMALY_COLOUR}
 SWEEPS = 12              # barycentre passes (down and up) before keeping the order with fewest crossings
 
 
 @dataclass(frozen=True)
 class DrawnEdge:
-    """One edge to draw: a model edge, or an anomalous pair the model lacks (`in_model` False)."""
+    """One edge to draw: a model edge, or an anomalous pair the model lacks (`in_model` False); a
+    diff's edges carry their change (`mark`, a key of MARK_COLOURS) and a label of their own (`text`)."""
     src: str
     dst: str
     directed: bool
     strength: float
     anomalous: bool
     in_model: bool = True
+    mark: str | None = None
+    text: str | None = None
 
     @property
     def title(self) -> str:
         return f"{self.src}->{self.dst}"
+
+    @property
+    def colour(self) -> str:
+        return ANOMALY_COLOUR if self.anomalous else MARK_COLOURS.get(self.mark, EDGE_COLOUR)
+
+    @property
+    def dashed(self) -> bool:
+        return not self.in_model or self.mark == "removed"
+
+    @property
+    def css(self) -> str:
+        return "edge anomalous" if self.anomalous else f"edge {self.mark}" if self.mark else "edge"
 
 
 def model_svg(model: CausalModel, anomalous: Iterable[tuple[str, str]] = (), engine: str = "auto",
@@ -101,6 +119,8 @@ def _width(strength: float, strongest: float) -> float:
 
 
 def _label(e: DrawnEdge) -> str:
+    if e.text is not None:
+        return e.text
     if e.in_model:
         return f"{e.strength:.2f}"
     return "mechanism changed" if e.src == TIME else "not in model"
@@ -126,30 +146,34 @@ def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def to_dot(nodes: list[str], edges: list[DrawnEdge], title: str | None = None, legend=()) -> str:
-    """DOT with the drawing's attributes: pen width by strength, anomalies red, extra pairs dashed."""
+def to_dot(nodes: list[str], edges: list[DrawnEdge], title: str | None = None, legend=(),
+           outlined: Iterable[str] = ()) -> str:
+    """DOT with the drawing's attributes: pen width by strength, anomalies red, extra pairs dashed, the
+    `outlined` nodes (a diff's changed mechanisms) in a thick red frame."""
     strongest = max((e.strength for e in edges), default=0.0)
     lines = ["digraph causal {", '  graph [fontname="Helvetica", fontsize=12];',
              '  node [shape=box, style="rounded", fontname="Helvetica", fontsize=12];',
              '  edge [fontname="Helvetica", fontsize=10];']
     if title:
         lines.append(f"  label={_dot_quote(title)}; labelloc=t;")
-    lines += [f"  {_dot_quote(v)};" for v in nodes]
+    framed = set(outlined)
+    lines += [f"  {_dot_quote(v)}" + (f' [color="{MARK_COLOURS["mechanism"]}", penwidth=3, class="node mechanism"]'
+                                      if v in framed else "") + ";" for v in nodes]
     for e in edges:
         attrs = {"label": _dot_quote(_label(e)), "penwidth": f"{_width(e.strength, strongest):.2f}",
-                 "color": _dot_quote(ANOMALY_COLOUR if e.anomalous else EDGE_COLOUR),
-                 "class": _dot_quote("edge anomalous" if e.anomalous else "edge")}
+                 "color": _dot_quote(e.colour), "fontcolor": _dot_quote(e.colour), "class": _dot_quote(e.css)}
         if not e.directed:
             attrs["dir"] = "none"
-        if not e.in_model:
+        if e.dashed:
             attrs["style"] = "dashed"
+        if not e.in_model:
             attrs["constraint"] = "false"   # a pair the model lacks does not shape its layers
             # placed after the layout, clear of nodes and labels (a label of a non-constraint edge covered them)
             attrs["xlabel"] = attrs.pop("label")
         body = ", ".join(f"{k}={v}" for k, v in attrs.items())
         lines.append(f"  {_dot_quote(e.src)} -> {_dot_quote(e.dst)} [{body}];")
     if legend:
-        rows = "".join(f'<tr><td align="left"><font color="{ANOMALY_COLOUR if kind in RED else "black"}">'
+        rows = "".join(f'<tr><td align="left"><font color="{_legend_colour(kind)}">'
                        f"{escape(text)}</font></td></tr>" for kind, text in legend)
         lines += ["  forcelabels=true;",
                   f'  "causewatch legend" [shape=plaintext, class="legend", fontsize=9, label=<<table border="0" '
@@ -158,9 +182,15 @@ def to_dot(nodes: list[str], edges: list[DrawnEdge], title: str | None = None, l
     return "\n".join(lines + ["}"]) + "\n"
 
 
-def dot_svg(nodes: list[str], edges: list[DrawnEdge], title: str | None = None, legend=()) -> str:
-    done = subprocess.run(["dot", "-Tsvg"], input=to_dot(nodes, edges, title, legend), capture_output=True, text=True,
-                          timeout=30)
+def _legend_colour(kind: str) -> str:
+    """A legend line's text colour: the anomalies' red, a diff mark's colour, or black."""
+    return ANOMALY_COLOUR if kind in RED else MARK_COLOURS.get(kind, "black")
+
+
+def dot_svg(nodes: list[str], edges: list[DrawnEdge], title: str | None = None, legend=(),
+            outlined: Iterable[str] = ()) -> str:
+    done = subprocess.run(["dot", "-Tsvg"], input=to_dot(nodes, edges, title, legend, outlined), capture_output=True,
+                          text=True, timeout=30)
     if done.returncode:
         raise subprocess.SubprocessError(f"dot exited with {done.returncode}: {done.stderr.strip()[-300:]}")
     return done.stdout
@@ -267,9 +297,10 @@ def _path(points: list[tuple[float, float]]) -> tuple[str, tuple[float, float]]:
 
 
 def builtin_svg(dag: nx.DiGraph, nodes: list[str], edges: list[DrawnEdge], title: str | None = None,
-                legend=()) -> str:
+                legend=(), outlined: Iterable[str] = ()) -> str:
     """Lay out `dag` (the model's DAG extension, which fixes the layers) and draw `edges` on it, each
-    label where it covers no node and no other label (place_labels), the legend below."""
+    label where it covers no node and no other label (place_labels), the legend below; the `outlined`
+    nodes in a thick red frame."""
     dag = dag.copy()
     dag.add_nodes_from(nodes)
     rows, chains, down = _with_dummies(dag, layers(dag))
@@ -292,12 +323,15 @@ def builtin_svg(dag: nx.DiGraph, nodes: list[str], edges: list[DrawnEdge], title
         out.append(f'<text x="{width / 2:.1f}" y="{-4}" text-anchor="middle" font-weight="bold">{escape(title)}</text>')
     drawn = [_edge_svg(e, i, points, strongest, at) for i, (e, points, at) in enumerate(zip(edges, paths, placed))]
     out += [group for group, _ in drawn]
+    framed = set(outlined)
     for v in nodes:
         x, y = pos[v]
         w = _node_width(v)
-        out.append(f'<g class="node"><title>{escape(v)}</title>'
+        cls, stroke = (("node mechanism", f'stroke="{MARK_COLOURS["mechanism"]}" stroke-width="3"') if v in framed
+                       else ("node", 'stroke="black"'))
+        out.append(f'<g class="{cls}"><title>{escape(v)}</title>'
                    f'<rect x="{x - w / 2:.1f}" y="{y - NODE_H / 2:.1f}" width="{w:.1f}" height="{NODE_H:.1f}" '
-                   f'rx="8" fill="white" stroke="black"/>'
+                   f'rx="8" fill="white" {stroke}/>'
                    f'<text x="{x:.1f}" y="{y + FONT / 3:.1f}" text-anchor="middle">{escape(v)}</text></g>')
     # labels last, with a white halo: over the nodes and lines they would hide under
     out.append(f'<g class="labels" font-size="{LABEL_FONT}" paint-order="stroke" stroke="white" stroke-width="3">'
@@ -311,9 +345,12 @@ def _legend_svg(legend, top: float) -> str:
     items = []
     for k, (kind, text) in enumerate(legend):
         y = top + k * LABEL_H + LABEL_H / 2
-        colour = EDGE_COLOUR if kind == "edge" else ANOMALY_COLOUR
-        dash = ' stroke-dasharray="6,4"' if kind == "dashed" else ""
-        if kind not in ("text", "note"):
+        colour = EDGE_COLOUR if kind == "edge" else MARK_COLOURS.get(kind, ANOMALY_COLOUR)
+        dash = ' stroke-dasharray="6,4"' if kind in ("dashed", "removed") else ""
+        if kind == "mechanism":
+            items.append(f'<rect x="{MARGIN:.1f}" y="{y - 5:.1f}" width="30" height="10" rx="3" fill="white" '
+                         f'stroke="{colour}" stroke-width="3"/>')
+        elif kind not in ("text", "note"):
             items.append(f'<path d="M{MARGIN:.1f},{y:.1f} L{MARGIN + 30:.1f},{y:.1f}" stroke="{colour}" '
                          f'stroke-width="2"{dash}/>')
         fill = f' fill="{ANOMALY_COLOUR}"' if kind == "note" else ""
@@ -391,16 +428,15 @@ def _border(centre, toward, v) -> tuple[float, float]:
 
 def _edge_svg(e: DrawnEdge, i: int, points: list, strongest: float, at: tuple[float, float]) -> tuple[str, str]:
     """One edge's group (its path and an arrowhead as wide as the pen) and its label, beside it."""
-    colour = ANOMALY_COLOUR if e.anomalous else EDGE_COLOUR
+    colour = e.colour
     width = _width(e.strength, strongest)
     head = 6 + 2 * width
     marker = (f'<marker id="arrow{i}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="{head:.1f}" '
               f'markerHeight="{head:.1f}" markerUnits="userSpaceOnUse" orient="auto">'
               f'<path d="M0,0 L10,5 L0,10 z" fill="{colour}"/></marker>') if e.directed else ""
     attrs = (f'fill="none" stroke="{colour}" stroke-width="{width:.2f}"'
-             + ("" if e.in_model else ' stroke-dasharray="6,4"')
+             + (' stroke-dasharray="6,4"' if e.dashed else "")
              + (f' marker-end="url(#arrow{i})"' if e.directed else ""))
     d, _ = _path(points)
-    cls = "edge anomalous" if e.anomalous else "edge"
-    return (f'<g class={quoteattr(cls)}><title>{escape(e.title)}</title>{marker}<path d="{d}" {attrs}/></g>',
+    return (f'<g class={quoteattr(e.css)}><title>{escape(e.title)}</title>{marker}<path d="{d}" {attrs}/></g>',
             f'<text x="{at[0]:.1f}" y="{at[1]:.1f}" fill="{colour}">{escape(_label(e))}</text>')

@@ -36,6 +36,7 @@ def report(api, seconds: float, folder: Path, story) -> dict:
     rep["anomalies"] = [_anomaly(a, story) for a in reversed(anomalies)]
     subject = story_anomaly(rep["anomalies"], story)
     rep["causes"] = [] if subject is None else ranked_causes(anomalies, subject, story)
+    rep["model_diff"] = sections.model_diff(api, base, hog.span(), story.origin, folder)
     waits = causes.waits(tasks, hog)
     word, shown, line = verdict(rep["anomalies"], waits, story)
     how = api.read(verbs.MODEL, scope=SCOPE, model_id=base["model_id"])["baseline"]["how"] if base else None

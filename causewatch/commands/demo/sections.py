@@ -8,8 +8,10 @@ from pathlib import Path
 
 from causewatch.commands.demo.causes import rounded
 from causewatch.commands.demo.parts import APP, SCOPE, SEED
+from causewatch.commands.diff import learnt
+from causewatch.commands.diff_store import task_windows
 from causewatch.daemon import verbs
-from causewatch.errors import NotFoundError
+from causewatch.errors import InputError, NotFoundError
 
 
 def phases(api, shown: int = 8) -> list[dict]:
@@ -68,6 +70,33 @@ def pictures(api, folder: Path) -> list[dict]:
         path.write_text(str(api.read(verbs.MODEL, scope=scope, format="svg")))
         drawn.append({"scope": scope, "svg": str(path)})
     return drawn
+
+
+def model_diff(api, base: dict | None, span: tuple[float, float] | None, origin: float, folder: Path) -> list[dict]:
+    """What changed in the model from the baseline's tasks to the hog's (`causewatch diff`'s store form
+    through the API, its picture saved in the demo folder): a row a change, or one saying why none."""
+    if base is None or span is None:
+        return []
+    ranges = (base["window_start"], base["window_end"]), (origin + span[0], origin + span[1])
+    try:
+        found = learnt(*task_windows(api, SCOPE, ranges)[:3])
+    except InputError as e:
+        return [{"change": "not judged", "why": str(e)}]
+    from causewatch.analytics.causal import diff_svg
+    path = folder / "model-diff.svg"
+    path.write_text(diff_svg(found, title=f"{SCOPE}: the baseline's tasks -> the hog's"))
+    rows = [_edge_row(c) for c in found.edges] + [_mechanism_row(m) for m in found.mechanisms]
+    return rows or [{"change": "none beyond the bands", "rows": f"{found.rows[0]} -> {found.rows[1]}"}]
+
+
+def _edge_row(c) -> dict:
+    bits = " -> ".join("-" if e is None else f"{e.strength:.2f}" for e in (c.before, c.after))
+    return {"change": c.kind, "edge": f"{c.src} -> {c.dst}", "bits": bits}
+
+
+def _mechanism_row(m) -> dict:
+    return {"change": "mechanism", "variable": m.variable, "given": ",".join(m.given),
+            "typical": f"{m.before} -> {m.after}", "fit": f"{m.formula_before} -> {m.formula_after}"}
 
 
 def analysis(counters: dict[tuple, float], runs_on: str) -> list[dict]:

@@ -45,6 +45,10 @@ MEANING = {
               "disk and network, the watched command, the busiest other processes each agent reports): a score "
               "of 1 or more is a unit that changed beyond the cut, higher when it explains the others' changes; "
               "hog: the demo's hog, as the agent watching the workload sees its processes",
+    "model_diff": "what changed in the model from the baseline's tasks to those that ran under the hog (causewatch "
+                  "diff --scope app:demo with those windows): a model learnt on each, edges added or removed "
+                  "(bits before -> after), re-oriented, strengths moved beyond their band, and mechanisms changed, "
+                  "each with its fit on its causes in either window; the picture: model-diff.svg",
     "analysis": "where the causal job's learns ran: in the daemon's jobs worker (local), or on the Dask cluster "
                 "of analysis_scheduler (--analysis-scheduler tcp://HOST:8786, docs/cluster.md), and how many; "
                 "fallbacks: learns run locally because the cluster could not be used; retries: re-runs after a "
