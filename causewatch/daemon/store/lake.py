@@ -35,6 +35,7 @@ MANIFEST = "manifest.json"   # a shard's listed files, for other shards' readers
 STAGING = ".staging"     # where a merge writes before its swap: never read, emptied by every sweep
 # The hot table a move deletes from and the dictionary that names its series (daemon/store/schema.py).
 HOT, SERIES = "samples_hot", "series"
+SCALES = "lake_scales"   # what a move or a merge registers: its series' scales (store/mantissas.py)
 # Sorted by series, then time: the strings fall into long runs (zstd makes them nearly free), the
 # times into small steps (delta), and one node's or series' rows into few row groups (pruning).
 ORDER = "node, scope, metric, ts"
@@ -191,21 +192,29 @@ def export(cur: duckdb.DuckDBPyConnection, lake: str, lo: int, hi: int) -> tuple
     folder = Path(lake)
     staged = f"{STAGING}/{uuid.uuid4().hex}.parquet"
     (folder / STAGING).mkdir(parents=True, exist_ok=True)
-    query = mantissas.encoded(f"""SELECT s.node, s.scope, s.metric, h.series_id, h.ts, h.value FROM {HOT} h
-        JOIN {SERIES} s USING (series_id) WHERE h.ts >= ? AND h.ts < ?""")
+    query = f"""SELECT s.node, s.scope, s.metric, h.series_id, h.ts, h.value, k.scale FROM {HOT} h
+        JOIN {SERIES} s USING (series_id) LEFT JOIN {SCALES} k USING (series_id) WHERE h.ts >= ? AND h.ts < ?"""
     # a cursor of its own, so the caller's connection (the writer's, in adopt) has no result left open
     with cur.cursor() as streaming, duckdb.connect(config={
             "memory_limit": f"{EXPORT_MEMORY_BYTES}B", "threads": 1,
             "temp_directory": str(folder / STAGING / "spill")}) as sorter:
+        _scales(streaming, f"SELECT series_id, value FROM {HOT} WHERE ts >= ? AND ts < ?", [lo, hi])
         # the export's own connection, closed below: the reader stays registered no longer than it lives
-        sorter.register("hot_rows", streaming.sql(query, params=[lo, hi] * 2).to_arrow_reader(EXPORT_BATCH_ROWS))
+        sorter.register("hot_rows", streaming.sql(query, params=[lo, hi]).to_arrow_reader(EXPORT_BATCH_ROWS))
         # COPY takes no bound parameters: the path is ours
-        n = sorter.execute(f"""COPY (SELECT * FROM hot_rows ORDER BY {ORDER})
+        n = sorter.execute(f"""COPY ({mantissas.encoded(f"SELECT * FROM hot_rows ORDER BY {ORDER}")})
             TO '{str(folder / staged).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
     if not n:
         (folder / staged).unlink(missing_ok=True)
         return None
     return staged, n
+
+
+def _scales(con: duckdb.DuckDBPyConnection, rows: str, params: list | None = None) -> None:
+    """Register, as SCALES on `con` (a connection of the caller's own), each series' scale in `rows`: an
+    Arrow table of one row a series, whose size the planner knows, so a join builds its hash table on it
+    and not on the rows (a stream it takes for one row)."""
+    con.register(SCALES, con.sql(mantissas.scales(rows), params=params).to_arrow_table())
 
 
 def adopt(con: duckdb.DuckDBPyConnection, lake: str, staged: str, lo: int, hi: int, rows: int) -> int:
@@ -281,7 +290,10 @@ def merge(lake: str, files: list[tuple[str, int]], memory_bytes: int = 256 * 2**
                                 "temp_directory": str(folder / STAGING / "spill")}) as con:
         if series is not None:   # on the merge's own connection, closed below
             con.register("series_rows", series)
-        rows = con.execute(f"""COPY ({mantissas.encoded(" UNION ALL ".join(parts))} ORDER BY {ORDER})
+        source = " UNION ALL ".join(parts)
+        _scales(con, source)
+        rows = con.execute(f"""COPY ({mantissas.encoded(f'SELECT r.*, k.scale FROM ({source}) r LEFT JOIN {SCALES} k '
+                                                       f'USING (series_id) ORDER BY {ORDER}')})
             TO '{str(folder / staged).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
     return staged, rows
 

@@ -37,12 +37,15 @@ def digits(value: str) -> str:
     return "CASE " + " ".join(f"WHEN {_fits(value, f'1e{s}')} THEN {s}" for s in range(MAX_SCALE + 1)) + " END"
 
 
+def scales(rows: str) -> str:
+    """The SQL of each series' scale in `rows` (series_id, value, ...): the most digits its values need
+    (NULL: none is such a decimal)."""
+    return f"SELECT series_id, max({digits('value')})::UTINYINT AS scale FROM ({rows}) GROUP BY series_id"
+
+
 def encoded(rows: str) -> str:
-    """`rows` (SQL of node, scope, metric, series_id, ts, value; read twice: it must give the same rows
-    both times) in COLUMNS: each series' scale the most digits its values need."""
-    p = power("k.scale")
-    mantissa = f"CASE WHEN {_fits('r.value', p)} THEN TRY_CAST(round(r.value * {p}) AS BIGINT) END"
+    """`rows` (SQL of node, scope, metric, series_id, ts, value and the series' `scale`) in COLUMNS."""
+    p = power("scale")
+    mantissa = f"CASE WHEN {_fits('value', p)} THEN TRY_CAST(round(value * {p}) AS BIGINT) END"
     return f"""SELECT node, scope, metric, series_id, ts, CASE WHEN mantissa IS NULL THEN value END AS value,
-            mantissa, scale FROM (SELECT r.*, {mantissa} AS mantissa, k.scale FROM ({rows}) r
-        LEFT JOIN (SELECT series_id, max({digits('value')})::UTINYINT AS scale FROM ({rows}) GROUP BY series_id) k
-        USING (series_id))"""
+            mantissa, scale FROM (SELECT *, {mantissa} AS mantissa FROM ({rows}))"""
