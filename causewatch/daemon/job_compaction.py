@@ -74,12 +74,13 @@ class CompactionJob(Job):
                          [({}, tiers["cold_bytes"])]),
         ])
 
-    def merge(self, ctx: JobContext, day: str, files: list[str]) -> str | None:
-        """Rewrite a closed day's files as one, in the lake's newest layout (one day a run bounds the
-        work); the day, or None when the swap found the day changed meanwhile (the next run merges it
-        again)."""
+    def merge(self, ctx: JobContext, day: str, files: list[tuple[str, int]]) -> str | None:
+        """Rewrite a closed day's files ((path, layout)) as one, in the lake's newest layout (one day a run
+        bounds the work); the day, or None when the swap found the day changed meanwhile (the next run
+        merges it again)."""
+        paths = [f for f, _ in files]
         with ctx.read() as cur:
-            series = readers.samples.series_to_name(cur, files)
+            series = readers.samples.series_to_name(cur, paths)
         staged, rows = store.lake.merge(self.lake, files, series=series)
-        done = ctx.write(functools.partial(store.lake.swap, lake=self.lake, old=files, staged=staged, rows=rows))
+        done = ctx.write(functools.partial(store.lake.swap, lake=self.lake, old=paths, staged=staged, rows=rows))
         return day if done else None

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from causewatch.daemon import rangefinish
 from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.rangeq import LABELS, Question
-from causewatch.daemon.store.views import IDS, NAMES
+from causewatch.daemon.store.views import LAYOUTS, NAMES, value_of
 
 _TEST = {"=": "{} = ?", "!=": "{} <> ?", "=~": "regexp_full_match({}, ?)", "!~": "NOT regexp_full_match({}, ?)"}
 # the partials of a slice's raw rows: what each function needs, count always (an empty slice is one of nulls)
@@ -122,18 +122,21 @@ def _quoted(files: list[str]) -> str:
 
 
 def _cold(con: Cursor, r: _Reduction, files: list[tuple[str, int]]) -> pa.Table:
-    """The partials of the lake files' rows (files of the first layout read by their names)."""
+    """The partials of the lake files' rows, each layout's files read by its own columns (the first's by
+    their names)."""
     sources, params = [], []
-    by_id = [f for f, layout in files if layout == IDS]
-    by_names = [f for f, layout in files if layout == NAMES]
-    if by_id:
-        chosen, more = r.chosen()
-        sources.append(f"SELECT series_id, ts, value FROM read_parquet({_quoted(by_id)}) WHERE {chosen} AND {r.rows()}")
-        params += more
-    if by_names:
-        chosen, more = r.chosen("s.series_id")
-        sources.append(f"""SELECT s.series_id, c.ts, c.value FROM read_parquet({_quoted(by_names)}) c
-            JOIN series s USING (node, scope, metric) WHERE {chosen} AND {r.rows()}""")
+    for layout in LAYOUTS:
+        paths = [f for f, of in files if of == layout]
+        if not paths:
+            continue
+        if layout == NAMES:
+            chosen, more = r.chosen("s.series_id")
+            sources.append(f"""SELECT s.series_id, c.ts, c.value FROM read_parquet({_quoted(paths)}) c
+                JOIN series s USING (node, scope, metric) WHERE {chosen} AND {r.rows()}""")
+        else:
+            chosen, more = r.chosen()
+            sources.append(f"SELECT series_id, ts, {value_of(layout)} AS value FROM read_parquet({_quoted(paths)}) "
+                           f"WHERE {chosen} AND {r.rows()}")
         params += more
     sql = r.reduced(" UNION ALL ".join(sources))
     key = (sql, tuple(params))

@@ -7,7 +7,7 @@ import pandas as pd
 
 from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
-from causewatch.daemon.store.views import NAMES, samples_filter
+from causewatch.daemon.store.views import MANTISSAS, NAMES, samples_filter
 
 
 def samples_per_metric(con: Cursor) -> dict[str, int]:
@@ -52,13 +52,14 @@ def tiers(con: Cursor) -> dict[str, float]:
             "cold_bytes_per_value": nbytes / cold if cold else None}
 
 
-def lake_days_to_merge(con: Cursor, before: str) -> list[tuple[str, list[str]]]:
+def lake_days_to_merge(con: Cursor, before: str) -> list[tuple[str, list[tuple[str, int]]]]:
     """The lake's days before `before` (YYYY-MM-DD: no regular move adds to them) that have more than
-    one file or a file of the first layout (names only: a merge writes the series ids too), oldest
-    first, each with its files."""
-    return [(day, sorted(files)) for day, files in con.execute(
-        "SELECT day::VARCHAR, list(path) FROM lake_files WHERE day < ?::DATE GROUP BY day "
-        "HAVING count(*) > 1 OR min(layout) = ? ORDER BY day", [before, NAMES]).fetchall()]
+    one file or a file of an older layout than the newest (a merge writes the newest), oldest first,
+    each with its files as (path, layout)."""
+    return [(day, list(zip(paths, layouts))) for day, paths, layouts in con.execute(
+        "SELECT day::VARCHAR, list(path ORDER BY path), list(layout ORDER BY path) FROM lake_files "
+        "WHERE day < ?::DATE GROUP BY day HAVING count(*) > 1 OR min(layout) < ? ORDER BY day",
+        [before, MANTISSAS]).fetchall()]
 
 
 def series_to_name(con: Cursor, files: list[str]):

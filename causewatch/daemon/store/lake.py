@@ -25,7 +25,8 @@ from pathlib import Path
 
 import duckdb
 
-from causewatch.daemon.store.views import IDS, create_views, listed, samples_filter
+from causewatch.daemon.store import mantissas
+from causewatch.daemon.store.views import IDS, LAYOUTS, MANTISSAS, NAMES, create_views, listed, samples_filter, value_of
 
 DAY_MS = 86_400_000
 TABLE = "samples"        # the lake's one table so far: its folder under the lake
@@ -34,12 +35,14 @@ MANIFEST = "manifest.json"   # a shard's listed files, for other shards' readers
 STAGING = ".staging"     # where a merge writes before its swap: never read, emptied by every sweep
 # The hot table a move deletes from and the dictionary that names its series (daemon/store/schema.py).
 HOT, SERIES = "samples_hot", "series"
+SCALES = "lake_scales"   # what a move or a merge registers: its series' scales (store/mantissas.py)
 # Sorted by series, then time: the strings fall into long runs (zstd makes them nearly free), the
 # times into small steps (delta), and one node's or series' rows into few row groups (pruning).
 ORDER = "node, scope, metric, ts"
-# Measured by bench/storage.py over ten layouts: Parquet v2 encodes the ms times as deltas and the values
-# BYTE_STREAM_SPLIT, which DuckDB's dictionary pages would otherwise pre-empt (DICTIONARY_SIZE_LIMIT 1:
-# the sorted names compress to nearly nothing under zstd without one); large row groups, zstd level 9.
+# Measured by bench/storage.py over ten layouts: Parquet v2 encodes the ms times and the values' mantissas
+# (store/mantissas.py) as deltas and the other values BYTE_STREAM_SPLIT, which DuckDB's dictionary pages
+# would otherwise pre-empt (DICTIONARY_SIZE_LIMIT 1: the sorted names compress to nearly nothing under zstd
+# without one); large row groups, zstd level 9.
 # The export's own DuckDB (export): what it may hold before it spills, and the rows a streamed batch holds.
 EXPORT_MEMORY_BYTES = 256 * 2**20
 EXPORT_BATCH_ROWS = 1 << 17
@@ -70,8 +73,9 @@ def publish(con: duckdb.DuckDBPyConnection, lake: Path | None) -> int:
     and its rows no longer hot). Returns the files listed."""
     if lake is None or not lake.name.startswith(f"{SHARD}="):
         return 0     # a lone daemon's lake: no other reader
-    rows = con.execute("SELECT path, day::VARCHAR, rows, ts_min, ts_max FROM lake_files ORDER BY day, path").fetchall()
-    files = [dict(zip(("path", "day", "rows", "ts_min", "ts_max"), r)) for r in rows]
+    rows = con.execute("SELECT path, day::VARCHAR, rows, ts_min, ts_max, layout FROM lake_files ORDER BY day, path"
+                       ).fetchall()
+    files = [dict(zip(("path", "day", "rows", "ts_min", "ts_max", "layout"), r)) for r in rows]
     lake.mkdir(parents=True, exist_ok=True)
     tmp = lake / f".{MANIFEST}.{uuid.uuid4().hex}"
     tmp.write_text(json.dumps({"written": time.time(), "files": files}))
@@ -83,16 +87,22 @@ def shard_files(root: str | Path, skip: str = "") -> dict[str, list[str]]:
     """{shard: [absolute paths]} of the files each shard's MANIFEST under the shared lake `root` lists and
     that exist (a file merged away since the manifest was written is left out), but shard `skip`'s.
     A manifest that cannot be read is left out, its shard absent from the answer."""
-    out: dict[str, list[str]] = {}
+    return {shard: [f for f, _ in files] for shard, files in _manifests(root, skip).items()}
+
+
+def _manifests(root: str | Path, skip: str = "") -> dict[str, list[tuple[str, int]]]:
+    """shard_files' answer with each file's layout (a manifest written before layouts were: IDS)."""
+    out: dict[str, list[tuple[str, int]]] = {}
     for manifest in sorted(Path(root).glob(f"{SHARD}=*/{MANIFEST}")):
         shard = manifest.parent.name.partition("=")[2]
         if shard == skip:
             continue
         try:
-            files = [manifest.parent / f["path"] for f in json.loads(manifest.read_text())["files"]]
-        except (OSError, ValueError, KeyError, TypeError):
+            files = [(manifest.parent / f["path"], int(f.get("layout", IDS)))
+                     for f in json.loads(manifest.read_text())["files"]]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
-        out[shard] = [str(f) for f in files if f.is_file()]
+        out[shard] = [(str(f), layout) for f, layout in files if f.is_file()]
     return out
 
 
@@ -117,15 +127,21 @@ def shard_samples(root: str | Path, shard: str, metrics: list[str] | None = None
     """Shard `shard`'s committed lake samples (the files its manifest names, under the shared lake `root`)
     with the `samples` view's columns, as an Arrow table; None when it has none. What a global query
     reads of a shard that does not answer: its history, not its hot window."""
-    files = shard_files(root).get(shard)
+    files = _manifests(root).get(shard)
     if not files:
         return None
-    quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     where, params = samples_filter(metrics, scope)
+    parts = [f"SELECT node, ts / 1000 AS ts, scope, metric, {value_of(layout)} AS value FROM read_parquet("
+             f"{_quoted([f for f, of in files if of == layout])}) WHERE {where}"
+             for layout in LAYOUTS if any(of == layout for _, of in files)]
     with duckdb.connect() as con:
-        return con.sql(f"SELECT node, ts / 1000 AS ts, scope, metric, value FROM read_parquet([{quoted}], "
-                       "union_by_name = true) "
-                       f"WHERE {where} ORDER BY ts, node, scope, metric", params=params).to_arrow_table()
+        return con.sql(" UNION ALL ".join(parts) + " ORDER BY ts, node, scope, metric",
+                       params=params * len(parts)).to_arrow_table()
+
+
+def _quoted(paths) -> str:
+    """A DuckDB list literal of file paths."""
+    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
 
 
 def day_of(seconds: float) -> str:
@@ -176,21 +192,29 @@ def export(cur: duckdb.DuckDBPyConnection, lake: str, lo: int, hi: int) -> tuple
     folder = Path(lake)
     staged = f"{STAGING}/{uuid.uuid4().hex}.parquet"
     (folder / STAGING).mkdir(parents=True, exist_ok=True)
-    query = f"""SELECT s.node, s.scope, s.metric, h.series_id, h.ts, h.value FROM {HOT} h
-        JOIN {SERIES} s USING (series_id) WHERE h.ts >= ? AND h.ts < ?"""
+    query = f"""SELECT s.node, s.scope, s.metric, h.series_id, h.ts, h.value, k.scale FROM {HOT} h
+        JOIN {SERIES} s USING (series_id) LEFT JOIN {SCALES} k USING (series_id) WHERE h.ts >= ? AND h.ts < ?"""
     # a cursor of its own, so the caller's connection (the writer's, in adopt) has no result left open
     with cur.cursor() as streaming, duckdb.connect(config={
             "memory_limit": f"{EXPORT_MEMORY_BYTES}B", "threads": 1,
             "temp_directory": str(folder / STAGING / "spill")}) as sorter:
+        _scales(streaming, f"SELECT series_id, value FROM {HOT} WHERE ts >= ? AND ts < ?", [lo, hi])
         # the export's own connection, closed below: the reader stays registered no longer than it lives
         sorter.register("hot_rows", streaming.sql(query, params=[lo, hi]).to_arrow_reader(EXPORT_BATCH_ROWS))
         # COPY takes no bound parameters: the path is ours
-        n = sorter.execute(f"""COPY (SELECT * FROM hot_rows ORDER BY {ORDER})
+        n = sorter.execute(f"""COPY ({mantissas.encoded(f"SELECT * FROM hot_rows ORDER BY {ORDER}")})
             TO '{str(folder / staged).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
     if not n:
         (folder / staged).unlink(missing_ok=True)
         return None
     return staged, n
+
+
+def _scales(con: duckdb.DuckDBPyConnection, rows: str, params: list | None = None) -> None:
+    """Register, as SCALES on `con` (a connection of the caller's own), each series' scale in `rows`: an
+    Arrow table of one row a series, whose size the planner knows, so a join builds its hash table on it
+    and not on the rows (a stream it takes for one row)."""
+    con.register(SCALES, con.sql(mantissas.scales(rows), params=params).to_arrow_table())
 
 
 def adopt(con: duckdb.DuckDBPyConnection, lake: str, staged: str, lo: int, hi: int, rows: int) -> int:
@@ -226,10 +250,10 @@ def adopt(con: duckdb.DuckDBPyConnection, lake: str, staged: str, lo: int, hi: i
 
 
 def _list(con: duckdb.DuckDBPyConnection, folder: Path, rel: str, day: str, rows: int, lo: int, hi: int) -> None:
-    """A file of this module's layout in the lake's catalog."""
+    """A file of this module's layout (MANTISSAS) in the lake's catalog."""
     con.execute("INSERT INTO lake_files (path, tbl, day, rows, bytes, ts_min, ts_max, written, layout) "
                 "VALUES (?, ?, ?::DATE, ?, ?, ?, ?, ?, ?)",
-                [rel, TABLE, day, rows, os.path.getsize(folder / rel), lo, hi, time.time(), IDS])
+                [rel, TABLE, day, rows, os.path.getsize(folder / rel), lo, hi, time.time(), MANTISSAS])
 
 
 def drop_before(con: duckdb.DuckDBPyConnection, lake: Path, day: str) -> int:
@@ -242,25 +266,34 @@ def drop_before(con: duckdb.DuckDBPyConnection, lake: Path, day: str) -> int:
     return rows
 
 
-def merge(lake: str, files: list[str], memory_bytes: int = 256 * 2**20, series=None) -> tuple[str, int]:
-    """Rewrite `files` (one day's, relative paths) as one sorted file in the staging folder, outside the
-    store (the jobs worker runs this on its own DuckDB: the writer is not held while it sorts).
-    `series` (an Arrow table of the store's series: series_id, node, scope, metric) gives the ids of
-    files of the first layout, which name their series only; a row whose names it lacks keeps a null id.
-    Returns (staged path relative to the lake, rows)."""
+def merge(lake: str, files: list[tuple[str, int]], memory_bytes: int = 256 * 2**20, series=None) -> tuple[str, int]:
+    """Rewrite `files` (one day's, (relative path, layout)) as one sorted file of this module's layout in
+    the staging folder, outside the store (the jobs worker runs this on its own DuckDB: the writer is not
+    held while it sorts). `series` (an Arrow table of the store's series: series_id, node, scope, metric)
+    gives the ids of files of the first layout, which name their series only; a row whose names it lacks
+    keeps a null id. Returns (staged path relative to the lake, rows)."""
     folder = Path(lake)
     staged = f"{STAGING}/{uuid.uuid4().hex}.parquet"
     (folder / STAGING).mkdir(parents=True, exist_ok=True)
-    paths = ", ".join("'" + str(folder / f).replace("'", "''") + "'" for f in files)
-    source = f"read_parquet([{paths}], hive_partitioning = false, union_by_name = true)"
-    if series is not None:
-        source = f"""(SELECT c.node, c.scope, c.metric, s.series_id, c.ts, c.value FROM {source} c
-            LEFT JOIN series_rows s USING (node, scope, metric))"""
+    parts = []
+    for layout in LAYOUTS:
+        paths = [folder / f for f, of in files if of == layout]
+        if not paths:
+            continue
+        source = f"read_parquet({_quoted(paths)}, hive_partitioning = false)"
+        if layout == NAMES:
+            parts.append(f"""SELECT c.node, c.scope, c.metric, s.series_id, c.ts, c.value FROM {source} c
+                LEFT JOIN series_rows s USING (node, scope, metric)""")
+        else:
+            parts.append(f"SELECT node, scope, metric, series_id, ts, {value_of(layout)} AS value FROM {source}")
     with duckdb.connect(config={"memory_limit": f"{memory_bytes}B", "threads": 1,
                                 "temp_directory": str(folder / STAGING / "spill")}) as con:
         if series is not None:   # on the merge's own connection, closed below
             con.register("series_rows", series)
-        rows = con.execute(f"""COPY (SELECT node, scope, metric, series_id, ts, value FROM {source} ORDER BY {ORDER})
+        source = " UNION ALL ".join(parts)
+        _scales(con, source)
+        rows = con.execute(f"""COPY ({mantissas.encoded(f'SELECT r.*, k.scale FROM ({source}) r LEFT JOIN {SCALES} k '
+                                                       f'USING (series_id) ORDER BY {ORDER}')})
             TO '{str(folder / staged).replace("'", "''")}' ({COPY_OPTIONS})""").fetchone()[0]
     return staged, rows
 

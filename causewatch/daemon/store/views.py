@@ -17,10 +17,14 @@ from pathlib import Path
 
 import duckdb
 
+from causewatch.daemon.store import mantissas
+
 # Every view create_views makes (schema.TABLES lists them after the base tables).
 VIEWS = ("samples", "samples_raw", "samples_minute", "bbv", "samples_cold", "lake_paths")
-# A lake file's layout (lake_files.layout): its rows by names only (the first), or with the series id too.
-NAMES, IDS = 1, 2
+# A lake file's layout (lake_files.layout): its rows by names only (the first), with the series id too, or
+# also with decimal values as mantissas (daemon/store/mantissas.py: what moves and merges write).
+NAMES, IDS, MANTISSAS = 1, 2, 3
+LAYOUTS = (NAMES, IDS, MANTISSAS)
 
 # samples_hot.ts and samples_minute_agg.minute are integer ms; `/ 1000` (BIGINT / INTEGER) is DOUBLE
 # division, correctly rounded: the seconds a sender wrote to the millisecond come back as that double.
@@ -42,9 +46,14 @@ _BBV = """SELECT v.node, v.boot, v.seq, v.target, v.kind, v.t_start, v.t_end, k.
     FROM bbv_counts c JOIN bbv_vectors v USING (vector_id) JOIN bbv_keys k USING (key_id)"""
 
 
+def value_of(layout: int) -> str:
+    """The SQL of a value in a lake file of `layout`, from its own columns."""
+    return mantissas.VALUE if layout == MANTISSAS else "value"
+
+
 def listed(con: duckdb.DuckDBPyConnection, layout: int | None = None) -> list[str]:
     """The lake's files in its catalog (paths relative to the lake folder), oldest day first; those of
-    one layout (NAMES or IDS), or all. A store not migrated yet (read-only, by an older daemon) lists
+    one layout (of LAYOUTS), or all. A store not migrated yet (read-only, by an older daemon) lists
     the first layout's only."""
     if layout is not None and not _has_layouts(con):
         return listed(con) if layout == NAMES else []
@@ -57,27 +66,32 @@ def _has_layouts(con: duckdb.DuckDBPyConnection) -> bool:
                             "AND column_name = 'layout'").fetchall()[0][0])
 
 
-def cold_files(con: duckdb.DuckDBPyConnection, lake: Path | None, layout: int | None = None) -> str | None:
-    """read_parquet over the lake's listed files (of one layout, or all), None while none is listed.
-    The files are spelled out, not globbed: a file counts only from the transaction that listed it."""
+def cold_files(con: duckdb.DuckDBPyConnection, lake: Path | None, layout: int) -> str | None:
+    """read_parquet over the lake's listed files of one layout, None while none is listed. The files
+    are spelled out, not globbed: a file counts only from the transaction that listed it."""
     files = [p for p in listed(con, layout) if (lake / p).exists()] if lake is not None else []
     if not files:
         return None
     quoted = ", ".join("'" + str(lake / p).replace("'", "''") + "'" for p in files)
-    mixed = layout is None and bool(listed(con, NAMES)) and bool(listed(con, IDS))
-    return f"read_parquet([{quoted}], hive_partitioning = true{', union_by_name = true' if mixed else ''})"
+    return f"read_parquet([{quoted}], hive_partitioning = true)"
 
 
-def _cold_by_id(con: duckdb.DuckDBPyConnection, lake: Path | None) -> str | None:
-    """The lake's rows as (series_id, ts, value, day), both layouts; None while none is listed."""
-    parts = []
-    ids, names = cold_files(con, lake, IDS), cold_files(con, lake, NAMES)
-    if ids:
-        parts.append(f"SELECT series_id, ts, value, day FROM {ids}")
-    if names:
-        parts.append(f"SELECT s.series_id, c.ts, c.value, c.day FROM {names} c "
-                     "JOIN series s USING (node, scope, metric)")
+def _cold(con: duckdb.DuckDBPyConnection, lake: Path | None, select) -> str | None:
+    """`select(layout, files)` (the SQL of those files' rows) over each layout's files, in one; None
+    while none is listed."""
+    parts = [select(layout, files) for layout in LAYOUTS if (files := cold_files(con, lake, layout))]
     return " UNION ALL ".join(parts) or None
+
+
+def _by_id(layout: int, files: str) -> str:
+    """A layout's rows as (series_id, ts, value, day): files of the first by their names."""
+    if layout == NAMES:
+        return f"SELECT s.series_id, c.ts, c.value, c.day FROM {files} c JOIN series s USING (node, scope, metric)"
+    return f"SELECT series_id, ts, {value_of(layout)} AS value, day FROM {files}"
+
+
+def _by_names(layout: int, files: str) -> str:
+    return f"SELECT node, ts / 1000 AS ts, scope, metric, {value_of(layout)} AS value FROM {files}"
 
 
 def _paths(con: duckdb.DuckDBPyConnection, lake: Path | None) -> str:
@@ -94,10 +108,10 @@ def create_views(con: duckdb.DuckDBPyConnection, lake: Path | None = None, tempo
     """(Re)create every view of VIEWS over the migrated base tables and the lake's listed files;
     `temporary`: as this connection's own views, which shadow the file's (a read-only open cannot
     replace those, and they name the lake where the store was last opened for writing)."""
-    cold, by_id = cold_files(con, lake), _cold_by_id(con, lake)
+    cold, by_id = _cold(con, lake, _by_names), _cold(con, lake, _by_id)
     samples, raw = _HOT_SAMPLES, _HOT_RAW
     if cold:
-        samples += f" UNION ALL SELECT node, ts / 1000 AS ts, scope, metric, value FROM {cold}"
+        samples += f" UNION ALL {cold}"
         raw += f" UNION ALL SELECT series_id, ts, value FROM ({by_id})"
     create = "CREATE OR REPLACE TEMP VIEW" if temporary else "CREATE OR REPLACE VIEW"
     con.execute(f"{create} samples AS {samples}")
