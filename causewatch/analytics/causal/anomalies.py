@@ -13,7 +13,9 @@ import math
 from dataclasses import dataclass, field
 
 import networkx as nx
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from causewatch.analytics.causal.ci import AutoTest, CITest, Dataset, KDEMITest
 from causewatch.analytics.causal.model import CausalModel
@@ -22,6 +24,8 @@ KINDS = ("markov_violation", "mechanism_changed", "edge_appeared", "edge_disappe
 ROW_KINDS = ("markov_violation", "mechanism_changed")   # judged on a model update's newest rows
 MIN_BITS = 0.1   # an edge weaker than this appearing or disappearing is noise near the test's threshold
 TIME = "(time)"  # a mechanism change's source: the window a row comes from (CD-NOD's surrogate variable)
+SUPPORT_MARGIN = 0.1   # a cause's baseline range widened by this share of it on each side: still its support
+MIN_WITHIN = 10   # fewer newest rows than this in the support, beside rows beyond it: the window test is skipped
 
 
 @dataclass(frozen=True)
@@ -81,27 +85,122 @@ def changed_mechanisms(baseline: CausalModel, before: pd.DataFrame, newest: pd.D
     conditioning set, as one of them may be the variable's child, and a child hides the change: in
     the demo, task time given its CPU wait held under a CPU hog (hog tasks wait longer and last
     longer, so the two windows barely overlap given the wait), while the wait itself had quadrupled.
-    Bonferroni over the variables tested, as new_dependencies. With `looks` k > 1, each finding is
-    tested again at alpha**k (per test): one such test is as rare on calm rows as k checks in a row
-    at alpha, so a finding that passes it (`sure`) needs no further look to be raised."""
+    Newest rows whose continuous causes lie outside the baseline rows' support are judged apart, by
+    _beyond (there the window test sees a change wherever the causes moved). Bonferroni over the
+    variables tested, as new_dependencies, and over the two parts where a variable has both. With
+    `looks` k > 1, each finding is tested again at alpha**k (per test): one such test is as rare on
+    calm rows as k checks in a row at alpha, so a finding that passes it (`sure`) needs no further
+    look to be raised."""
     judged = [v for v in baseline.nodes if v not in given]
     test = _per_test(ci_test, len(judged))
-    strict = _stricter(test, looks)
     cols = list(baseline.nodes)
-    both = pd.concat([before[cols].assign(**{TIME: 0}), newest[cols].assign(**{TIME: 1})], ignore_index=True)
-    ds = Dataset(both, [v for v in cols if v in baseline.discrete] + [TIME])
+    discrete = [v for v in cols if v in baseline.discrete]
     found = []
     for v in judged:
         causes = sorted({e.src for e in baseline.edges() if e.directed and e.dst == v} | set(given) & set(cols))
-        result = test.test(ds, TIME, v, causes)
-        if not result.independent:
-            sure = strict is not None and not strict.test(ds, TIME, v, causes).independent
-            found.append(Finding("mechanism_changed", TIME, v, float(result.bits), float(result.threshold), {
-                "rows_before": len(before), "rows": len(newest), "given": causes, "tests": len(judged),
-                "alpha_per_test": getattr(test, "alpha", None),
-                "before": _typical(before[v], v in baseline.discrete),
-                "newest": _typical(newest[v], v in baseline.discrete), "sure": sure}, sure))
+        out = _outside(before, newest, v, causes, discrete)
+        inside = newest[~out]
+        parts = ([_within(before, inside, v, causes, discrete)] if len(inside) >= (MIN_WITHIN if out.any() else 1)
+                 else []) + ([_beyond(before, newest[out], v, causes, discrete)] if out.any() else [])
+        part_test = test if len(parts) < 2 else _with_alpha(test, getattr(test, "alpha", 0.01) / 2)
+        for judge in parts:
+            seen = judge(part_test, looks)
+            if seen is not None:
+                score, threshold, evidence = seen
+                found.append(Finding("mechanism_changed", TIME, v, score, threshold, {
+                    "rows_before": len(before), "rows": len(newest), "given": causes, "tests": len(judged),
+                    "alpha_per_test": getattr(test, "alpha", None),
+                    "before": _typical(before[v], v in baseline.discrete),
+                    "newest": _typical(newest[v], v in baseline.discrete), **evidence}, evidence["sure"]))
+                break
     return found
+
+
+def _within(before, newest, v, causes, discrete):
+    """The window test on the newest rows in the baseline's support: (score, threshold, evidence), or None."""
+    cols = sorted({v, *causes})
+    both = pd.concat([before[cols].assign(**{TIME: 0}), newest[cols].assign(**{TIME: 1})], ignore_index=True)
+    ds = Dataset(both, [c for c in cols if c in discrete] + [TIME])
+
+    def judge(test, looks):
+        result = test.test(ds, TIME, v, causes)
+        if result.independent:
+            return None
+        strict = _stricter(test, looks)
+        return float(result.bits), float(result.threshold), {
+            "sure": strict is not None and not strict.test(ds, TIME, v, causes).independent}
+    return judge
+
+
+def _outside(before: pd.DataFrame, newest: pd.DataFrame, v: str, causes: list[str], discrete: list[str]) -> pd.Series:
+    """Newest rows with a continuous cause outside the baseline rows' [min, max] widened by SUPPORT_MARGIN
+    of its range, and every discrete cause at a level the baseline has (none for a discrete `v`)."""
+    cont = [c for c in causes if c not in discrete]
+    out = pd.Series(False, index=newest.index)
+    if v in discrete or not cont:
+        return out
+    lo, hi = before[cont].min(), before[cont].max()
+    pad = (hi - lo) * SUPPORT_MARGIN
+    out = ((newest[cont] < lo - pad) | (newest[cont] > hi + pad)).any(axis=1)
+    for c in causes:
+        if c in discrete:
+            out &= newest[c].isin(set(before[c]))
+    return out
+
+
+def _beyond(before, newest, v, causes, discrete):
+    """Rows beyond the baseline's support: the mean of their residuals from v's least-squares fit on the
+    baseline's rows (_shift), a t-test against no shift: a change of f moves it, noise that grows
+    with the causes only widens it. Score and threshold in bits of surprise, -log2 p against -log2 alpha."""
+    t, df = _shift(before, newest, v, causes, discrete)
+    p = float(2 * stats.t.sf(abs(t), df))
+
+    def judge(test, looks):
+        alpha = getattr(test, "alpha", 0.01)
+        if p >= alpha:
+            return None
+        return -math.log2(max(p, 1e-300)), -math.log2(alpha), {
+            "beyond_support": len(newest), "sure": looks > 1 and p < alpha ** looks}
+    return judge
+
+
+def _shift(before, newest, v, causes, discrete) -> tuple[float, int]:
+    """The newest rows' mean residual over its standard error, and its degrees of freedom, from the fit
+    on `before` whose terms (_bases) have the least BIC (a fit with terms it does not need extrapolates
+    their noise). The error counts the fit's own, shared by every extrapolated row, and the newest
+    residuals' spread (their noise may grow with the causes)."""
+    y = before[v].to_numpy(float)
+    fits = []
+    for x_before, x_newest in _bases(before, newest, causes, discrete):
+        pinv = np.linalg.pinv(x_before)
+        resid = y - x_before @ (pinv @ y)
+        bic = len(y) * math.log(max(float(resid @ resid), 1e-300) / len(y)) + x_before.shape[1] * math.log(len(y))
+        fits.append((bic, pinv, resid, x_newest))
+    _, pinv, resid, x_newest = min(fits, key=lambda f: f[0])
+    new = newest[v].to_numpy(float) - x_newest @ (pinv @ y)
+    s2 = float(resid @ resid) / max(len(y) - x_newest.shape[1], 1)
+    centre = x_newest.mean(axis=0)
+    spread = float(np.var(new, ddof=1)) if len(new) > 1 else s2
+    se = math.sqrt(spread / len(new) + s2 * float(centre @ pinv @ pinv.T @ centre))
+    return float(new.mean()) / max(se, 1e-300), max(len(new) - 1, 1)
+
+
+def _bases(before, newest, causes, discrete) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Both windows' regressors, four ways: a constant, each continuous cause (scaled by the baseline's)
+    and one indicator per baseline level of a discrete cause but its first; with their pairwise products,
+    their squares, or both (linear terms and products extrapolate a sum or a product exactly)."""
+    cont = [c for c in causes if c not in discrete]
+    mean, sd = before[cont].mean(), before[cont].std().replace(0, 1.0)
+    pairs = [(i, j) for i in range(len(cont)) for j in range(i + 1, len(cont))]
+
+    def terms(rows, products, squares):
+        z = ((rows[cont] - mean) / sd).to_numpy(float)
+        cols = [np.ones(len(rows)), *z.T, *(z[:, i] * z[:, j] for i, j in pairs if products),
+                *(z[:, i] ** 2 for i in range(len(cont)) if squares)]
+        cols += [(rows[c] == level).to_numpy(float) for c in causes if c in discrete
+                 for level in sorted(set(before[c]), key=str)[1:]]
+        return np.column_stack(cols)
+    return [(terms(before, p, q), terms(newest, p, q)) for p in (False, True) for q in (False, True)]
 
 
 def _typical(values: pd.Series, discrete: bool):
@@ -115,17 +214,21 @@ def _per_test(ci_test: CITest | None, tests: int) -> CITest:
     probability about alpha however many variables it judges."""
     test = ci_test or KDEMITest()
     test = test.kde if isinstance(test, AutoTest) else test
-    if isinstance(test, KDEMITest) and test.threshold is None and tests > 1:
-        test = KDEMITest(estimator=test.estimator, alpha=test.alpha / tests, n_null=test.n_null,
-                         seed=test.seed, local_null=test.local_null, points=test.points)
-    return test
+    return _with_alpha(test, test.alpha / tests) if tests > 1 else test
 
 
 def _stricter(test: CITest, looks: int) -> KDEMITest | None:
     """The per-test KDE test at alpha**looks (None for one look, or a test of fixed thresholds)."""
     if looks <= 1 or not isinstance(test, KDEMITest) or test.threshold is not None or test.estimator != "kde":
         return None
-    return KDEMITest(estimator=test.estimator, alpha=test.alpha ** looks, n_null=test.n_null, seed=test.seed,
+    return _with_alpha(test, test.alpha ** looks)
+
+
+def _with_alpha(test: CITest, alpha: float) -> CITest:
+    """The KDE test at another level (any other test as it is)."""
+    if not isinstance(test, KDEMITest) or test.threshold is not None:
+        return test
+    return KDEMITest(estimator=test.estimator, alpha=alpha, n_null=test.n_null, seed=test.seed,
                      local_null=test.local_null, points=test.points)
 
 
