@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from causewatch import config, wire
@@ -175,3 +178,34 @@ def test_the_agent_setting_names_the_directory_and_a_wrong_one_is_named_with_its
     f.write_text("[agent]\ntextfile_directory = 5\n")
     with pytest.raises(ConfigError, match=f"{f}:2: textfile_directory: expected str"):
         config.load(AgentConfig, f, "agent")
+
+
+def test_a_fifo_is_refused_without_blocking_and_the_directory_is_bounded(tmp_path, monkeypatch):
+    os.mkfifo(tmp_path / "pipe.prom")
+    monkeypatch.setattr(textfile, "MAX_TOTAL", 5)
+    _write(tmp_path, "a.prom", "a1 1\na2 2\n")
+    _write(tmp_path, "b.prom", "b1 1\nb2 2\nb3 3\n")
+    collector = textfile.Textfile(str(tmp_path))
+    out = collector.collect()
+    assert collector.field_states() == {"b.prom": "its 3 series would take the collector past 5",
+                                        "pipe.prom": "not a regular file"}
+    assert out[_series("a2")] == 2.0 and _series("b1") not in out and out["node_textfile_scrape_error"] == 1.0
+
+
+@given(st.dictionaries(st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), st.text(max_size=30), min_size=1,
+                       max_size=4),
+       st.floats(allow_nan=False))
+def test_what_prometheus_clients_exposition_writes_reads_back_the_same(labels, value):
+    registry = CollectorRegistry()
+    Gauge("g", "a help with \\ and \n", list(labels), registry=registry).labels(**labels).set(value)
+    families, series = textfile.parse(generate_latest(registry).decode())
+    assert families == {"g": ("gauge", "a help with \\ and \n")}
+    assert series == {wire.labelled(wire.TEXTFILE + "g", labels): value}
+
+
+@given(st.binary(max_size=200))
+def test_junk_is_read_or_refused_with_a_reason_never_a_crash(junk):
+    try:
+        textfile.parse(junk.decode(errors="replace"))
+    except ValueError as e:
+        assert str(e).startswith("line ")

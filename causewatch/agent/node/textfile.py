@@ -2,8 +2,9 @@
 format, sent as node series under their own names (wire.TEXTFILE before each, which the daemon strips).
 
 A file that cannot be read or parsed, that gives a sample a timestamp, that has more than MAX_SERIES
-series or MAX_BYTES bytes, or whose families clash with an earlier file's (another TYPE or HELP, a
-series again) is left out whole: node_textfile_scrape_error is 1 and the state names the file and why.
+series or MAX_BYTES bytes, that would take the collector past MAX_TOTAL series, or whose families clash
+with an earlier file's (another TYPE or HELP, a series again) is left out whole: node_textfile_scrape_error
+is 1 and the state names the file and why.
 The parser is the agent's own, strict: prometheus_client is a daemon dependency, and an agent-only
 install has only the core's (docs/architecture.md).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 
 from causewatch import wire
 from causewatch.agent.node.files import name
@@ -20,6 +22,7 @@ from causewatch.agent.node.files import name
 log = logging.getLogger(__name__)
 MAX_BYTES = 1 << 20    # a file's size
 MAX_SERIES = 1000      # a file's series; a file with more is left out whole
+MAX_TOTAL = 10_000     # the collector's series; a file that would take it past is left out whole
 TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
 _SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
 _RESERVED = ("causewatch_", "node_textfile_")   # the daemon's own families and this collector's
@@ -64,8 +67,10 @@ class Textfile:
 
 def _read(path: str, families: dict, taken: dict) -> tuple[dict[str, float], float]:
     """(series, mtime) of one file; `families` ({name: (type, help)} of the files before) gains its own."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)   # a FIFO must not hang the run
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
         data = b""
         while len(data) <= MAX_BYTES and (chunk := os.read(fd, 65536)):
             data += chunk
@@ -83,6 +88,8 @@ def _read(path: str, families: dict, taken: dict) -> tuple[dict[str, float], flo
         before, before_help = families.get(family, (kind, help))
         if before != kind or (help and before_help and help != before_help):
             raise ValueError(f"{family}: TYPE or HELP unlike an earlier file's ({before}, {before_help!r})")
+    if len(taken) + len(series) > MAX_TOTAL:
+        raise ValueError(f"its {len(series)} series would take the collector past {MAX_TOTAL}")
     again = next((s for s in series if s in taken), None)
     if again is not None:
         raise ValueError(f"series {again} again (an earlier file has it)")
@@ -157,7 +164,7 @@ def _labels(text: str) -> dict[str, str]:
     while position < len(text.rstrip(" \t")):
         m = _LABEL.match(text, position)
         if m is None:
-            raise ValueError(f"labels {text!r}: not NAME=\"VALUE\", … at character {position + 1}")
+            raise ValueError(f"labels {text[:60]!r}: not NAME=\"VALUE\", … at character {position + 1}")
         key = m[1]
         if key in labels or key.startswith("__"):
             raise ValueError(f"label {key}: {'given twice' if key in labels else 'names under __ are reserved'}")
@@ -170,6 +177,6 @@ def _unescape(text: str, allowed: str) -> str:
     """`text` with its backslash escapes (of `allowed` characters) replaced; another escape raises."""
     def one(m: re.Match) -> str:
         if not m[1] or m[1] not in allowed:
-            raise ValueError(f"invalid escape \\{m[1]} in {text!r}")
+            raise ValueError(f"invalid escape \\{m[1]} in {text[:60]!r}")
         return _ESCAPES[m[1]]
     return re.sub(r"\\(.?)", one, text)
