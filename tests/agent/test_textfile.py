@@ -134,7 +134,7 @@ def test_a_removed_file_takes_its_series_with_it(tmp_path):
 def test_an_unreadable_directory_sets_the_error_and_says_so(tmp_path):
     collector = textfile.Textfile(str(tmp_path / "absent"))
     assert collector.collect() == {"node_textfile_scrape_error": 1.0}
-    assert "cannot list the directory" in collector.field_states()[str(tmp_path / "absent")]
+    assert collector.field_states() == {"directory": f"cannot list {tmp_path / 'absent'}: No such file or directory"}
 
 
 def test_off_without_a_directory_and_its_state_in_hello(tmp_path):
@@ -209,3 +209,15 @@ def test_junk_is_read_or_refused_with_a_reason_never_a_crash(junk):
         textfile.parse(junk.decode(errors="replace"))
     except ValueError as e:
         assert str(e).startswith("line ")
+
+
+def test_a_hostile_file_name_and_a_long_reason_stay_within_what_hello_carries(tmp_path):
+    _write(tmp_path, "new\nline.prom", "x" * 5000 + " 1 2\n")
+    collector = textfile.Textfile(str(tmp_path))
+    assert collector.collect() == {"node_textfile_scrape_error": 1.0}
+    states = collector.field_states()
+    shown = ascii("new\nline.prom")
+    assert list(states) == [shown] and len(states[shown]) == textfile.MAX_REASON
+    state = {**states, "interval": 10.0, "state": "ok"}
+    body = {"hostname": "h", "agent_version": "0", "collectors": {"textfile": state}}
+    assert wire.decode(wire.encode("hello", "n1", "boot", 1, body)).body["collectors"]["textfile"] == state

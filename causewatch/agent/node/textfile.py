@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 MAX_BYTES = 1 << 20    # a file's size
 MAX_SERIES = 1000      # a file's series; a file with more is left out whole
 MAX_TOTAL = 10_000     # the collector's series; a file that would take it past is left out whole
+MAX_REASON = 200       # characters of why a file is left out (a reason may quote a line of the file)
 TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
 _SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
 _RESERVED = ("causewatch_", "node_textfile_")   # the daemon's own families and this collector's
@@ -38,19 +39,20 @@ class Textfile:
 
     def __init__(self, directory: str):
         self.directory = directory
-        self.errors: dict[str, str] = {}   # the last run's: file (or the directory) -> why it was left out
+        # the last run's: file (or "directory") -> why it was left out; hello's keys must be printable names
+        self.errors: dict[str, str] = {}
 
     def collect(self) -> dict[str, float]:
         errors, out, families = {}, {}, {}
         try:
             files = sorted(f for f in os.listdir(self.directory) if f.endswith(".prom"))
         except OSError as e:
-            errors[self.directory], files = f"cannot list the directory: {e.strerror}", []
+            errors["directory"], files = f"cannot list {self.directory}: {e.strerror}"[:MAX_REASON], []
         for file in files:
             try:
                 series, mtime = _read(os.path.join(self.directory, file), families, out)
             except (OSError, ValueError) as e:
-                errors[file] = str(e)
+                errors[_shown(file)] = str(e)[:MAX_REASON]
                 continue
             out.update(series)
             out[name("node_textfile_mtime_seconds", ("file", file))] = mtime
@@ -63,6 +65,11 @@ class Textfile:
 
     def field_states(self) -> dict[str, str]:
         return dict(self.errors)
+
+
+def _shown(file: str) -> str:
+    """A file's name as hello can carry it: printable, within wire.MAX_NAME."""
+    return (file if file.isprintable() else ascii(file))[:wire.MAX_NAME]
 
 
 def _read(path: str, families: dict, taken: dict) -> tuple[dict[str, float], float]:
