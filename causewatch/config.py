@@ -153,7 +153,8 @@ NODE_COLLECTOR_INTERVALS = {
     "stat": 1.0, "loadavg": 1.0, "meminfo": 1.0, "vmstat": 1.0, "pressure": 1.0, "diskstats": 1.0, "netdev": 1.0,
     "filefd": 10.0, "entropy": 10.0, "filesystem": 10.0, "netclass": 10.0, "softnet": 10.0, "netstat": 10.0,
     "sockstat": 10.0, "arp": 10.0, "udp_queues": 10.0, "conntrack": 10.0, "cpufreq": 10.0, "time": 10.0,
-    "timex": 10.0, "uname": 60.0, "os": 60.0, "selinux": 60.0, "nvml": 10.0}
+    "timex": 10.0, "uname": 60.0, "os": 60.0, "selinux": 60.0, "nvml": 10.0,
+    "textfile": 10.0}
 MAX_COLLECTOR_INTERVAL = 86400.0
 
 
@@ -188,6 +189,8 @@ class AgentConfig:
     # {node collector: seconds between its runs, 0 = off} ([agent.collector_intervals]); the rest keep
     # NODE_COLLECTOR_INTERVALS'. They run on the psutil_interval tick, so none more often than that.
     collector_intervals: dict = dataclasses.field(default_factory=dict)
+    # node_exporter's --collector.textfile.directory: the textfile collector reads its *.prom files; None = off
+    textfile_directory: str | None = None
 
     def __post_init__(self):
         for name, seconds in self.collector_intervals.items():

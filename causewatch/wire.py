@@ -38,6 +38,8 @@ from causewatch.errors import WireError
 VERSION = 1
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 MAX_NAME = 256
+# Before each name of a node's textfile series (agent/node/textfile.py): the daemon exports the rest as it is
+TEXTFILE = "textfile:"
 AGENT_TYPES = ("hello", "samples", "bbv", "task", "region", "probe_result", "heartbeat", "unit")
 DAEMON_TYPES = ("ack", "nack", "run_probe", "credit")
 # ZMTP handshake property by which an agent says it waits for the daemon's `credit` grants (see docs/architecture.md)

@@ -180,7 +180,8 @@ class Agent:
         self.batch_seconds, self.notify = batch_seconds, notify
         self.clock, self.monotonic, self.proc = clock, monotonic, proc
         self.node_counters = perf.CounterCollector("system", proc=proc)
-        self.node = NodeCollectors(default_specs(proc=proc, intervals=cfg.collector_intervals), monotonic=monotonic)
+        self.node = NodeCollectors(default_specs(proc=proc, intervals=cfg.collector_intervals,
+                                                 textfile_directory=cfg.textfile_directory), monotonic=monotonic)
         self.neighbours = TopProcesses(exclude=None if target is None else target.pid, proc=proc, clock=monotonic)
         self.target_counters = self.target_system = self.bbv = None
         if target is not None:

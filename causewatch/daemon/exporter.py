@@ -77,12 +77,14 @@ class _Fixed:
 def node_series(metric: str) -> tuple[str, dict[str, str]]:
     """An agent metric name as (exported name, extra labels): a labelled name (`wire.labelled`) gives
     its labels, and one under node_exporter's or DCGM-exporter's names (`node_...`, `DCGM_FI_...`) is
-    exported as it is; `cycles.cpu3` is
+    exported as it is, as is one a node's textfile gave (`wire.TEXTFILE` stripped); `cycles.cpu3` is
     causewatch_cycles_total{cpu="3"}, a cumulative perf count gaining _total (node_metrics.exported); a
     name's other parts stay as they are."""
     metric, labels = wire.unlabelled(metric)
     if metric.startswith(_THEIRS):
         return metric, labels
+    if metric.startswith(wire.TEXTFILE):
+        return metric.removeprefix(wire.TEXTFILE), labels
     m = _PER_CPU.match(metric)
     if m:
         metric, labels["cpu"] = m["base"], m["cpu"]
@@ -215,7 +217,8 @@ class NodeState:
             keys = sorted({k for labels, _ in series for k in labels})
             kind, help = (node_families.describe(name) if name.startswith("node_")
                           else gpu_families.describe(name) if name.startswith("DCGM_FI_")
-                          else node_metrics.describe(name.removeprefix("causewatch_")))
+                          else node_metrics.describe(name.removeprefix("causewatch_")) if name.startswith("causewatch_")
+                          else node_families.describe_textfile(name))
             family = (CounterMetricFamily(name.removesuffix("_total"), help, labels=keys) if kind == "counter"
                       else UntypedMetricFamily(name, help, labels=keys) if kind == "untyped"
                       else GaugeMetricFamily(name, help, labels=keys))

@@ -28,6 +28,7 @@ _SOURCES = {
     "node_time_": "the node's clock", "node_timex_": "adjtimex(2)", "node_uname_": "uname(2), value 1",
     "node_os_": "/etc/os-release", "node_selinux_": "/sys/fs/selinux",
     "node_scrape_collector_": "the agent's run of each node collector",
+    "node_textfile_": "the *.prom files of the agent's textfile_directory",
 }
 _UNTYPED = ("node_vmstat_", "node_netstat_")   # as node_exporter types them
 
@@ -38,3 +39,9 @@ def describe(name: str) -> tuple[str, str]:
     source = max((p for p in _SOURCES if name.startswith(p)), key=len, default=None)
     words = name.removeprefix("node_").replace("_", " ")
     return kind, f"{words} ({_SOURCES[source]}; node_exporter's name)" if source else f"{words} (node_exporter's name)"
+
+
+def describe_textfile(name: str) -> tuple[str, str]:
+    """("untyped", HELP) of a series a node's textfile gave under a name of its own: its TYPE and HELP stay
+    on the node, and `rate()` reads an untyped counter alike."""
+    return "untyped", f"{name} (a .prom file of the agent's textfile_directory, node_exporter's textfile collector)"

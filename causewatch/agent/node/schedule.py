@@ -14,13 +14,14 @@ import time
 from dataclasses import dataclass
 
 from causewatch import wire
-from causewatch.agent.node import clock, cpufreq, kernel, network, nvml, release, storage
+from causewatch.agent.node import clock, cpufreq, kernel, network, nvml, release, storage, textfile
 from causewatch.agent.node.files import name
 from causewatch.config import NODE_COLLECTOR_INTERVALS
 
 log = logging.getLogger(__name__)
 MAX_REASON = 80   # characters of a reason in its label (the name must stay within wire.MAX_NAME)
-BUDGETS = {"filesystem": 2.0, "nvml": 1.0}   # seconds; the rest 0.25 (NVML: ~15 calls a GPU, 8 GPUs a node)
+# seconds; the rest 0.25 (NVML: ~15 calls a GPU, 8 GPUs a node; textfile: files of up to a MiB to parse)
+BUDGETS = {"filesystem": 2.0, "nvml": 1.0, "textfile": 1.0}
 
 
 @dataclass
@@ -29,18 +30,23 @@ class Spec:
     #                     .field_states() -> {field: reason}, .close()
     interval: float     # seconds between runs
     budget: float       # seconds a run may take before it counts as failed
+    off: str | None = None   # why the config turns it off otherwise than by its interval
 
 
-def default_specs(proc: str = "/proc", sys: str = "/sys",
-                  intervals: dict[str, float] = NODE_COLLECTOR_INTERVALS) -> list[Spec]:
-    """Every collector with its interval (`intervals`, by name: the config's; 0 = off) and its budget."""
+def default_specs(proc: str = "/proc", sys: str = "/sys", intervals: dict[str, float] = NODE_COLLECTOR_INTERVALS,
+                  textfile_directory: str | None = None) -> list[Spec]:
+    """Every collector with its interval (`intervals`, by name: the config's; 0 = off) and its budget;
+    textfile is off without a `textfile_directory`."""
     collectors = [kernel.Stat(proc), kernel.LoadAvg(proc), kernel.MemInfo(proc), kernel.VmStat(proc),
                   kernel.Pressure(proc), kernel.FileFd(proc), kernel.Entropy(proc), storage.DiskStats(proc),
                   storage.Filesystems(proc), network.NetDev(proc), network.NetClass(sys), network.SoftNet(proc),
                   network.NetStat(proc), network.SockStat(proc), network.Arp(proc), network.UdpQueues(proc),
                   network.Conntrack(proc), cpufreq.CpuFreq(sys), clock.Time(sys), clock.Timex(), release.Uname(proc),
-                  release.OsRelease(), release.SELinux(sys), nvml.Nvml()]
-    return [Spec(c, intervals[c.name], budget=BUDGETS.get(c.name, 0.25)) for c in collectors]
+                  release.OsRelease(), release.SELinux(sys), nvml.Nvml(), textfile.Textfile(textfile_directory or "")]
+    specs = [Spec(c, intervals[c.name], budget=BUDGETS.get(c.name, 0.25)) for c in collectors]
+    if textfile_directory is None:
+        specs[-1].interval, specs[-1].off = 0.0, "no textfile_directory"
+    return specs
 
 
 class _Worker:
@@ -125,9 +131,10 @@ class NodeCollectors:
     def __init__(self, specs: list[Spec], monotonic=time.monotonic):
         self.monotonic = monotonic
         self.unavailable: dict[str, str] = {}
-        self.off = [s.collector.name for s in specs if s.interval <= 0]
+        self.off = {s.collector.name: f"off: {s.off}" if s.off else f"off (collector_intervals.{s.collector.name} = 0)"
+                    for s in specs if s.interval <= 0 or s.off}   # name -> its state in hello
         self.absent: dict[str, tuple[float, str]] = {}   # unavailable here: name -> (interval, why)
-        self._workers = [_Worker(s) for s in specs if s.interval > 0]
+        self._workers = [_Worker(s) for s in specs if s.interval > 0 and not s.off]
         self._opened = False
         self._valid: set[str] = set()
         self._lane: _Lane | None = None
@@ -167,7 +174,7 @@ class NodeCollectors:
             states[c.name] = {**fields, "interval": w.spec.interval, "state": self.unavailable.get(c.name, "ok")}
         states.update({name: {"interval": interval, "state": f"unavailable: {reason}"}
                        for name, (interval, reason) in self.absent.items()})
-        states.update({name: {"interval": 0.0, "state": f"off (collector_intervals.{name} = 0)"} for name in self.off})
+        states.update({name: {"interval": 0.0, "state": state} for name, state in self.off.items()})
         return states
 
     def collect(self) -> dict[float, dict[str, float]]:
