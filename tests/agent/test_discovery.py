@@ -230,14 +230,18 @@ STEP = "system.slice/slurmstepd.scope/job_42/step_0"
 def test_a_real_cgroup_subtree_is_found_counted_and_ended(subtree, tmp_path):
     """A fake service, a fake pod's container and a Slurm-like step, each with a busy process: the agent,
     pointed at the subtree by `cgroup_root`, starts each unit once, counts its CPU seconds as the kernel's
-    rusage of the process within 10 %, and ends each when its folder goes."""
-    spins = {SERVICE: subtree.spin(SERVICE, 0.8, 0.6), CONTAINER: subtree.spin(CONTAINER, 0.5, 0.6),
-             STEP: subtree.spin(f"{STEP}/user/task_0", 0.6, 0.6)}
+    rusage of the process within 10 %, and ends each when its folder goes. The folders are found before
+    their processes start, as perf's events count from a unit's finding on."""
+    for folder in (SERVICE, CONTAINER, f"{STEP}/user/task_0"):
+        subtree.make(folder)
     cfg = AgentConfig(node="n", spool=str(tmp_path / "spool"), cgroup_root=str(subtree.root), daemon="tcp://127.0.0.1:9")
     sender = Recorder()
     agent = Agent(cfg, sender)
     agent.units.slurm_procs = False   # the subtree's units alone, not another test's Slurm steps on this machine
     assert agent.open()["counters"]["units.cgroup"] == "ok"
+    agent.sample_units(time.time())
+    spins = {SERVICE: subtree.spin(SERVICE, 0.8, 0.6), CONTAINER: subtree.spin(CONTAINER, 0.5, 0.6),
+             STEP: subtree.spin(f"{STEP}/user/task_0", 0.6, 0.6)}
     own = {folder: None for folder in spins}
     while any(own[f] is None for f in spins):
         agent.sample_units(time.time())
@@ -260,7 +264,8 @@ def test_a_real_cgroup_subtree_is_found_counted_and_ended(subtree, tmp_path):
         assert measured == pytest.approx(own[folder], rel=0.10), (name, measured, own[folder])
         assert sender.values(name, "unit_cpu_seconds_total")[-1] == measured
         assert end["end"] >= start["start"]
-    assert [r["event"] for r in sender.records("job:42")] == ["start", "end"]
+    job = sender.records("job:42")   # found before its processes: its owner comes in an update
+    assert [r["event"] for r in job] == ["start", "update", "end"] and "user" not in job[0] and job[1]["user"]
     service = sender.records("service:fake.service")
     assert service[0]["counted"]["perf.task_clock_seconds"] == "ok"   # perf in cgroup mode, per unit
     assert service[1]["totals"]["unit_perf_task_clock_seconds_total"] == pytest.approx(own[SERVICE], rel=0.10)

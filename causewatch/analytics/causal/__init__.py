@@ -19,7 +19,8 @@ Diffs
     diff_windows — learn a model of each of two windows and say what changed between them
     diff_models — what changed between two models (and, given their rows, their mechanisms)
     CausalDiff — the changes: edges added, removed, re-oriented, strengths moved, mechanisms changed (to_dict)
-    EdgeChange, MechanismChange — one edge's change; one variable's changed mechanism
+    EdgeChange — one edge of a diff: added, removed, re-oriented or its strength moved (its edge in each model)
+    MechanismChange — one variable of a diff whose mechanism changed (its causes, the test, the fit in each window)
     DiffError — two windows that cannot be compared
     diff_svg — a diff as SVG: the newer model with each change marked, and a legend
 
