@@ -98,8 +98,9 @@ class DaemonConfig:
     # runs a quarter of that); 0 never pauses it. Even at SCHED_IDLE its cache and memory traffic slow ingest.
     analysis_pause_max: float = _limit(2.0, 0.0, 3600.0)
     # Seconds an analysis may run at analysis_nice before the jobs worker is raised to analysis_starved_nice
-    # (SCHED_OTHER) until it ends; 0 never: at SCHED_IDLE it gets no CPU while every core is busy, and
-    # contention is when a model must be learnt. Needs CAP_SYS_NICE or LimitNICE=+10 (the unit's).
+    # (SCHED_OTHER) until it ends, or the job's own interval where shorter (its next run is due); 0 never:
+    # at SCHED_IDLE it gets no CPU while every core is busy, and contention is when a model must be learnt.
+    # Needs CAP_SYS_NICE or LimitNICE=+10 (the unit's).
     analysis_starved_seconds: float = _limit(20.0, 0.0, 3600.0)
     analysis_starved_nice: int = _limit(10, 0, 19)
     # Seconds without an /api/ request after which the API worker ends (its memory back; the next request

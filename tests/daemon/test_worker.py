@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -17,6 +18,9 @@ from support import agent_config, free_port, samples, wait_for
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
 from causewatch.daemon import worker as worker_module
+from causewatch.daemon.calls import Entry
+from causewatch.daemon.jobs import Job
+from causewatch.daemon.scheduler import WorkerJobs
 from causewatch.daemon.server import Daemon
 from causewatch.daemon.worker import LOWEST_PRIORITY, Worker, WorkerError, ask
 
@@ -87,6 +91,37 @@ def test_a_starved_request_is_raised_to_a_fair_share_until_it_ends_under_a_hog_o
             h.kill()
             h.wait()
         w.stop()
+
+
+class Spinning(Job):
+    """A job due every 0.3 s whose run needs 0.3 CPU-s; it reports its policy and niceness at the end."""
+    name, interval = "spinning", 0.3
+
+    def run(self, ctx):
+        Path(self.report).write_text("%d %d" % _spin(0.3))
+
+    def __init__(self, report: str):
+        self.report = report
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CAN_RAISE, reason="raising a priority needs root, CAP_SYS_NICE or RLIMIT_NICE >= 20")
+def test_a_job_run_is_starved_once_it_has_taken_its_own_interval(tmp_path):
+    """A job's run that has taken its interval (its next run is due) is raised though the worker's
+    starved_after is far off: under a hog on every core it finishes at nice 10, not at SCHED_IDLE."""
+    report = tmp_path / "policy"
+    w = Worker(setup=(Entry.INSTALL_JOBS, (DaemonConfig(), [Spinning(str(report))])), starved_after=3600.0)
+    jobs = WorkerJobs(w)
+    assert jobs.schedule() == [("spinning", 0.3)]
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        jobs.run("spinning")
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+        w.stop()
+    assert report.read_text() == f"{os.SCHED_OTHER} 10" and w.raised_seconds > 0
 
 
 def test_a_worker_that_may_not_raise_says_so_once_and_goes_on(caplog, monkeypatch):
