@@ -174,6 +174,9 @@ class AgentConfig:
     # seconds without a handshake (from the start, or since a disconnect) before the sender warns, once,
     # that the daemon does not answer: longer than a daemon's restart takes, short enough to be seen
     answer_timeout: float = _limit(5.0, 0.1, 3600.0)
+    # seconds a stopping agent (SIGTERM, or its launched command ended) waits for the daemon's acks of what
+    # it has sent; what is still unacked then stays in the spool and goes first at the next start
+    stop_drain_seconds: float = _limit(10.0, 1.0, 3600.0)
     # A sharded site's daemons, "NAME=tcp://HOST:PORT": the agent sends to the one its node hashes to
     # (causewatch/shards.py), in place of `daemon`; never to another while that one is down.
     daemons: tuple = _fmt((), "daemons")
