@@ -164,7 +164,9 @@ class AgentConfig:
     node: str = dataclasses.field(default_factory=socket.gethostname)
     spool: str = dataclasses.field(default_factory=default_spool)
     spool_max_bytes: int = _limit(256 * 1024 * 1024, 1024 * 1024, None)
-    window: int = _limit(32, 1, 10_000)                # frames in flight without an ack, at most (credit: fewer)
+    # frames in flight without an ack, at most (credit: fewer): a round trip carries at most this many, and
+    # under load a round trip takes a daemon's thread wakes, so a small window caps the acks a second
+    window: int = _limit(256, 1, 10_000)
     server_key: str | None = None     # daemon public key file (CURVE)
     client_key: str | None = None     # this agent's secret key file (CURVE)
     psutil_interval: float = _limit(1.0, 0.01, 3600.0)
