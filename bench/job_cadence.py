@@ -1,11 +1,12 @@
 """The causal job's cadence on a live daemon: how far apart its checks come and what each costs its jobs
 worker in CPU-seconds, beside N busy loops (the machine's other load).
 
-A `causewatch daemon` child with the daemon's defaults but `causal_interval` (5 s here); an agent's
-Sender in this process streams task records at `--rate` a second (a master-worker app's tasks: a size
-and a kind parameter, two counters). Every `--every` s it reads the jobs worker's CPU from
-/proc/PID/stat and `causewatch_job_runs_total{analysis="causal"}` from /metrics; a check is a step of
-that counter. Prints the gaps between checks, the CPU-s each took, and the lag series the daemon exports.
+A `causewatch daemon` child with the daemon's defaults but `causal_interval` (5 s here), the busy loops
+started once it serves; an agent's Sender in this process streams task records at `--rate` a second (a
+master-worker app's tasks: a size and a kind parameter, two counters). Every `--every` s it reads the jobs
+worker's CPU from /proc/PID/stat and `causewatch_job_runs_total{analysis="causal"}` from /metrics; a check
+is a step of that counter. Prints the gaps between checks, the CPU-s each took, the lag series the daemon
+exports, and the frames the Sender still had unacked after a 10-s drain.
 
     .venv/bin/python bench/job_cadence.py --seconds 90 --busy 0
     .venv/bin/python bench/job_cadence.py --seconds 90 --busy 8 --json
@@ -89,7 +90,6 @@ def measure(args) -> dict:
     port, http = free_port(), free_port()
     (folder / "daemon.toml").write_text(f'db = "{folder / "cw.duckdb"}"\nbind = "tcp://127.0.0.1:{port}"\n'
                                         f'http = "127.0.0.1:{http}"\ncausal_interval = {args.interval}\n')
-    busy = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.busy)]
     daemon = subprocess.Popen([sys.executable, "-m", "causewatch.cli", "-v", "daemon", "--config",
                                str(folder / "daemon.toml")], stderr=open(folder / "daemon.log", "w"))
     sender = Sender(AgentConfig(daemon=f"tcp://127.0.0.1:{port}", node="n1", spool=str(folder / "spool"))).start()
@@ -97,21 +97,25 @@ def measure(args) -> dict:
     feeder = threading.Thread(target=stream, args=(sender, args.rate, stop), daemon=True)
     feeder.start()
     url = f"http://127.0.0.1:{http}/metrics"
-    checks, last, pid, unacked = [], None, None, []
+    checks, last, unacked, busy, lags, spent = [], None, [], [], [], 0.0
     try:
-        end = time.monotonic() + args.seconds
+        # the busy loops start once the daemon serves and its jobs worker runs (a start beside them takes
+        # minutes: the fork server's imports at a share of a core)
+        while (pid := jobs_pid(daemon.pid)) is None or not sender.connected.is_set():
+            time.sleep(0.5)
+        busy = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.busy)]
+        end, cpu0 = time.monotonic() + args.seconds, cpu_seconds(pid)
         while time.monotonic() < end:
             time.sleep(args.every)
-            pid = pid or jobs_pid(daemon.pid)
-            if pid is None:
-                continue
             now, cpu, seen = time.monotonic(), cpu_seconds(pid), scrape(url)
             unacked.append(sender.unacked)
+            lags.append(seen.get("causewatch_job_lag_seconds", 0.0))
             runs = seen.get("causewatch_job_runs_total", 0.0)
             if last is not None and runs > last[1]:
                 checks.append({"t": now, "runs": runs - last[1], "cpu_s": cpu - last[2], **seen})
             if last is None or runs > last[1]:
                 last = (now, runs, cpu)
+        spent = cpu_seconds(pid) - cpu0
     finally:
         stop.set()
         feeder.join()
@@ -129,7 +133,7 @@ def measure(args) -> dict:
             "cpu_per_check_median_s": statistics.median(per_check) if per_check else None,
             "cpu_per_check_max_s": max(per_check, default=None), "load_1min": os.getloadavg()[0],
             "unacked_max": max(unacked, default=None), "unacked_after_10s_drain": left[1],
-            "lag_s": checks[-1].get("causewatch_job_lag_seconds") if checks else None,
+            "jobs_cpu_s": round(spent, 2), "lag_max_s": round(max(lags, default=0.0), 1),
             "overruns": checks[-1].get("causewatch_job_overruns_total") if checks else None,
             "each": [(round(c["t"] - checks[0]["t"], 1), c["runs"], round(c["cpu_s"], 2)) for c in checks],
             "log": str(folder / "daemon.log")}
