@@ -1,9 +1,14 @@
-"""The scheduler and the job contract: a failing job never stops the others; the daemon's jobs are
-listed by name, each a Job, and a bad term-set file stops the daemon at start."""
+"""The scheduler and the job contract: a failing job never stops the others, a job that cannot keep up
+is counted, exported and said, never queued; the daemon's jobs are listed by name, each a Job, and a bad
+term-set file stops the daemon at start."""
 
 import logging
+import re
+import time
+import urllib.request
 
 import pytest
+from support import wait_for
 
 from causewatch import config
 from causewatch.config import DaemonConfig
@@ -11,6 +16,7 @@ from causewatch.daemon.entrypoints import default_jobs
 from causewatch.daemon.exporter import Exporter
 from causewatch.daemon.jobs import Job, JobContext
 from causewatch.daemon.scheduler import LocalJobs, Scheduler
+from causewatch.daemon.server import Daemon
 from causewatch.errors import ConfigError
 
 
@@ -83,6 +89,31 @@ def test_a_job_that_cannot_keep_up_is_counted_said_once_and_never_queued(caplog)
     assert caplog.text.count("analysis job slow keeps up again") == 1
     clock[0] = 131.5   # due at 129, another job's run held it up: the gauge says so before it runs
     assert value("causewatch_job_lag_seconds") == 2.5
+
+
+class Sleepy(Job):
+    """A job due every 0.1 s whose run sleeps 0.3 s: each run ends after the next was due."""
+    name, interval = "sleepy", 0.1
+
+    def run(self, ctx):
+        time.sleep(0.3)
+
+
+@pytest.mark.service
+@pytest.mark.slow
+def test_a_daemons_job_that_overruns_is_exported_at_metrics(tmp_path):
+    d = Daemon(DaemonConfig(db=str(tmp_path / "cw.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
+               jobs=[Sleepy()]).start()
+    try:
+        def series() -> dict:
+            text = urllib.request.urlopen(f"http://{d.http.address}/metrics", timeout=30).read().decode()
+            return {m[0]: float(m[1]) for m in re.findall(r'^(causewatch_job_\w+)\{analysis="sleepy"\} (\S+)$',
+                                                           text, re.M)}
+        seen = wait_for(lambda: (v := series()).get("causewatch_job_runs_total", 0) >= 2 and v, timeout=120)
+    finally:
+        d.stop()
+    assert seen["causewatch_job_overruns_total"] >= max(1, seen["causewatch_job_runs_total"] - 1)
+    assert "causewatch_job_lag_seconds" in seen
 
 
 def test_a_jobs_hooks_default_to_doing_nothing():
