@@ -21,7 +21,7 @@ from typing import Protocol
 
 from causewatch.daemon.calls import Entry
 from causewatch.daemon.jobs import Job, JobContext
-from causewatch.daemon.worker import Worker
+from causewatch.daemon.worker import POLL_SECONDS, Worker
 
 log = logging.getLogger("causewatch.daemon.scheduler")
 # Hellos handed to the jobs in one call at most (a fleet's reconnection is handled in slices of this).
@@ -63,6 +63,7 @@ class WorkerJobs:
     def __init__(self, worker: Worker):
         self.worker = worker
         self.intervals: dict[str, float] = {}
+        self._overran: set[str] = set()   # jobs whose latest run took longer than their interval
 
     def schedule(self) -> list[tuple[str, float]]:
         schedule = self.worker.start()
@@ -71,9 +72,20 @@ class WorkerJobs:
 
     def run(self, name: str) -> None:
         # a run is starved once it has taken its own interval (its next run is due), or the worker's
-        # starved_after if sooner; 0 (never raise) stays 0
-        limit = self.worker.starved_after and min(self.worker.starved_after, self.intervals.get(name, float("inf")))
-        self.worker(Entry.RUN_JOB, name, starved_after=limit)
+        # starved_after if sooner, and from its start after a run that overran (it is late already);
+        # 0 (never raise) stays 0
+        interval = self.intervals.get(name, float("inf"))
+        limit = self.worker.starved_after and min(self.worker.starved_after, interval)
+        if name in self._overran:
+            limit = limit and POLL_SECONDS
+        began = time.monotonic()
+        try:
+            self.worker(Entry.RUN_JOB, name, starved_after=limit)
+        finally:
+            if time.monotonic() - began > interval:
+                self._overran.add(name)
+            else:
+                self._overran.discard(name)
 
     def hello(self, name: str, hellos: list[tuple[str, dict]]) -> None:
         self.worker(Entry.JOB_HELLO, name, hellos)

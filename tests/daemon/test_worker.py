@@ -124,6 +124,37 @@ def test_a_job_run_is_starved_once_it_has_taken_its_own_interval(tmp_path):
     assert report.read_text() == f"{os.SCHED_OTHER} 10" and w.raised_seconds > 0
 
 
+class Overrunning(Job):
+    """A job due every 3 s whose first run sleeps 3.5 s; each run reports its policy and niceness at its end."""
+    name, interval = "overrunning", 3.0
+
+    def __init__(self, report: str):
+        self.report, self.runs = report, 0
+
+    def run(self, ctx):
+        self.runs += 1
+        time.sleep(3.5 if self.runs == 1 else 0.2)
+        Path(self.report).write_text("%d %d" % (os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CAN_RAISE, reason="raising a priority needs root, CAP_SYS_NICE or RLIMIT_NICE >= 20")
+def test_a_run_after_one_that_overran_is_raised_from_its_start(tmp_path):
+    """The run after one that overran is late from its start: raised at once, not after its interval."""
+    report = tmp_path / "policy"
+    w = Worker(setup=(Entry.INSTALL_JOBS, (DaemonConfig(), [Overrunning(str(report))])), starved_after=3600.0)
+    jobs = WorkerJobs(w)
+    try:
+        jobs.schedule()
+        jobs.run("overrunning")   # 3.5 s of a 3-s interval, raised at 3 s
+        jobs.run("overrunning")   # 0.2 s in, raised
+        assert report.read_text() == f"{os.SCHED_OTHER} 10"
+        assert (os.sched_getscheduler(w.pid), os.getpriority(os.PRIO_PROCESS, w.pid)) == (os.SCHED_IDLE,
+                                                                                           LOWEST_PRIORITY)
+    finally:
+        w.stop()
+
+
 def test_a_worker_that_may_not_raise_says_so_once_and_goes_on(caplog, monkeypatch):
     """Without the right to raise (RLIMIT_NICE 0, as a plain user without LimitNICE), the request still
     runs, at SCHED_IDLE, and the log says what the daemon needs, once."""
