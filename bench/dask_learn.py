@@ -69,7 +69,7 @@ def run(compute, folder: Path, scopes: int, rows: int, more: int, rounds: int, w
     """The job over `scopes` apps: `rows` tasks each, learnt, then `rounds` x `more` new ones (a store of its own)."""
     store = Store(tempfile.mkstemp(suffix=".duckdb", dir=folder)[1] + ".d")
     ctx = JobContext(read=store.cursor, write=store.run, send=lambda *a: True, exporter=Exporter())
-    job = CausalJob(min_new=10, max_rows=rows + more * rounds, compute=compute)
+    job = CausalJob(min_new=10, max_rows=rows + more * rounds, max_new=rows + more * rounds, compute=compute)
     spent = {"job_cpu_s": 0.0, "workers_cpu_s": 0.0, "wall_s": 0.0}
     learns = sum(compute.tasks.values())   # one DaskCompute serves every pair: count this run's
     try:

@@ -77,7 +77,7 @@ def job_ctx(store: Store) -> JobContext:
 
 
 def causal_job() -> CausalJob:
-    return CausalJob(min_rows=50, max_rows=BIG, min_new=1)
+    return CausalJob(min_rows=50, max_rows=BIG, min_new=1, max_new=BIG)
 
 
 def analysis_cycle(folder: Path, rows: list[int]) -> list[dict]:

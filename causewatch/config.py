@@ -98,8 +98,9 @@ class DaemonConfig:
     # runs a quarter of that); 0 never pauses it. Even at SCHED_IDLE its cache and memory traffic slow ingest.
     analysis_pause_max: float = _limit(2.0, 0.0, 3600.0)
     # Seconds an analysis may run at analysis_nice before the jobs worker is raised to analysis_starved_nice
-    # (SCHED_OTHER) until it ends; 0 never: at SCHED_IDLE it gets no CPU while every core is busy, and
-    # contention is when a model must be learnt. Needs CAP_SYS_NICE or LimitNICE=+10 (the unit's).
+    # (SCHED_OTHER) until it ends, or the job's own interval where shorter (its next run is due); 0 never:
+    # at SCHED_IDLE it gets no CPU while every core is busy, and contention is when a model must be learnt.
+    # Needs CAP_SYS_NICE or LimitNICE=+10 (the unit's).
     analysis_starved_seconds: float = _limit(20.0, 0.0, 3600.0)
     analysis_starved_nice: int = _limit(10, 0, 19)
     # Seconds without an /api/ request after which the API worker ends (its memory back; the next request
@@ -164,7 +165,9 @@ class AgentConfig:
     node: str = dataclasses.field(default_factory=socket.gethostname)
     spool: str = dataclasses.field(default_factory=default_spool)
     spool_max_bytes: int = _limit(256 * 1024 * 1024, 1024 * 1024, None)
-    window: int = _limit(32, 1, 10_000)                # frames in flight without an ack, at most (credit: fewer)
+    # frames in flight without an ack, at most (credit: fewer): a round trip carries at most this many, and
+    # under load a round trip takes a daemon's thread wakes, so a small window caps the acks a second
+    window: int = _limit(256, 1, 10_000)
     server_key: str | None = None     # daemon public key file (CURVE)
     client_key: str | None = None     # this agent's secret key file (CURVE)
     psutil_interval: float = _limit(1.0, 0.01, 3600.0)
@@ -174,6 +177,9 @@ class AgentConfig:
     # seconds without a handshake (from the start, or since a disconnect) before the sender warns, once,
     # that the daemon does not answer: longer than a daemon's restart takes, short enough to be seen
     answer_timeout: float = _limit(5.0, 0.1, 3600.0)
+    # seconds a stopping agent (SIGTERM, or its launched command ended) waits for the daemon's acks of what
+    # it has sent; what is still unacked then stays in the spool and goes first at the next start
+    stop_drain_seconds: float = _limit(10.0, 1.0, 3600.0)
     # A sharded site's daemons, "NAME=tcp://HOST:PORT": the agent sends to the one its node hashes to
     # (causewatch/shards.py), in place of `daemon`; never to another while that one is down.
     daemons: tuple = _fmt((), "daemons")

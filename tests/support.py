@@ -255,7 +255,7 @@ def lu_cycle(daemon, sender, rng, count: int, changed: bool) -> list[dict]:
     """`count` lu tasks sent and stored, one analysis cycle of the daemon over them; its open anomalies."""
     lu_task_stream(sender, rng, count, changed)
     assert sender.flush(60)
-    daemon.scheduler.run_due(float("inf"), {})
+    daemon.scheduler.run_all()
     with urllib.request.urlopen(f"http://{daemon.http.address}/api/anomalies?open=1", timeout=10) as reply:
         return json.load(reply)
 

@@ -44,8 +44,9 @@ def add_arguments(p):
     which.add_argument("--pid", type=int, help="watch this process and its threads")
     which.add_argument("--match", metavar="NAME", help="watch the oldest process with this name")
     which.add_argument("--cgroup", metavar="PATH", help="watch this cgroup (absolute or under /sys/fs/cgroup)")
-    p.add_argument("--flush-timeout", type=float, default=10.0,
-                   help="seconds to wait for the daemon's acks at exit (unacked frames stay spooled: exit 3)")
+    p.add_argument("--stop-drain-seconds", "--flush-timeout", type=float, dest="stop_drain_seconds",
+                   metavar="SECONDS", help="seconds to wait for the daemon's acks at exit (stop_drain_seconds, "
+                                           "default 10; unacked frames stay spooled: exit 3)")
     p.add_argument("--leave-running", action="store_true",
                    help="when the agent stops, leave a launched command running (default: stop it)")
     p.add_argument("--stop-grace", type=float, default=10.0, metavar="SECONDS",
@@ -58,6 +59,7 @@ def add_arguments(p):
 def load_config(args) -> AgentConfig:
     return config.load(AgentConfig, args.config, "agent", daemon=args.daemon, node=args.node, ipc=args.ipc,
                        server_key=args.server_key, client_key=args.client_key, spool=args.spool,
+                       stop_drain_seconds=args.stop_drain_seconds,
                        daemons=args.daemons and [d.strip() for d in args.daemons.split(",") if d.strip()])
 
 
@@ -113,7 +115,7 @@ def run(args) -> int:
             target.stop(args.stop_grace)     # stopped with the agent: nothing left re-parented to PID 1
         for drain in drains:
             drain.close()
-    return exit_status(code, agent.shutdown(args.flush_timeout))
+    return exit_status(code, agent.shutdown(cfg.stop_drain_seconds))
 
 
 def exit_status(command: int | None, delivered: bool) -> int:

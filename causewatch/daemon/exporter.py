@@ -265,6 +265,10 @@ class Exporter:
                                   ["analysis"], registry=r)
         self.job_runs = Counter("causewatch_job_runs", "Analysis job runs finished, raised or not, by analysis",
                                 ["analysis"], registry=r)
+        self.job_lag = Gauge("causewatch_job_lag_seconds", "Seconds the latest run of an analysis job started "
+                             "after it was due, by analysis (0 while it keeps up)", ["analysis"], registry=r)
+        self.job_overruns = Counter("causewatch_job_overruns", "Analysis job runs that ended after the next run "
+                                    "was due (its missed intervals skipped), by analysis", ["analysis"], registry=r)
         self.commit_seconds = Counter("causewatch_commit_seconds", "Time spent committing batches", registry=r)
         # at the batch bounds the writer is what limits ingest; near 1 each frame pays a whole commit
         self.commit_frames = Histogram("causewatch_commit_frames", "Frames per committed batch", registry=r,

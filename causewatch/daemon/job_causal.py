@@ -153,8 +153,11 @@ class CausalJob(Job):
 
     def __init__(self, min_rows: int = 50, max_rows: int = 2000, min_new: int = 20, max_depth: int = 2,
                  confirm: int = 2, interval: float = 60.0, baseline_rows: int = 200, quiet_intervals: int = 3,
-                 clock=time.time, compute: LocalCompute | None = None):
+                 clock=time.time, compute: LocalCompute | None = None, max_new: int = 500):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
+        # an update reads at most the newest max_new of the tasks since the last (a first fit max_rows): a
+        # late check judges the newest tasks, and its cost stays that of a bounded batch
+        self.max_new = max_new
         self.interval = interval   # seconds between runs (the scheduler reads it)
         # an app without a task for this many intervals has ended: its open anomalies resolve
         self.quiet_intervals = quiet_intervals
@@ -174,8 +177,7 @@ class CausalJob(Job):
     def run(self, ctx: JobContext) -> None:
         read_at = self.clock()
         with ctx.read() as cur:
-            fresh = {scope: task_variables(cur, app, tuple(self.scopes.get(scope, _Scope()).columns),
-                                           since=self.scopes.get(scope, _Scope()).received or None, job=job)
+            fresh = {scope: self._fresh(cur, scope, app, job)
                      for scope, (app, job) in self._scopes_now(cur, read_at).items()}
             if not self.scopes:   # a restarted daemon exports the open anomalies at once, not at the next
                 self._reload_open(cur)   # model update: a gap would resolve and re-page their alerts
@@ -193,6 +195,17 @@ class CausalJob(Job):
         failed = next((r for r in results if isinstance(r, Exception)), None)
         if failed is not None:
             raise failed
+
+    def _fresh(self, cur, scope: str, app: str, job: str | None) -> tuple[pd.DataFrame, list[str]]:
+        """The scope's tasks since the last read, the newest max_new of them (max_rows before a first model),
+        their columns named and their region times added (task_variables)."""
+        st = self.scopes.get(scope, _Scope())
+        last = self.max_rows if st.learner is None else self.max_new
+        fresh = task_variables(cur, app, tuple(st.columns), since=st.received or None, last=last, job=job)
+        if st.learner is not None and len(fresh[0]) >= last:
+            log.info("causal model %s: %d tasks or more since the last check, the newest %d judged (the "
+                     "check is late)", scope, last, last)
+        return fresh
 
     def _scopes_now(self, cur, read_at: float) -> dict[str, tuple[str, str | None]]:
         """scope -> (app, Slurm job) of what this run reads: every app, each job followed, and each job

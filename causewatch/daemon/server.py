@@ -61,7 +61,8 @@ class Daemon:
                                   starved_after=cfg.analysis_starved_seconds, starved_nice=cfg.analysis_starved_nice)
         self.api_worker = Worker(API_NICE, host=host, name="causewatch-api")
         runner = self._local_jobs(jobs) if cfg.jobs_here else WorkerJobs(self.jobs_worker)
-        self.scheduler = Scheduler(runner, self.exporter.job_errors, self.exporter.job_runs) if jobs != [] else None
+        self.scheduler = Scheduler(runner, self.exporter.job_errors, self.exporter.job_runs,
+                                   self.exporter.job_lag, self.exporter.job_overruns) if jobs != [] else None
         root = lake_folder(cfg.db, cfg.store_lake)   # the shared lake's root: a down shard's history
         cluster = (Cluster(cfg.shard, cfg.peer_urls(), self._answer, cfg.api_token, cfg.peer_timeout,
                            str(root or "")) if cfg.peers else None)

@@ -167,7 +167,8 @@ class Worker:
         sustained load an analysis still finishes, at a fifth of its pace or better. paused_seconds
         counts the pauses.
     starved_after : seconds a request may run before the child is raised to SCHED_OTHER at
-        `starved_nice` until it ends (0: never): at SCHED_IDLE it gets no CPU while every core is busy,
+        `starved_nice` until it ends (0: never; a request may bring its own, as a job's run its
+        interval: scheduler.WorkerJobs): at SCHED_IDLE it gets no CPU while every core is busy,
         and contention is when the analyses must run (no model had been learnt during a CPU hog).
         Nice 10 is about a tenth of a nice-0 process's share: a learner beside a hog still learns, and
         ingest beside it keeps most of its rate, far more than at nice 0 (docs/perf-log.md, "A starved
@@ -199,11 +200,12 @@ class Worker:
         self._conn = None
         self.last_used = time.monotonic()   # when its last request ended
 
-    def __call__(self, fn, *args):
+    def __call__(self, fn, *args, starved_after: float | None = None):
+        """`starved_after`: this request's own threshold (None: the worker's)."""
         with self._lock:
             try:
                 self._start()
-                return self._request(fn, args)
+                return self._request(fn, args, self.starved_after if starved_after is None else starved_after)
             finally:
                 self.last_used = time.monotonic()
 
@@ -213,7 +215,7 @@ class Worker:
             self._start()
             return self.setup_
 
-    def _request(self, fn, args):
+    def _request(self, fn, args, starved_after: float):
         if self._stopping.is_set():
             raise WorkerError("the daemon is stopping")
         try:
@@ -224,7 +226,7 @@ class Worker:
                     if self._stopping.is_set() or not self._proc.is_alive():
                         raise EOFError
                     self._pace()
-                    self._guard()
+                    self._guard(starved_after)
                 self._resume()
                 message = self._conn.recv()
                 if message[0] == "done":
@@ -271,12 +273,12 @@ class Worker:
         elif now - self._paused_at >= self.max_pause or now - self._busy_at >= QUIET_SECONDS:
             self._resume()
 
-    def _guard(self) -> None:
+    def _guard(self, starved_after: float) -> None:
         """Raise a child whose request has run starved_after s to SCHED_OTHER at starved_nice."""
-        if not self.starved_after or self._raised_at is not None or self._cannot_raise:
+        if not starved_after or self._raised_at is not None or self._cannot_raise:
             return
         now = time.monotonic()
-        if now - self._sent_at < self.starved_after or self.niceness <= self.starved_nice:
+        if now - self._sent_at < starved_after or self.niceness <= self.starved_nice:
             return
         try:
             _set_priority(self._proc.pid, self.starved_nice, idle=False)
@@ -361,7 +363,7 @@ class Worker:
         log.info("%s started (pid %d, nice %d)", self.name, self._proc.pid, self.niceness)
         if self.setup is not None:
             try:
-                self.setup_ = self._request(*self.setup)
+                self.setup_ = self._request(*self.setup, self.starved_after)
             except Exception:   # e.g. a config the jobs refuse: the next request tries a new child
                 self._discard()
                 raise

@@ -151,3 +151,57 @@ def test_sigterm_keeps_every_unacked_frame_in_the_spool(daemon_process, tmp_path
     stored = query(d.db, "SELECT seq, type FROM ingest_log WHERE boot=? ORDER BY seq", [boots.pop()])
     assert [q for q, _ in stored] == seqs and stored[0][1] == "hello"
     assert {t for _, t in stored} >= {"hello", "samples"} and len(stored) >= 5   # + the flush at SIGTERM
+
+
+PAUSING_APP = """
+import os, sys, time
+from causewatch.agent.instrument import task
+
+folder = sys.argv[1]
+def tasks(first, count):
+    for i in range(first, first + count):
+        with task("drain-app", params={"i": i}, task_id=f"t{i}"):
+            pass
+tasks(0, 20)
+open(os.path.join(folder, "paused"), "w").close()      # the test stops the daemon now
+while not os.path.exists(os.path.join(folder, "go")):
+    time.sleep(0.05)
+tasks(20, 30)
+"""
+
+
+def test_a_stop_beside_a_stalled_daemon_keeps_the_unacked_frames_and_the_next_start_stores_each_once(
+        daemon_process, tmp_path):
+    """The daemon stops answering (SIGSTOP) while an agent's launched program sends its last tasks; the
+    agent waits stop_drain_seconds for the acks, says how many frames it left and where, and exits 3. The
+    daemon resumes and may store what it had taken without acking it; the next start resends the spool,
+    and every task is stored once."""
+    d = daemon_process()
+    cfg = _config(tmp_path, d.endpoint, "stop_drain_seconds = 1\n")
+    (tmp_path / "app.py").write_text(PAUSING_APP)
+    agent = _agent("--config", cfg, "--", sys.executable, str(tmp_path / "app.py"), str(tmp_path),
+                   env=dict(os.environ, CAUSEWATCH_CONFIG=cfg))
+    try:
+        assert wait_for(lambda: (tmp_path / "paused").exists() or agent.poll() is not None, timeout=60)
+        d.proc.send_signal(signal.SIGSTOP)
+        (tmp_path / "go").touch()
+        _, err = agent.communicate(timeout=60)
+    finally:
+        d.proc.send_signal(signal.SIGCONT)
+        _reap(agent)
+    spool = tmp_path / "spool"
+    left = _spooled(spool)
+    assert agent.returncode == UNDELIVERED and left > 0, err
+    assert f"{left} frames not acked within 1 s; they stay in the spool {spool} for the next run" in err, err
+    again = _agent("-v", "--config", cfg, "--", sys.executable, "-c", "pass")
+    try:
+        _, err = again.communicate(timeout=60)
+    finally:
+        _reap(again)
+    assert again.returncode == 0 and f"spool holds {left} unacked frames from an earlier run" in err, err
+    assert _spooled(spool) == 0
+    d.stop()
+    assert query(d.db, "SELECT count(*), count(DISTINCT task_id) FROM tasks WHERE app='drain-app'") == [(50, 50)]
+    for boot, count, first, last in query(d.db, "SELECT boot, count(*), min(seq), max(seq) FROM ingest_log "
+                                                "GROUP BY boot"):
+        assert (first, last) == (1, count), boot   # each boot's frames all stored, none twice

@@ -65,7 +65,7 @@ def test_bottlenecks_route_and_gauge_after_a_cycle(live):
     code, body = get(live, "/api/bottlenecks")
     found = {(r["region"], r["metric"]): r for r in json.loads(body)}
     assert code == 200 and found[("PARTICLE_LOAD", "l2_miss_ratio")]["severity"] == pytest.approx(0.495, abs=1e-3)
-    live.scheduler.run_due(float("inf"), {})
+    live.scheduler.run_all()
     metrics = get(live, "/metrics")[1]
     assert ('causewatch_bottleneck_severity{app="3dpic",metric="l2_miss_ratio",node="n1",region="PARTICLE_LOAD"} 0.49'
             in metrics)

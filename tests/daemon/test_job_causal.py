@@ -395,6 +395,27 @@ def test_a_full_window_refits_on_its_newest_rows_and_keeps_its_edges(store):
     assert cur.execute("SELECT count(*) FROM anomalies").fetchone() == (0,)
 
 
+def test_a_late_check_judges_the_newest_tasks_and_never_reads_the_older_ones_again(store, caplog):
+    """A check that comes after more than max_new tasks (its job lagged) learns from the newest max_new of
+    them; the older ones are skipped, not queued for the next check."""
+    ctx = _ctx(store)
+    job = CausalJob(min_rows=50, min_new=20, max_new=100)
+    cur = store.cursor()
+    _ingest(store, _tasks(0, 0, 300))
+    job.run(ctx)   # a first model: every task so far (up to max_rows)
+    for k in range(3):
+        _ingest(store, _tasks(1 + k, 300 + 100 * k, 100))
+        time.sleep(0.01)   # commits received apart, as a lagging job finds them
+    with caplog.at_level("INFO", "causewatch.daemon.job_causal"):
+        job.run(ctx)
+    job.run(ctx)   # nothing new: nothing read again
+    versions = cur.execute("SELECT n_rows, window_start FROM models ORDER BY model_id").fetchall()
+    assert versions == [(300, 1000.0), (400, 1000.0)]
+    st = job.scopes["app:lu"]
+    assert st.starts[-100:].tolist() == [1000.0 + i for i in range(500, 600)]
+    assert "100 tasks or more since the last check, the newest 100 judged" in caplog.text
+
+
 def test_an_app_without_tasks_for_its_quiet_intervals_has_its_anomalies_resolved_and_unexported(store):
     """App lu stops sending tasks and mw goes on: after 3 causal intervals without one, lu's open anomaly
     is resolved with the reason and its series leaves /metrics; mw's stays open."""

@@ -20,7 +20,7 @@ def _cycle(daemon, sender, rng, count: int, changed: bool) -> list[tuple]:
     """`count` lu tasks sent and stored, then every job due run on this thread; the open anomalies stored."""
     lu_task_stream(sender, rng, count, changed)
     assert sender.flush(60)
-    daemon.scheduler.run_due(float("inf"), {})
+    daemon.scheduler.run_all()
     with daemon.store.cursor() as cur:
         return cur.execute("SELECT kind, src, dst FROM anomalies WHERE resolved IS NULL ORDER BY ALL").fetchall()
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -17,6 +18,9 @@ from support import agent_config, free_port, samples, wait_for
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
 from causewatch.daemon import worker as worker_module
+from causewatch.daemon.calls import Entry
+from causewatch.daemon.jobs import Job
+from causewatch.daemon.scheduler import WorkerJobs
 from causewatch.daemon.server import Daemon
 from causewatch.daemon.worker import LOWEST_PRIORITY, Worker, WorkerError, ask
 
@@ -86,6 +90,68 @@ def test_a_starved_request_is_raised_to_a_fair_share_until_it_ends_under_a_hog_o
         for h in hogs:
             h.kill()
             h.wait()
+        w.stop()
+
+
+class Spinning(Job):
+    """A job due every 0.3 s whose run needs 0.3 CPU-s; it reports its policy and niceness at the end."""
+    name, interval = "spinning", 0.3
+
+    def run(self, ctx):
+        Path(self.report).write_text("%d %d" % _spin(0.3))
+
+    def __init__(self, report: str):
+        self.report = report
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CAN_RAISE, reason="raising a priority needs root, CAP_SYS_NICE or RLIMIT_NICE >= 20")
+def test_a_job_run_is_starved_once_it_has_taken_its_own_interval(tmp_path):
+    """A job's run that has taken its interval (its next run is due) is raised though the worker's
+    starved_after is far off: under a hog on every core it finishes at nice 10, not at SCHED_IDLE."""
+    report = tmp_path / "policy"
+    w = Worker(setup=(Entry.INSTALL_JOBS, (DaemonConfig(), [Spinning(str(report))])), starved_after=3600.0)
+    jobs = WorkerJobs(w)
+    assert jobs.schedule() == [("spinning", 0.3)]
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        jobs.run("spinning")
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+        w.stop()
+    assert report.read_text() == f"{os.SCHED_OTHER} 10" and w.raised_seconds > 0
+
+
+class Overrunning(Job):
+    """A job due every 3 s whose first run sleeps 3.5 s; each run reports its policy and niceness at its end."""
+    name, interval = "overrunning", 3.0
+
+    def __init__(self, report: str):
+        self.report, self.runs = report, 0
+
+    def run(self, ctx):
+        self.runs += 1
+        time.sleep(3.5 if self.runs == 1 else 0.2)
+        Path(self.report).write_text("%d %d" % (os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CAN_RAISE, reason="raising a priority needs root, CAP_SYS_NICE or RLIMIT_NICE >= 20")
+def test_a_run_after_one_that_overran_is_raised_from_its_start(tmp_path):
+    """The run after one that overran is late from its start: raised at once, not after its interval."""
+    report = tmp_path / "policy"
+    w = Worker(setup=(Entry.INSTALL_JOBS, (DaemonConfig(), [Overrunning(str(report))])), starved_after=3600.0)
+    jobs = WorkerJobs(w)
+    try:
+        jobs.schedule()
+        jobs.run("overrunning")   # 3.5 s of a 3-s interval, raised at 3 s
+        jobs.run("overrunning")   # 0.2 s in, raised
+        assert report.read_text() == f"{os.SCHED_OTHER} 10"
+        assert (os.sched_getscheduler(w.pid), os.getpriority(os.PRIO_PROCESS, w.pid)) == (os.SCHED_IDLE,
+                                                                                           LOWEST_PRIORITY)
+    finally:
         w.stop()
 
 
