@@ -257,14 +257,14 @@ def test_phase_vectors_hold_the_programs_code_not_the_monitors(relay, monkeypatc
     (perf.py:EventGroup.read a quarter of it)."""
     monkeypatch.setattr(api._sampler, "interval", 0.001)
 
-    def body():
+    def body():   # enough regions for the task's CPU time to hold samples at 1 ms on a loaded machine
         with api.task():
-            for _ in range(300):
+            for _ in range(1000):
                 with api.region("outer"):
                     with api.region("inner"):
                         pass
     on(where, body)
-    assert wait_for(lambda: relay.relayed == 601, timeout=30)
+    assert wait_for(lambda: relay.relayed == 2001, timeout=30)
     [task] = vectors(relay, "task")
     assert task and {k.split(":")[0] for k in task} == {"test_instrument.py"}, task
 
