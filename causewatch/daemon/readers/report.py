@@ -55,16 +55,19 @@ def overview(con: Cursor) -> dict:
         "nodes": [dict(r, counters=_availability(r["counters"])) for r in rows(
             "SELECT node, hostname, cores, counters FROM nodes ORDER BY node")],
         "phase_vectors": rows("SELECT kind, count(DISTINCT (node, boot, seq)) vectors, count(DISTINCT key) functions "
-                              "FROM bbv GROUP BY kind"),
-        "top_functions": rows("SELECT key, sum(count) samples FROM bbv GROUP BY key ORDER BY samples DESC LIMIT 5"),
-        "tasks": rows("SELECT app, count(*) tasks, round(avg(duration), 4) mean_seconds FROM tasks GROUP BY app"),
+                              "FROM bbv GROUP BY kind ORDER BY kind"),
+        "top_functions": rows("SELECT key, sum(count) samples FROM bbv GROUP BY key "
+                              "ORDER BY samples DESC, key LIMIT 5"),
+        "tasks": rows("SELECT app, count(*) tasks, round(avg(duration), 4) mean_seconds FROM tasks "
+                      "GROUP BY app ORDER BY app"),
         "causal_edges": rows(NEWEST_EDGES),
         "causal_submodels": [{"variable": v, **sub} for v, sub in latest_submodels(con).items()],
         "anomalies": rows("SELECT scope, kind, src, dst, round(score, 3) score, round(threshold, 3) threshold, "
                           "CASE WHEN resolved IS NULL THEN 'open' ELSE 'resolved' END state "
-                          "FROM anomalies ORDER BY opened DESC LIMIT 5"),
+                          "FROM anomalies ORDER BY opened DESC, anomaly_id DESC LIMIT 5"),
         "bottlenecks": rows("SELECT node, region, metric, term, round(degree, 3) degree FROM scores "
-                            "WHERE ts = (SELECT max(ts) FROM scores) ORDER BY severity DESC LIMIT 8"),
+                            "WHERE ts = (SELECT max(ts) FROM scores) "
+                            "ORDER BY severity DESC, node, region, metric, term LIMIT 8"),
     }
 
 
