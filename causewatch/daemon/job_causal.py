@@ -12,11 +12,11 @@ is raised once, updated while it lasts and resolved when gone, or when its app h
 quiet_intervals intervals (its program ended). Its evidence's `raised_on` names the task rows it was raised
 on (count, first and last start): the newest rows of the checks in a row that found it, or for an edge the
 raising version's window; kept while it stays open. Its evidence's `causes` are its candidate causes,
-ranked at the opening over the units the daemon knows then (daemon/culprits.py), again at the next
-evaluation and every CAUSES_EVERY intervals while it stays open. Exports causewatch_edge_strength,
-causewatch_markov_violation and causewatch_dependency_anomaly{scope,src,dst,kind,evidence,cause} (1 while
-open; the evidence in one line and the best cause as they were at the opening, so the series, and the
-alert, keep one identity);
+ranked at the opening over the units the daemon knows then (daemon/culprits.py), again at each
+evaluation until FOLLOW_SECONDS after the opening, then every CAUSES_EVERY intervals while it stays open.
+Exports causewatch_edge_strength, causewatch_markov_violation and
+causewatch_dependency_anomaly{scope,src,dst,kind,evidence,cause} (1 while open; the evidence in one line
+and the best cause as they were at the opening, so the series, and the alert, keep one identity);
 and its compute's counters (daemon/compute.py: where the learns ran, re-runs, fall-backs from a Dask
 cluster).
 """
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 
 import numpy as np
@@ -43,6 +44,9 @@ log = logging.getLogger("causewatch.daemon.job_causal")
 SUBMODEL_ROWS = 4096
 BEFORE_ROWS = 200   # of the baseline's window, against each check's newest tasks (a seeded sample)
 CAUSES_EVERY = 10   # intervals between two rankings of an open anomaly's causes
+FOLLOW_SECONDS = 15.0   # after an opening, an open anomaly's causes are ranked at each evaluation this long:
+                        # the nodes' samples of a fault's first seconds reach the daemon in the agents'
+                        # frames (5 s apart), its busiest processes in looks averaged over 2-5 s
 EDGE_GAUGE = "causewatch_edge_strength"
 EDGE_HELP = ("Strength of a learned causal edge: the mutual information between its two ends, in bits of "
              "information (not of data, so no _bytes unit), at most the entropy of either end")
@@ -436,11 +440,12 @@ class CausalJob(Job):
             log.info("anomaly %s %s: %s -> %s resolved", scope, *key)
 
     def _ranking_due(self, st: _Scope, key: tuple, now: float) -> bool:
-        """Whether an open anomaly's causes are to be ranked again: never ranked, ranked at its opening
-        only (on the first rows of a fault: the next evaluation has more), or CAUSES_EVERY intervals ago."""
+        """Whether an open anomaly's causes are to be ranked again: never ranked, ranked last less than
+        FOLLOW_SECONDS after its first ranking (on the first rows of a fault: the next evaluation has more,
+        and the samples that came after them), or CAUSES_EVERY intervals ago."""
         ranked = st.causes.get(key, {}).get("causes_ranked", {})
         at = ranked.get("at")
-        return key in st.open and (at is None or ranked.get("round") == 1
+        return key in st.open and (at is None or at - ranked.get("first", -math.inf) < FOLLOW_SECONDS
                                    or now - at >= CAUSES_EVERY * self.interval)
 
     def _rank(self, ctx: JobContext, scope: str, st: _Scope, keys: list, now: float) -> None:
@@ -459,8 +464,9 @@ class CausalJob(Job):
                 if key in st.open and len(st.starts):
                     judged = {**judged, "last_start": max(judged["last_start"], float(st.starts.max()))}
                 around = culprits.windows(st.baseline_window[1], judged, now)
-                rounds = st.causes.get(key, {}).get("causes_ranked", {}).get("round", 0) if key in st.open else 0
+                before = st.causes.get(key, {}).get("causes_ranked", {}) if key in st.open else {}
                 st.causes[key] = culprits.rank(cur, scope, st.baseline, key[2], around, tables)
-                st.causes[key]["causes_ranked"].update(at=now, round=rounds + 1)
+                st.causes[key]["causes_ranked"].update(at=now, first=before.get("first", now),
+                                                       round=before.get("round", 0) + 1)
                 if key not in st.open:
                     st.cause[key] = culprits.label(st.causes[key]["causes"])

@@ -20,7 +20,7 @@ from causewatch.cli import main
 from causewatch.daemon import culprits, verbs
 from causewatch.daemon.culprit_units import Windows, at_typical_causes, read
 from causewatch.daemon.exporter import Exporter
-from causewatch.daemon.job_causal import CAUSES_EVERY, CausalJob
+from causewatch.daemon.job_causal import CAUSES_EVERY, FOLLOW_SECONDS, CausalJob
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.store import Store
 from causewatch.daemon.store.results import set_baseline
@@ -163,6 +163,27 @@ def test_the_causes_survive_a_restart_and_the_label_stays_while_the_ranking_move
     st = restarted.scopes["app:mw"]
     key = ("mechanism_changed", "(time)", "cpu_wait_seconds")
     assert st.cause[key] == label and st.causes[key]["causes"] == seen[5]["causes"]
+
+
+@pytest.mark.parametrize("tick, rounds", [(1.5, [1, 2, 3]), (6.0, [1, 2, 2])])
+def test_an_open_anomaly_is_ranked_at_each_evaluation_while_its_fault_s_samples_come_in(store, tick, rounds):
+    """Evaluations 4.5 s or 18 s apart (the job reads its clock three times a run): the opening's ranking,
+    then one at each evaluation while the last came less than FOLLOW_SECONDS after the opening (a node's
+    samples of the fault's first seconds reach the daemon in the agents' frames, seconds late), then none
+    until CAUSES_EVERY intervals have passed."""
+    now = [time.time()]
+
+    def clock():
+        now[0] += tick
+        return now[0]
+
+    busy = (lambda t: 9.0 if _contended(t) else 3.0, lambda t: {})
+    _, _, seen = _run(store, {"node-1": busy}, clock=clock, batches=range(6))
+    ranked = [e["causes_ranked"] for e in seen[3:]]
+    assert [r["round"] for r in ranked] == rounds
+    assert all(r["first"] == ranked[0]["at"] for r in ranked)
+    again = [b["round"] == a["round"] + 1 for a, b in zip(ranked, ranked[1:])]
+    assert again == [a["at"] - a["first"] < FOLLOW_SECONDS for a in ranked[:-1]]
 
 
 def test_the_picture_and_the_table_name_the_first_cause(store, tmp_path, capsys):
