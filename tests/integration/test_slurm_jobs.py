@@ -23,15 +23,19 @@ from causewatch.config import DaemonConfig
 from causewatch.daemon.server import Daemon
 
 pytestmark = [*SLURM_MARKS, pytest.mark.service, pytest.mark.slow]
-# The program of each job: its own CPU seconds of work, its rusage written, then idle a moment (the agent's
-# last reading of it comes after its work, as it would of any program whose last second is quiet).
-PROGRAM = """import json, resource, sys, time
+# The program of each job: its own CPU seconds of work, its rusage written, idle until the test has seen
+# it running (a loaded machine once ended a job before the agent's first look), then idle a moment more (the
+# agent's last reading of it comes after its work, as it would of any program whose last second is quiet).
+PROGRAM = """import json, os, resource, sys, time
 t = time.process_time()
 while time.process_time() - t < float(sys.argv[1]):
     pass
 r = resource.getrusage(resource.RUSAGE_SELF)
 with open(sys.argv[2], "w") as f:
     json.dump({"cpu_seconds": r.ru_utime + r.ru_stime}, f)
+deadline = time.time() + 60
+while not os.path.exists(sys.argv[3]) and time.time() < deadline:
+    time.sleep(0.1)
 time.sleep(1.5)
 """
 # the system's Python: the other user may not reach this test's virtual environment
@@ -86,7 +90,7 @@ def submit(cluster: Cluster, base: Path, name: str, seconds: float, user: str | 
     work.chmod(0o777)
     (work / "program.py").write_text(PROGRAM)
     (work / "job.sh").write_text(f"#!/bin/sh\nexec {PYTHON} {work / 'program.py'} {seconds} "
-                                 f"{work / 'rusage.json'}\n")
+                                 f"{work / 'rusage.json'} {base / 'seen'}\n")
     (work / "job.sh").chmod(0o755)
     options = [f"--uid={user}"] if user else []
     options += [f"--mem={memory}"] if memory else []
@@ -105,13 +109,16 @@ def test_two_sbatch_jobs_are_found_counted_and_ended(world, capsys):
     ids = {submit(cluster, base, name, *spec): name for name, spec in JOBS.items()}
     seen_running: set[str] = set()
 
-    def slurm_done() -> bool:   # while Slurm runs them, which the daemon lists as running
+    def worked_and_seen() -> bool:   # each job's work done, and the daemon lists each as running
         seen_running.update(j["job_id"] for j in jobs(daemon, capsys, "--running"))
-        return not cluster.run("squeue", "-h").stdout.strip()
-    assert wait_for(slurm_done, timeout=40, every=0.2), cluster.run("squeue").stdout
+        return seen_running >= set(ids) and all((base / name / "rusage.json").exists() for name in JOBS)
+    if not wait_for(worked_and_seen, timeout=40, every=0.2):
+        why = {name: (base / name / "out.txt").read_text()[-500:] for name in JOBS}
+        pytest.fail(f"{seen_running} {why} {cluster.run('squeue').stdout} {(base / 'agent.err').read_text()[-2000:]}")
+    (base / "seen").touch()
+    assert wait_for(lambda: not cluster.run("squeue", "-h").stdout.strip(), timeout=30, every=0.2), \
+        cluster.run("squeue").stdout
     ended = time.time()
-    why = {name: (base / name / "out.txt").read_text()[-500:] for name in JOBS}
-    assert seen_running >= set(ids), (seen_running, why, (base / "agent.err").read_text()[-2000:])
     assert wait_for(lambda: {j["job_id"] for j in jobs(daemon, capsys, "--finished")} >= set(ids), timeout=10), \
         (base / "agent.err").read_text()[-2000:]
     found = {j["job_id"]: j for j in jobs(daemon, capsys) if j["job_id"] in ids}
