@@ -149,6 +149,18 @@ def some_pids(path: str, most: int = 8) -> list[int]:
     return out
 
 
+def pids(path: str) -> list[int]:
+    """Every process of the cgroup and of the ones below it."""
+    out: list[int] = []
+    for folder, _, _ in os.walk(path):
+        try:
+            with open(os.path.join(folder, "cgroup.procs")) as f:
+                out += [int(line) for line in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 class CgroupCounter:
     """One cgroup's accounting; `path` is its folder in the cgroup v2 hierarchy."""
 

@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple
 
 import psutil
 
-from causewatch.agent import perf
+from causewatch.agent import cgroups, perf
 from causewatch.agent.symbols import Symbolizer
 
 log = logging.getLogger(__name__)
@@ -205,6 +205,9 @@ class BBVCollector:
         self.status = self.sampler.open()
         if self.status == "ok":   # now, not in the middle of the target's first interval
             self.symbols.preload(self.sampler.pid)
+            # a cgroup's processes that run now mapped their libraries before the kernel's mmap records began
+            for pid in cgroups.pids(self.sampler.cgroup) if self.sampler.cgroup else ():
+                self.symbols.preload(pid)
         return self.status
 
     def collect(self, final: bool = False) -> list[dict]:

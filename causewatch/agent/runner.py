@@ -294,10 +294,13 @@ class Agent:
             self.sample_units(t)
 
     def sample_units(self, t: float) -> None:
-        """The units' changes as records, their counters as rows; an ended unit's rows go before its end."""
+        """The units' changes as records, their counters as rows, the jobs' phase vectors as bbv bodies; an
+        ended unit's rows and vectors go before its end."""
         records, rows = self.units.tick()
         for scope, row in rows.items():
             self._add(scope, "slow", t, row)
+        for body in self.units.vectors:
+            self.sender.send("bbv", body)
         self._add_gpu_use(t)
         for body in records:
             for rate in ("slow", GPU_RATE) if body["event"] == "end" else ():
@@ -504,10 +507,10 @@ def _cpu_model(proc: str) -> str:
 
 def unit_watch(cfg: AgentConfig, proc: str = "/proc", clock: Callable[[], float] = time.time) -> UnitWatch:
     """The node's units as `cfg` says: under cgroup_root (or cgroup v2's mount), Slurm steps also by their
-    processes on a node with Slurm; the running set kept beside the spool."""
+    processes on a node with Slurm; the running set kept beside the spool; each job IP-sampled as the target is."""
     root = cfg.cgroup_root or cgroups.find_root(os.path.join(proc, "self/mounts"))
     state = os.path.join(os.path.expanduser(cfg.spool), "units.json")
-    return UnitWatch(root, proc, slurm_installed(), state, clock)
+    return UnitWatch(root, proc, slurm_installed(), state, clock, bbv_frequency=cfg.bbv_frequency)
 
 
 class StopSignal:

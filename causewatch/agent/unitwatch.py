@@ -1,6 +1,7 @@
 """The node's units followed tick by tick: found (`units.scan` of the cgroup v2 hierarchy; Slurm steps also as
 slurmstepd's children where no job cgroup was ever seen), named and counted, each start, change and end a
-`unit` record, each tick's counters a row of the unit's scope (docs/agent.md, "Units").
+`unit` record, each tick's counters a row of the unit's scope, each job's phase vectors `bbv` bodies
+(docs/agent.md, "Units").
 
 Records go once per change, never as labels on samples. The running set is kept in a state file, so an
 agent that restarts goes on with the same units (same start) and ends those that ended while it was down.
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from causewatch.agent import cgroups, slurm, unit_perf, units
+from causewatch.agent.ipsampler import BBVCollector
 
 log = logging.getLogger(__name__)
 PARTS = ("cpu", "memory", "memory_events", "io", "pressure")
@@ -35,6 +37,7 @@ class Running:
     record: dict
     counter: object | None = None          # CgroupCounter, StepCounter, or None (a job summed from its steps)
     perf: unit_perf.UnitPerf | None = None   # its cgroup's perf events
+    bbv: BBVCollector | None = None          # a job's IP samples in cgroup mode, folded into phase vectors
     stepd: int | None = None
     row: dict = field(default_factory=dict)
     ended_steps: dict = field(default_factory=dict)   # a proc-found job's ended steps' totals, by name
@@ -74,13 +77,15 @@ def owner_uid(pid: int, proc: str = "/proc") -> int | None:
 
 class UnitWatch:
     """`root`: the cgroup v2 hierarchy to scan (None: none); `slurm_procs`: look for slurmstepd's children
-    while no job cgroup was seen; `state`: the state file (None: none)."""
+    while no job cgroup was seen; `state`: the state file (None: none); `bbv_frequency`: IP samples a second
+    of each job with a cgroup, folded into phase vectors (0: none). `vectors` holds the last tick's `bbv` bodies."""
 
     def __init__(self, root: str | None, proc: str = "/proc", slurm_procs: bool = False, state: str | None = None,
-                 clock: Callable[[], float] = time.time, scontrol: str | None = None):
+                 clock: Callable[[], float] = time.time, scontrol: str | None = None, bbv_frequency: int = 0):
         self.root, self.proc, self.slurm_procs, self.state = root, proc, slurm_procs, state
-        self.clock, self.scontrol = clock, scontrol
+        self.clock, self.scontrol, self.bbv_frequency = clock, scontrol, bbv_frequency
         self.running: dict[str, Running] = {}
+        self.vectors: list[dict] = []
         self._stepds = slurm.StepdFinder(proc)
         self._job_cgroups = False    # a Slurm job was found as a cgroup: Slurm's proctrack is cgroup here
         self._restored: dict[str, dict] = {}
@@ -102,8 +107,10 @@ class UnitWatch:
 
     # ---- a tick ----
     def tick(self) -> tuple[list[dict], dict[str, dict]]:
-        """(the unit records of this tick's changes, in order; {unit: its counters now}); never raises: a
-        tick that fails is logged (once per reason) and sends nothing, and the next one tries again."""
+        """(the unit records of this tick's changes, in order; {unit: its counters now}), and in `vectors`
+        the jobs' phase vectors completed since the last tick; never raises: a tick that fails is logged (once
+        per reason) and sends nothing, and the next one tries again."""
+        self.vectors = []
         try:
             return self._tick()
         except Exception as e:   # the sampling loop goes on without this tick's units
@@ -129,6 +136,9 @@ class UnitWatch:
             if not self.running[name].restored:
                 self._describe(self.running[name])
         rows = self._count(self._stats)
+        for run in self.running.values():
+            if run.bbv is not None:
+                self.vectors += run.bbv.collect()
         for name in new:
             run = self.running[name]
             run.record["counted"] = self._counted(run)
@@ -203,6 +213,10 @@ class UnitWatch:
             run.counter = cgroups.CgroupCounter(f.path)
             run.perf = unit_perf.UnitPerf(f.path, proc=self.proc)
             run.perf.open()
+            if f.kind == "job" and self.bbv_frequency > 0:
+                run.bbv = BBVCollector(f.name, cgroup=f.path, frequency=self.bbv_frequency, proc=self.proc,
+                                       wall=self.clock)
+                run.bbv.open()
         elif f.kind == "step":
             run.counter = slurm.StepCounter(run.stepd, self.proc)
         if run.stepd is not None and not restored:   # found by a slurmstepd: it started when that did
@@ -223,6 +237,9 @@ class UnitWatch:
         run = self.running.pop(name)
         if run.perf is not None:
             run.perf.close()
+        if run.bbv is not None:   # the samples since the last tick, as a last (shorter) vector
+            self.vectors += run.bbv.collect(final=True)
+            run.bbv.close()
         parent = self.running.get(run.record.get("parent") or "")
         if parent is not None and parent.counter is None:   # a proc-found job keeps its ended steps' totals
             parent.ended_steps[name] = run.row
@@ -262,15 +279,24 @@ class UnitWatch:
 
     def _counted(self, run: Running) -> dict[str, str]:
         """{part: "ok" or why it is not counted} of a unit's counters after their first reading, each perf
-        event's as `perf.EVENT`."""
+        event's as `perf.EVENT`, a job's phase vectors as `bbv`."""
+        bbv = {"bbv": self._bbv_status(run)} if run.record["kind"] == "job" else {}
         if run.counter is None:
             return {**{part: "ok" if part in ("cpu", "memory", "io") else "no cgroup: summed from its steps' processes"
-                       for part in PARTS}, "perf": f"{unit_perf.NO_CGROUP} (found by its processes)"}
+                       for part in PARTS}, "perf": f"{unit_perf.NO_CGROUP} (found by its processes)", **bbv}
         missing = getattr(run.counter, "unavailable", {})
         events = run.perf.availability if run.perf is not None else {}
         perf = ({f"perf.{k}": v for k, v in events.items()} if events else
                 {"perf": f"{unit_perf.NO_CGROUP} (found by its processes)"})
-        return {**{part: missing.get(part, "ok") for part in PARTS}, **perf}
+        return {**{part: missing.get(part, "ok") for part in PARTS}, **perf, **bbv}
+
+    def _bbv_status(self, run: Running) -> str:
+        """A job's `bbv` in its `counted`: "ok" or why it sends no phase vectors."""
+        if run.bbv is not None:
+            return run.bbv.status
+        if self.bbv_frequency <= 0:
+            return "off (bbv_frequency = 0)"
+        return f"{unit_perf.NO_CGROUP} (found by its processes)"
 
     # ---- who and what: owner, name, allocation ----
     def _describe(self, run: Running) -> None:

@@ -1,6 +1,7 @@
 """`causewatch job ID`: a Slurm job's efficiency report on each node it ran on: CPU use against its
 allocation (CPU-seconds / (CPUs x elapsed)), memory high-water against its request, I/O, pressure stalls,
-its steps, and the dependency anomalies open while it ran.
+its perf counters, its phase mix (from its IP samples), its steps, and the dependency anomalies open while
+it ran.
 
 Reads a running daemon's HTTP API (--daemon) or a stopped daemon's store (--db).
 """
@@ -34,6 +35,11 @@ def _number(x, unit: str = "", scale: float = 1.0) -> str:
     return "-" if x is None else f"{x / scale:.2f}{unit}"
 
 
+def _shown(top: list[dict]) -> list[dict]:
+    """A phase's top functions worth a line: the first, and the others that round to more than 0.0 %."""
+    return top[:1] + [t for t in top[1:] if t["share"] >= 0.0005]
+
+
 def lines(r: dict) -> list[str]:
     """One node's part of a job as the report's lines."""
     alloc = (f"{_number(r['cpus'], ' CPUs')}, {_number(r['memory_bytes'], ' MiB', 2**20)}"
@@ -52,6 +58,8 @@ def lines(r: dict) -> list[str]:
     for name, c in r.get("counters", {}).items():
         out.append(f"  perf           {name.replace('_', ' ')}: {c['count']:.6g} (counted {_share(c['running_ratio'])} "
                    "of the time)")
+    out += [f"  phase {p['phase']:<8} {_share(p['weight'])} of the samples ({p['intervals']} vectors): "
+            + ", ".join(f"{t['key']} {_share(t['share'])}" for t in _shown(p["top"])) for p in r.get("phases", [])]
     missing = {part: why for part, why in r["counted"].items() if why != "ok"}
     out += [f"  not counted    {part}: {why}" for part, why in missing.items()]
     out += [f"  step {s['step']:<9} {s['state']:<9} {s['elapsed_seconds']:.0f} s, cpu {_number(s['cpu_seconds'], ' s')}"

@@ -113,6 +113,7 @@ def run(args) -> int:
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from causewatch.analytics.phases import SimPoint, formats
+    from causewatch.analytics.phases.mix import phase_rows, top_functions
     for flag in ("save_simpoints", "save_weights", "save_labels"):
         check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
     if args.top < 0:
@@ -174,22 +175,6 @@ class _Kept:
             else:
                 self.chunks = None
         return rows
-
-
-def top_functions(model, X, names, top: int) -> list[list[dict]]:
-    """Each phase's `top` keys by their share of its centroid, as [{"key", "share"}]: a function's name
-    (a stored key, or a block's function in the pc file), else `block N` (a .bb file's block id)."""
-    from causewatch.analytics.phases import phase_centroids, top_keys
-    centroids = phase_centroids(X, model.labels_, model.interval_weights_, model.k_)
-    return [[{"key": key if isinstance(key, str) else f"block {key + 1}", "share": round(share, 6)}
-             for key, share in phase] for phase in top_keys(centroids, top, names)]
-
-
-def phase_rows(model, tops: list[list[dict]] | None) -> list[dict]:
-    """Per non-empty phase: its number, simulation point, weight, intervals and (given) top functions."""
-    return [{"phase": p, "simpoint": int(i), "weight": float(model.weights_[p]),
-             "intervals": int((model.labels_ == p).sum()), **({"top": tops[p]} if tops is not None else {})}
-            for p, i in enumerate(model.simpoints_) if i >= 0]
 
 
 def phase_table(rows: list[dict], keys: str = "functions") -> list[str]:

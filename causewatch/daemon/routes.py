@@ -310,8 +310,8 @@ def jobs(con: Cursor, kind, user, node, state, last, limit) -> list[dict]:
 @verbs.JOB.handles
 def job(con: Cursor, id, node) -> list[dict]:
     """A Slurm job's efficiency report on each node it ran on: /api/job?id=42[&node=n1]. CPU use against
-    its allocation, memory high-water against its request, I/O, pressure, its steps, the anomalies
-    during it; a job no agent saw is a 404 naming the newest ones."""
+    its allocation, memory high-water against its request, I/O, pressure, its phase mix, its steps, the
+    anomalies during it; a job no agent saw is a 404 naming the newest ones."""
     if not id:
         raise InputError("id: give a Slurm job id, e.g. /api/job?id=42")
     found = readers.units.report(con, id, node)

@@ -1,6 +1,7 @@
 """The units the agent follows by itself: cgroup folder names read as jobs, steps, services, containers and
 pods; cgroup v2 accounting and Slurm's own words parsed; and a real cgroup v2 subtree made here, with a busy
-process in a fake service, a fake pod's container and a Slurm-like step, found, counted and ended."""
+process in a fake service, a fake pod's container and a Slurm-like step, found, counted and ended, and Slurm-like
+jobs' processes IP-sampled into their phase vectors."""
 
 import json
 import os
@@ -159,15 +160,19 @@ class Subtree:
             path.mkdir(exist_ok=True)
         return path
 
-    def spin(self, relative: str, cpu_seconds: float, then_sleep: float) -> subprocess.Popen:
+    def run(self, relative: str, program: str, *args: str, **popen) -> subprocess.Popen:
+        """`python -c program args...`, moved into the folder `relative` before it execs."""
         procs = str(self.make(relative) / "cgroup.procs")
 
         def join():
             with open(procs, "w") as f:
                 f.write("0")
-        child = subprocess.Popen([sys.executable, "-c", SPIN, str(cpu_seconds), str(then_sleep)], preexec_fn=join)
+        child = subprocess.Popen([sys.executable, "-c", program, *args], preexec_fn=join, **popen)
         self.children.append(child)
         return child
+
+    def spin(self, relative: str, cpu_seconds: float, then_sleep: float) -> subprocess.Popen:
+        return self.run(relative, SPIN, str(cpu_seconds), str(then_sleep))
 
     def remove(self, relative: str) -> None:
         """A folder and the folders below it, deepest first (a cgroup with processes cannot go)."""
@@ -418,3 +423,79 @@ def test_a_units_perf_events_are_counted_in_cgroup_mode_each_with_its_duty_cycle
     assert nowhere["task_clock_seconds"].startswith(f"{unit_perf.NO_CGROUP} (EBADF: {tmp_path} is in no perf_event")
     gone = unit_perf.UnitPerf(str(tmp_path / "gone"), events=("task_clock_seconds",)).open()
     assert gone["task_clock_seconds"] == f"{unit_perf.NO_CGROUP} (No such file or directory: {tmp_path / 'gone'})"
+
+
+# Compresses for argv[1] CPU seconds once a line comes in: its interpreter's start is spent before that
+ZLIB = """import os, sys, time, zlib
+data = os.urandom(1 << 16)
+print(flush=True)
+sys.stdin.readline()
+t = time.process_time()
+while time.process_time() - t < float(sys.argv[1]):
+    zlib.compress(data, 6)
+"""
+
+
+def vectors_of(sent: list[tuple[str, dict]], target: str) -> list[dict]:
+    return [b for k, b in sent if k == "bbv" and b["target"] == target]
+
+
+def libz_share(vectors: list[dict]) -> float:
+    """The share of the vectors' samples in zlib's own functions (keys `libz.so.1:deflate…`)."""
+    total = sum(n for v in vectors for n in v["vector"]["counts"])
+    return sum(n for v in vectors for k, n in zip(v["vector"]["keys"], v["vector"]["counts"])
+               if k.startswith("libz")) / total
+
+
+def test_a_jobs_ip_samples_go_as_its_phase_vectors_each_tick_and_a_last_one_at_its_end(subtree, tmp_path):
+    """Two Slurm-like jobs' processes compress with zlib: the agent samples each job's cgroup and sends native
+    vectors of target `job:ID` that name zlib's functions (a process there before its job was found too: its
+    libraries are read at the finding), the longer job's at its ticks, the shorter one's (fewer samples than a
+    vector holds) as a last, partial vector at its end, before its end record; each start record says bbv
+    "ok". With bbv_frequency = 0 a job says so and sends none."""
+    jobs = {"42": 0.5, "43": 0.06}
+    folders = {job: f"system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0" for job in jobs}
+    children = {job: subtree.run(folders[job], ZLIB, str(cpu), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True) for job, cpu in jobs.items()}
+    for child in children.values():
+        child.stdout.readline()
+        child.stdout.close()
+    cfg = AgentConfig(node="n", spool=str(tmp_path / "spool"), cgroup_root=str(subtree.root), daemon="tcp://127.0.0.1:9")
+    sender = Recorder()
+    agent = Agent(cfg, sender)
+    agent.units.slurm_procs = False
+    agent.open()
+    agent.sample_units(time.time())   # both jobs found, each one's sampler open before its work starts
+    for child in children.values():
+        child.stdin.write("\n")
+        child.stdin.close()
+    while any(child.poll() is None for child in children.values()):
+        agent.sample_units(time.time())
+        time.sleep(0.1)
+    agent.sample_units(time.time())   # the samples of the work's end
+    running = list(sender.sent)
+    for job in jobs:
+        subtree.remove(f"system.slice/slurmstepd.scope/job_{job}")
+    agent.sample_units(time.time())
+    long, short = (sender.records(f"job:{job}") for job in jobs)
+    assert [r["event"] for r in long] == [r["event"] for r in short] == ["start", "end"]
+    assert long[0]["counted"]["bbv"] == short[0]["counted"]["bbv"] == "ok"
+    ticked = vectors_of(running, "job:42")
+    assert len(ticked) >= 3 and {(v["kind"], v.get("pid")) for v in ticked} == {("native", children["42"].pid)}
+    assert libz_share(ticked) > 0.5
+    assert long[0]["start"] <= ticked[0]["start"] and ticked[-1]["end"] <= long[-1]["end"]
+    assert vectors_of(running, "job:43") == []   # too few samples for a vector while it ran
+    [last] = vectors_of(sender.sent, "job:43")
+    assert 50 <= sum(last["vector"]["counts"]) < 100 and libz_share([last]) > 0.5, last["vector"]
+    kinds = [(k, b.get("target") or b.get("unit")) for k, b in sender.sent[len(running):]]
+    assert kinds.index(("bbv", "job:43")) < kinds.index(("unit", "job:43"))
+
+    subtree.make(folders["42"])
+    off = Recorder()
+    quiet = Agent(AgentConfig(node="n", spool=str(tmp_path / "off"), cgroup_root=str(subtree.root), bbv_frequency=0,
+                              daemon="tcp://127.0.0.1:9"), off)
+    quiet.units.slurm_procs = False
+    quiet.open()
+    quiet.sample_units(time.time())
+    assert off.records("job:42")[0]["counted"]["bbv"] == "off (bbv_frequency = 0)"
+    assert not [k for k, _ in off.sent if k == "bbv"]

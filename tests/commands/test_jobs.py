@@ -1,9 +1,11 @@
 """`causewatch jobs` and `causewatch job ID` over a real DuckDB store: the listing per user and state, a
-job's report as lines and as JSON, and a job no agent saw as exit 2 naming the ones there are."""
+job's report as lines (its phase mix among them) and as JSON, and a job no agent saw as exit 2 naming the
+ones there are."""
 
 import json
 
 import pytest
+from support import bbv_frames
 
 from causewatch import wire
 from causewatch.cli import main
@@ -21,6 +23,9 @@ def db(tmp_path):
         {**job, "event": "end", "end": 1100.0, "counted": {"cpu": "ok", "pressure": "no cpu.pressure: no PSI"},
          "totals": {"unit_cpu_seconds_total": 300.0, "unit_memory_peak_bytes": 2.0 * 2**30}},
         {"unit": "job:43", "kind": "job", "event": "start", "start": 2000.0, "job_id": "43", "user": "bob"}])])
+    samples = (("a.out:solve", 9), ("libc.so.6:memcpy", 1))   # four like vectors: one phase
+    store.commit_frames(bbv_frames([("n1", "v", seq, "job:42", "native", 1000.0 + seq, 1001.0 + seq, key, count)
+                                    for seq in range(1, 5) for key, count in samples]))
     store.close()
     return path
 
@@ -43,6 +48,7 @@ def test_job_reports_its_efficiency(db, capsys):
     assert "job 42 on n1: train of ann (finished, 100 s; counted from totals)" in out
     assert "300.00 s used, 75.0% of the allocation" in out and "2048.00 MiB, 25.0% of the request" in out
     assert "not counted    pressure: no cpu.pressure: no PSI" in out
+    assert "phase 0        100.0% of the samples (4 vectors): a.out:solve 90.0%, libc.so.6:memcpy 10.0%" in out
     assert main(["job", "42", "--db", db, "--json"]) == 0
     [report] = json.loads(capsys.readouterr().out)
     assert report["cpu_efficiency"] == 0.75

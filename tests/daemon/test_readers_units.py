@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+from support import bbv_frames
 
 from causewatch import wire
 from causewatch.daemon import routes, verbs  # noqa: F401 (routes binds the verbs' handlers)
@@ -113,3 +114,32 @@ def test_a_jobs_report_weighs_its_use_against_its_allocation(store):
             verbs.JOB.call(cur, id="7")
         with pytest.raises(InputError, match="id: give a Slurm job id"):
             verbs.JOB.call(cur)
+
+
+def job_vectors(node: str, first: float, seqs: range, mostly) -> list[tuple]:
+    """A vector of job:42 on `node` every 3 s from `first`, as the `bbv` view's rows: 90 % of its samples in
+    `mostly(i)`, 10 % in memcpy."""
+    rows = []
+    for i, seq in enumerate(seqs):
+        t = first + 3 * i
+        rows += [(node, "v", seq, "job:42", "native", t, t + 1.0, mostly(i), 90),
+                 (node, "v", seq, "job:42", "native", t, t + 1.0, "libc.so.6:memcpy", 10)]
+    return rows
+
+
+def test_a_jobs_report_gives_its_phase_mix_from_its_vectors(store):
+    """The job's native vectors of its node while it ran, clustered: two phases, heaviest first, each with its
+    weight, intervals and top functions; another node's vectors and a later run's are not its; a job
+    without vectors has an empty mix."""
+    store.commit_frames(bbv_frames(
+        job_vectors("n1", 1001.0, range(1, 31), lambda i: "a.out:io" if i % 3 == 0 else "a.out:solve")
+        + job_vectors("n2", 1001.0, range(1, 11), lambda i: "a.out:elsewhere")
+        + job_vectors("n1", 1200.0, range(31, 41), lambda i: "a.out:requeued")))
+    with store.cursor() as cur:
+        [r] = verbs.JOB.call(cur, id="42")
+        [live] = verbs.JOB.call(cur, id="43")
+    assert [(p["weight"], p["intervals"], [t["key"] for t in p["top"]]) for p in r["phases"]] == [
+        (pytest.approx(2 / 3), 20, ["a.out:solve", "libc.so.6:memcpy"]),
+        (pytest.approx(1 / 3), 10, ["a.out:io", "libc.so.6:memcpy"])]
+    assert [t["share"] for t in r["phases"][0]["top"]] == [pytest.approx(0.9), pytest.approx(0.1)]
+    assert live["phases"] == []

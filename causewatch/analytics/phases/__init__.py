@@ -13,6 +13,7 @@ Clustering
 What each phase does
     phase_centroids — each phase's mean normalised vector over the original keys, not the projection
     top_keys — each phase's largest keys (blocks, or functions by name) with their share of it
+    phase_mix — the phases of vectors in their long form, heaviest first, each with its weight, intervals, top keys
 
 Online
     PhaseTracker — phase ids for a live stream of sparse vectors, a new phase when none is near
@@ -38,7 +39,7 @@ SimPoint 3.2's files
 Submodules
     formats — the file formats above as one namespace (formats.write_labels, …)
 
-The other modules are internal: simpoint, merge, tracker, keyed, centroids, ari (their public names are above).
+The other modules are internal: simpoint, merge, tracker, keyed, centroids, mix, ari (their public names are above).
 """
 
 from causewatch.analytics._lazy import attach
@@ -47,7 +48,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "SimPoint": "simpoint",
     "merge_close_phases": "merge", "MergedPhases": "merge",
     "adjusted_rand_index": "ari",
-    "phase_centroids": "centroids", "top_keys": "centroids",
+    "phase_centroids": "centroids", "top_keys": "centroids", "phase_mix": "mix",
     "PhaseTracker": "tracker",
     "vectors_to_matrix": "keyed", "normalise_rows": "keyed",
     "read_frequency_vectors": "formats", "iter_frequency_vectors": "formats", "write_frequency_vectors": "formats",

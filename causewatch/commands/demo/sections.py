@@ -17,14 +17,8 @@ from causewatch.errors import InputError, NotFoundError
 def phases(api, shown: int = 8) -> list[dict]:
     """The workload's phases, as `causewatch phases --target app:demo --kind python` finds them in its
     tasks' Python-frame vectors: the heaviest `shown`, each with its top functions."""
-    from causewatch.analytics.phases import SimPoint
-    from causewatch.analytics.phases.keyed import bbv_matrix
-    from causewatch.commands.phases import phase_rows, top_functions
-    X, keys, _ = bbv_matrix(api.read(verbs.BBV, target=SCOPE, kind="python"))
-    if X.shape[0] < 2:
-        return []
-    model = SimPoint(seed=SEED).fit(X)
-    rows = sorted(phase_rows(model, top_functions(model, X, keys, 2)), key=lambda r: (-r["weight"], r["phase"]))
+    from causewatch.analytics.phases import phase_mix
+    rows = phase_mix(api.read(verbs.BBV, target=SCOPE, kind="python"), top=2, seed=SEED)
     out = [{"phase": r["phase"], "weight": round(r["weight"], 3), "intervals": r["intervals"],
             "top_functions": ", ".join(f"{t['key']} {t['share']:.0%}" for t in r["top"][:1] + [
                 t for t in r["top"][1:] if t["share"] >= 0.005])}   # not "0%"

@@ -11,6 +11,7 @@ import time
 
 from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
+from causewatch.daemon.readers.phases import bbv_rows
 from causewatch.daemon.store import units as store_units
 
 # What a report reads of a unit's counters: the figure's name and the agent's metric
@@ -123,12 +124,24 @@ def anomalies_during(con: Cursor, job_id: str, start: float, end: float) -> list
         "ORDER BY NOT ends_with(scope, ?), opened", [f"@job:{job_id}", end, end, start, f"@job:{job_id}"]))
 
 
+def phases(vectors, row: dict, now: float) -> list[dict]:
+    """A job's phase mix on the node of its `row`, from its stored native vectors (`vectors`, long form) of
+    that node while it ran (a requeued job runs again under its id): each phase's weight, intervals and top
+    functions, heaviest first; [] without vectors."""
+    # scipy loads with the first report, not with the daemon
+    from causewatch.analytics.phases import phase_mix
+    ran = (vectors.node == row["node"]) & vectors.t_start.between(row["started"], row["ended"] or now)
+    return phase_mix(vectors[ran])
+
+
 def report(con: Cursor, job_id: str, nodes=None) -> list[dict]:
     """`causewatch job ID`: the job's report on each node it ran on (newest start first): owner,
-    allocation, efficiency, I/O, pressure, its steps, the anomalies during it. [] when no agent saw it."""
+    allocation, efficiency, I/O, pressure, its phases, its steps, the anomalies during it. [] when no agent
+    saw it."""
     rows = units(con, "job", nodes=nodes, job_id=job_id)
     steps = units(con, "step", nodes=nodes, job_id=job_id)
     sampled, now = newest(con, [r for r in rows + steps if not r["totals"]]), time.time()
+    vectors = bbv_rows(con, f"job:{job_id}", "native")
     out = []
     for r in rows:
         f = figures(r, sampled.get((r["node"], r["unit"]), {}), now)
@@ -139,5 +152,6 @@ def report(con: Cursor, job_id: str, nodes=None) -> list[dict]:
                                   if k in ("state", "elapsed_seconds", "cpu_seconds", "memory_peak_bytes",
                                            "counted_from")}}
                               for s in mine],
+                    "phases": phases(vectors, r, now),
                     "anomalies": anomalies_during(con, job_id, r["started"], r["ended"] or now)})
     return out
