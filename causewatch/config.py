@@ -173,6 +173,8 @@ class AgentConfig:
     psutil_interval: float = _limit(1.0, 0.01, 3600.0)
     counters_interval: float = _limit(0.1, 0.001, 3600.0)
     bbv_frequency: int = _limit(1000, 0, 100_000)     # IP samples per second per CPU; 0 turns phase sampling off
+    # the same of each job with a cgroup (0: none): lower, as a node runs many jobs and each sample costs the agent
+    job_bbv_frequency: int = _limit(100, 0, 100_000)
     ipc: str = _fmt("ipc:///tmp/causewatch-agent.sock", "endpoint")
     # seconds without a handshake (from the start, or since a disconnect) before the sender warns, once,
     # that the daemon does not answer: longer than a daemon's restart takes, short enough to be seen

@@ -510,7 +510,7 @@ def unit_watch(cfg: AgentConfig, proc: str = "/proc", clock: Callable[[], float]
     processes on a node with Slurm; the running set kept beside the spool; each job IP-sampled as the target is."""
     root = cfg.cgroup_root or cgroups.find_root(os.path.join(proc, "self/mounts"))
     state = os.path.join(os.path.expanduser(cfg.spool), "units.json")
-    return UnitWatch(root, proc, slurm_installed(), state, clock, bbv_frequency=cfg.bbv_frequency)
+    return UnitWatch(root, proc, slurm_installed(), state, clock, bbv_frequency=cfg.job_bbv_frequency)
 
 
 class StopSignal:

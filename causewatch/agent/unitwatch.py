@@ -295,7 +295,7 @@ class UnitWatch:
         if run.bbv is not None:
             return run.bbv.status
         if self.bbv_frequency <= 0:
-            return "off (bbv_frequency = 0)"
+            return "off (job_bbv_frequency = 0)"
         return f"{unit_perf.NO_CGROUP} (found by its processes)"
 
     # ---- who and what: owner, name, allocation ----

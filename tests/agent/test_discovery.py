@@ -452,7 +452,7 @@ def test_a_jobs_ip_samples_go_as_its_phase_vectors_each_tick_and_a_last_one_at_i
     vectors of target `job:ID` that name zlib's functions (a process there before its job was found too: its
     libraries are read at the finding), the longer job's at its ticks, the shorter one's (fewer samples than a
     vector holds) as a last, partial vector at its end, before its end record; each start record says bbv
-    "ok". With bbv_frequency = 0 a job says so and sends none."""
+    "ok". With job_bbv_frequency = 0 a job says so and sends none."""
     jobs = {"42": 0.5, "43": 0.06}
     folders = {job: f"system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0" for job in jobs}
     children = {job: subtree.run(folders[job], ZLIB, str(cpu), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -460,7 +460,8 @@ def test_a_jobs_ip_samples_go_as_its_phase_vectors_each_tick_and_a_last_one_at_i
     for child in children.values():
         child.stdout.readline()
         child.stdout.close()
-    cfg = AgentConfig(node="n", spool=str(tmp_path / "spool"), cgroup_root=str(subtree.root), daemon="tcp://127.0.0.1:9")
+    cfg = AgentConfig(node="n", spool=str(tmp_path / "spool"), cgroup_root=str(subtree.root), job_bbv_frequency=1000,
+                      daemon="tcp://127.0.0.1:9")
     sender = Recorder()
     agent = Agent(cfg, sender)
     agent.units.slurm_procs = False
@@ -492,10 +493,10 @@ def test_a_jobs_ip_samples_go_as_its_phase_vectors_each_tick_and_a_last_one_at_i
 
     subtree.make(folders["42"])
     off = Recorder()
-    quiet = Agent(AgentConfig(node="n", spool=str(tmp_path / "off"), cgroup_root=str(subtree.root), bbv_frequency=0,
+    quiet = Agent(AgentConfig(node="n", spool=str(tmp_path / "off"), cgroup_root=str(subtree.root), job_bbv_frequency=0,
                               daemon="tcp://127.0.0.1:9"), off)
     quiet.units.slurm_procs = False
     quiet.open()
     quiet.sample_units(time.time())
-    assert off.records("job:42")[0]["counted"]["bbv"] == "off (bbv_frequency = 0)"
+    assert off.records("job:42")[0]["counted"]["bbv"] == "off (job_bbv_frequency = 0)"
     assert not [k for k, _ in off.sent if k == "bbv"]

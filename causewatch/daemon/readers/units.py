@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 
+from causewatch.analytics.phases import phase_mix
 from causewatch.daemon.cursor import Cursor
 from causewatch.daemon.readers import shared
 from causewatch.daemon.readers.phases import bbv_rows
@@ -128,8 +129,6 @@ def phases(vectors, row: dict, now: float) -> list[dict]:
     """A job's phase mix on the node of its `row`, from its stored native vectors (`vectors`, long form) of
     that node while it ran (a requeued job runs again under its id): each phase's weight, intervals and top
     functions, heaviest first; [] without vectors."""
-    # scipy loads with the first report, not with the daemon
-    from causewatch.analytics.phases import phase_mix
     ran = (vectors.node == row["node"]) & vectors.t_start.between(row["started"], row["ended"] or now)
     return phase_mix(vectors[ran])
 
