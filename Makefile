@@ -17,14 +17,16 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/causewatch demo --shards 2
 
-# Two processes, a test file each at a time (a file's services start once); the files marked serial
+# Two processes a core, a test file each at a time (a file's services start once; a service test spends
+# about half its time waiting on its services, so two a core keep the cores busy); the files marked serial
 # (they time this machine, so need it to themselves) then run alone, even when the first part failed;
 # the first failing part's status is make's. As root it first installs the Debian packages the tests use.
 # TESTS: the files or folders to run (all of tests/ unless told); "no tests collected" (5) passes.
 TESTS ?= tests
+WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
 test: $(STAMP)
 	.ci/install-test-packages
-	$(VENV)/bin/python -m pytest -q --durations=12 -n 2 --dist loadfile -m 'not serial' $(TESTS); parallel=$$?; \
+	$(VENV)/bin/python -m pytest -q --durations=12 -n $(WORKERS) --dist loadfile -m 'not serial' $(TESTS); parallel=$$?; \
 	$(VENV)/bin/python -m pytest -q --durations=5 -m serial $(TESTS); serial=$$?; \
 	for rc in $$parallel $$serial; do [ $$rc = 0 ] || [ $$rc = 5 ] || exit $$rc; done
 

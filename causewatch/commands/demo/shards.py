@@ -16,7 +16,7 @@ from pathlib import Path
 from causewatch import shards
 
 NODES = 6             # agents, each a node name: rendezvous hashing spreads them over the shards
-HOT_SECONDS = 5.0     # samples older than this move to the lake (a daemon's default is an hour)
+HOT_SECONDS = 2.0     # samples older than this move to the lake (a daemon's default is an hour)
 SETTLE = 60.0         # seconds at most for every node to report and every shard to write its lake
 ASK_TIMEOUT = 30.0    # seconds an answer through a shard may take (its peers get peer_timeout)
 
@@ -38,7 +38,7 @@ class _Shard:
         config.write_text(f'[daemon]\ndb = "{folder / name}.duckdb"\nbind = "{self.endpoint}"\n'
                           f'http = "127.0.0.1:{ports[name][1]}"\nshard = "{name}"\npeers = {json.dumps(peers)}\n'
                           f'store_lake = "{folder / "lake"}"\nstore_hot_seconds = {HOT_SECONDS}\n'
-                          f'compaction_interval = 2.0\napi_token = "{token}"\npeer_timeout = 10.0\n')
+                          f'compaction_interval = 1.0\napi_token = "{token}"\npeer_timeout = 10.0\n')
         self.proc = subprocess.Popen([sys.executable, "-m", "causewatch.cli", "daemon", "-q", "--config", str(config)],
                                      stdout=subprocess.PIPE, stderr=open(self.log, "w"), text=True)
 
@@ -54,8 +54,10 @@ class _Shard:
 
 
 def _agent(folder: Path, node: str, daemons: list[str]) -> subprocess.Popen:
+    """An agent of `node`; it stops within a second: the stopped shard's agents wait for no ack (what it
+    did not take stays in their spools, as after any shard's crash)."""
     config = folder / f"{node}.toml"
-    config.write_text(f'[agent]\ndaemons = {json.dumps(daemons)}\nnode = "{node}"\n'
+    config.write_text(f'[agent]\ndaemons = {json.dumps(daemons)}\nnode = "{node}"\nstop_drain_seconds = 1.0\n'
                       f'spool = "{folder / node}-spool"\nipc = "ipc://{folder / node}.sock"\n')
     return subprocess.Popen([sys.executable, "-m", "causewatch.cli", "agent", "-q", "--config", str(config)],
                             stdout=subprocess.DEVNULL, stderr=open(folder / f"{node}.log", "w"))
@@ -104,7 +106,7 @@ def run(folder: Path, n: int, quiet: bool) -> dict:
         first, lake = members[names[0]], folder / "lake"
         t0 = time.monotonic()
         while not _settled(first.url, lake, names, nodes) and time.monotonic() - t0 < SETTLE:
-            time.sleep(1.0)
+            time.sleep(0.25)
         headers, listed = ask(first.url, "nodes")
         _, stats = ask(first.url, "stats")
         members[names[1]].stop()   # as a crash or a restart would: the others answer, and say who did not
