@@ -23,8 +23,8 @@ REGIONS = {"PARTICLE_LOAD": 0.9497242344418835, "MPI_SEND": 0.6550124668722567, 
 
 @pytest.fixture
 def live(tmp_path):
-    d = Daemon(DaemonConfig(db=str(tmp_path / "h.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
-               jobs=[FuzzyJob()]).start()
+    d = Daemon(DaemonConfig(db=str(tmp_path / "h.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0",
+                            analysis_nice=0), jobs=[FuzzyJob()]).start()   # the route, not the worker's priority
     s = Sender(agent_config(tmp_path, d.endpoint, "n1")).start()
     for name, ratio in REGIONS.items():
         s.send("region", {"app": "3dpic", "region": name, "start": time.time() - 5, "duration": 1.0, "calls": 1,

@@ -102,8 +102,8 @@ class Sleepy(Job):
 @pytest.mark.service
 @pytest.mark.slow
 def test_a_daemons_job_that_overruns_is_exported_at_metrics(tmp_path):
-    d = Daemon(DaemonConfig(db=str(tmp_path / "cw.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
-               jobs=[Sleepy()]).start()
+    d = Daemon(DaemonConfig(db=str(tmp_path / "cw.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0",
+                            analysis_nice=0), jobs=[Sleepy()]).start()   # the export, not the worker's priority
     try:
         def series() -> dict:
             text = urllib.request.urlopen(f"http://{d.http.address}/metrics", timeout=30).read().decode()

@@ -17,8 +17,10 @@ from causewatch.daemon.server import Daemon
 
 def test_a_changed_dependency_is_raised_then_resolved(tmp_path):
     job = CausalJob(min_rows=50, min_new=20, max_rows=400)
-    daemon = Daemon(DaemonConfig(db=str(tmp_path / "cw.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
-                    jobs=[job]).start()
+    # the lifecycle, not the jobs worker's priority (tests/daemon/test_worker.py): at SCHED_IDLE beside a
+    # loaded machine's loops its learns waited minutes
+    daemon = Daemon(DaemonConfig(db=str(tmp_path / "cw.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0",
+                                 analysis_nice=0), jobs=[job]).start()
     sender = Sender(agent_config(tmp_path, daemon.endpoint, node="n1")).start()
     http = f"http://{daemon.http.address}"
     rng = np.random.default_rng(11)

@@ -80,8 +80,10 @@ def _start(args: list[str], url: str, log: Path) -> subprocess.Popen:
 def daemon(tmp_path_factory):
     folder = tmp_path_factory.mktemp("page")
     job = CausalJob(min_rows=50, min_new=20, max_rows=400, confirm=1)   # raised at its first finding: quicker
-    d = Daemon(DaemonConfig(db=str(folder / "cw.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0"),
-               jobs=[job]).start()
+    # the page path, not the jobs worker's priority (tests/daemon/test_worker.py): at SCHED_IDLE beside a
+    # loaded machine's loops its learns waited minutes
+    d = Daemon(DaemonConfig(db=str(folder / "cw.duckdb"), bind="tcp://127.0.0.1:0", http="127.0.0.1:0",
+                            analysis_nice=0), jobs=[job]).start()
     yield d, folder
     d.stop()
 
