@@ -26,7 +26,7 @@ TESTS ?= tests
 WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
 test: $(STAMP)
 	.ci/install-test-packages
-	$(VENV)/bin/python -m pytest -q --durations=12 -n $(WORKERS) --dist loadfile -m 'not serial' $(TESTS); parallel=$$?; \
+	$(VENV)/bin/python -m pytest -q --durations=12 -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m 'not serial' $(TESTS); parallel=$$?; \
 	$(VENV)/bin/python -m pytest -q --durations=5 -m serial $(TESTS); serial=$$?; \
 	for rc in $$parallel $$serial; do [ $$rc = 0 ] || [ $$rc = 5 ] || exit $$rc; done
 

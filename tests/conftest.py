@@ -55,6 +55,15 @@ def daemon(tmp_path):
     d.stop()
 
 
+def pytest_collection_modifyitems(items):
+    """The end-to-end files (tests/integration) first, then the other files that start services or hold
+    slow tests, each file's tests in their order: a worker of `--dist loadfile` takes a file whole, and a
+    long file handed out last kept one worker going alone for minutes while the others had finished (make
+    test passes --no-loadscope-reorder, which keeps this order)."""
+    heavy = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("service")}
+    items.sort(key=lambda item: (item.path.parent.name != "integration", item.path not in heavy))
+
+
 def pytest_terminal_summary(terminalreporter):
     """One line per module with skipped tests: how many, and why (with how to get what is missing)."""
     modules: dict[str, list[str]] = {}

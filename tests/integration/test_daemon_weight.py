@@ -53,7 +53,9 @@ def run(tmp_path_factory):
     stderr)}) once a model is learnt and each verb was asked through the CLI."""
     folder = tmp_path_factory.mktemp("weight")
     cfg = folder / "daemon.toml"
-    cfg.write_text("[daemon]\ncausal_interval = 2.0\napi_idle_seconds = 2.0\n")
+    # the jobs worker at nice 0: its weight is the test, not its priority (at SCHED_IDLE on a loaded machine
+    # the first model waited for idle cores)
+    cfg.write_text("[daemon]\ncausal_interval = 2.0\napi_idle_seconds = 2.0\nanalysis_nice = 0\n")
     daemon = DaemonProcess(folder / "cw.duckdb", extra=["--config", str(cfg)]).start()
     procs = []
     try:
