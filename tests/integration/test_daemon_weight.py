@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import psutil
 import pytest
@@ -52,6 +53,8 @@ def run(tmp_path_factory):
     """A daemon, two agents, two programs sending 150 tasks each; returns (daemon, {verb: (code, loaded,
     stderr)}) once a model is learnt and each verb was asked through the CLI."""
     folder = tmp_path_factory.mktemp("weight")
+    # a steady state: kernels compiled by the daemon's processes would be their own memory
+    subprocess.run([sys.executable, str(Path(__file__).parents[1] / "warm_kernels.py")], check=True, timeout=600)
     cfg = folder / "daemon.toml"
     # the jobs worker at nice 0: its weight is the test, not its priority (at SCHED_IDLE on a loaded machine
     # the first model waited for idle cores)

@@ -207,7 +207,7 @@ class RCoT:
         depend on it."""
         v = self.values[:, list(cols)]
         rng = np.random.default_rng([self.seed, count, *cols])
-        widths = _width(self._first[:, list(cols)]) * np.resize(Z_WIDTHS, count)
+        widths = _width(np.ascontiguousarray(self._first[:, list(cols)])) * np.resize(Z_WIDTHS, count)
         arg = v @ (rng.normal(size=(len(cols), count)) / widths)
         arg += rng.uniform(0, 2 * math.pi, count)
         f = np.cos(arg.astype(np.float32))
@@ -226,7 +226,7 @@ class RCoT:
                 self._xy[col] = _orthonormal(_indicators(codes))
                 self._weights[col] = np.ones(self._xy[col].shape[1])
             else:
-                arg = v * (np.array(XY_NODES) / _width(self._first[:, col:col + 1]))
+                arg = v * (np.array(XY_NODES) / _width(np.ascontiguousarray(self._first[:, col:col + 1])))
                 self._xy[col] = _standardised(np.hstack([v, np.cos(arg), np.sin(arg)]))
                 self._weights[col] = np.array([1.0, *XY_WEIGHTS, *XY_WEIGHTS])
         return self._xy[col]
@@ -380,7 +380,8 @@ def _nbytes(value) -> int:
 @numba.njit(cache=True)
 def _width(v: np.ndarray) -> float:
     """The kernel width σ: the median distance between the rows, ties at 0 left out (1 if all
-    equal). One numba pass instead of pdist, a mask and its copy, once per conditioning set."""
+    equal). One numba pass instead of pdist, a mask and its copy, once per conditioning set. Callers
+    pass C order: each memory layout is a compile of its own (three had been, ~1 s each)."""
     n, d = v.shape
     dist = np.empty(n * (n - 1) // 2)
     k = 0
