@@ -381,7 +381,7 @@ def _nbytes(value) -> int:
 def _width(v: np.ndarray) -> float:
     """The kernel width σ: the median distance between the rows, ties at 0 left out (1 if all
     equal). One numba pass instead of pdist, a mask and its copy, once per conditioning set. Callers
-    pass C order: each memory layout is a compile of its own (three had been, ~1 s each)."""
+    pass C order: each memory layout is a compile of its own."""
     n, d = v.shape
     dist = np.empty(n * (n - 1) // 2)
     k = 0
