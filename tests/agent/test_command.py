@@ -126,8 +126,9 @@ def test_a_launched_script_s_samples_and_phase_vectors_carry_its_name(daemon_pro
     """The real agent and daemon: what is stored is scoped by the script's name, not the interpreter's."""
     d = daemon_process()
     cfg = tmp_path / "agent.toml"
+    # no units: the machine's cgroups hold other tests' fake services, each a scope of its own
     cfg.write_text(f'[agent]\ndaemon = "{d.endpoint}"\nnode = "n"\nspool = "{tmp_path}/spool"\n'
-                   f'ipc = "ipc://{tmp_path}/agent.sock"\n')
+                   f'ipc = "ipc://{tmp_path}/agent.sock"\nunits = false\n')
     script = tmp_path / "a dir" / "données app.py"
     script.parent.mkdir()
     script.write_text("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5:\n"
