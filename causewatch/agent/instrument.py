@@ -96,8 +96,11 @@ class FrameSampler:
     def unwatch(self, tid: int, counts: Counter) -> None:
         """Stop sampling into `counts` (matched by identity: a task and its first region often hold equal
         vectors); from its return `counts` is final."""
-        if tid == threading.main_thread().ident and _remove(self._main, counts):
-            if not self._main and self._armed:   # not in a child forked inside a task: it has no timer
+        if tid == threading.main_thread().ident and any(c is counts for c in self._main):
+            if self._armed:   # not in a child forked inside a task: it has no timer
+                self._credit_rest(sys._getframe(1))
+            _remove(self._main, counts)
+            if not self._main and self._armed:
                 self._disarm()
             return
         with self._lock:
@@ -151,6 +154,20 @@ class FrameSampler:
         key = self._key_of(frame)
         for counts in self._main:
             counts[key] += samples
+
+    def _credit_rest(self, frame) -> None:
+        """The CPU since the last signal, spread over each vector as its samples are (all to `frame`'s key
+        in one that has none): on a loaded machine the kernel's signals can come many intervals apart, and a
+        task's last stretch went uncounted."""
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})   # no handler between read and add
+        try:
+            samples = int((time.thread_time() - self._mark) / self.interval)
+            if samples > 0:
+                self._mark += samples * self.interval
+                for counts in self._main:
+                    _spread(counts, samples, frame and self._key_of(frame))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     def _forked(self) -> None:
         self._timer, self._armed = None, False   # a child has no timers: it makes its own
@@ -214,6 +231,22 @@ class FrameSampler:
                             counts[key] += 1
             del frames
             time.sleep(self.interval)
+
+
+def _spread(counts: Counter, samples: int, fallback: str | None) -> None:
+    """`samples` added to `counts` in proportion to what it holds (its heaviest key takes what rounding
+    leaves over), so the vector keeps its shape; all to `fallback` when it holds none."""
+    total = sum(counts.values())
+    if not total:
+        if fallback:
+            counts[fallback] += samples
+        return
+    added = 0
+    for key, n in list(counts.items()):
+        share = samples * n // total
+        counts[key] += share
+        added += share
+    counts[max(counts, key=counts.__getitem__)] += samples - added
 
 
 def _remove(stack: list, item) -> bool:

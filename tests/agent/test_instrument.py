@@ -288,6 +288,30 @@ def test_sampling_adds_no_context_switches_to_a_main_thread_task(relay, monkeypa
     assert fewest[5] <= 1.2 * fewest[1] + 5, fewest
 
 
+def test_a_tasks_cpu_after_its_last_signal_is_counted_at_its_end(relay):
+    """On a loaded machine the kernel's SIGPROF came up to 90 ms of the thread's CPU apart, and a 0.1-s task
+    kept 3 of its 20 samples. With the signal blocked throughout, as the worst case, the task still counts
+    one sample per interval of its CPU, under the frame that ran it."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})
+    try:
+        with api.task():
+            spin_a(0.1)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    assert wait_for(lambda: relay.relayed == 1)
+    [body] = [b for k, b in relay.sender.sent if k == "task"]
+    assert sum(body["bbv"]["counts"]) >= int(body["cpu_seconds"] / api._sampler.interval) - 1, body["bbv"]
+    assert body["bbv"]["keys"] == ["test_instrument.py:test_a_tasks_cpu_after_its_last_signal_is_counted_at_its_end"]
+
+
+def test_the_unsignalled_rest_keeps_a_vectors_shape():
+    for counts, samples, after in (({"a": 3, "b": 1}, 8, {"a": 9, "b": 3}), ({"a": 2, "b": 1}, 2, {"a": 4, "b": 1}),
+                                   ({}, 4, {"here": 4})):
+        counts = Counter(counts)
+        api._spread(counts, samples, "here")
+        assert counts == after
+
+
 def test_a_program_with_its_own_sigprof_handler_keeps_it(relay):
     hits = []
 
