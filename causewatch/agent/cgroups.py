@@ -7,6 +7,7 @@ the cgroup, a kernel without PSI) leaves its metrics out, its reason kept in `un
 
 from __future__ import annotations
 
+import itertools
 import os
 
 USEC = 1e-6
@@ -133,32 +134,27 @@ def allocation(path: str) -> dict:
     return out
 
 
+def _pids(path: str, skip: tuple[str, ...] = ()):
+    """The processes of the cgroup and of the ones below it, folder by folder, not into folders named in `skip`."""
+    for folder, dirs, _ in os.walk(path):
+        dirs[:] = [d for d in dirs if d not in skip]
+        try:
+            with open(os.path.join(folder, "cgroup.procs")) as f:
+                found = [int(line) for line in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        yield from found
+
+
 def some_pids(path: str, most: int = 8) -> list[int]:
     """Up to `most` processes of the cgroup and the ones below it (Slurm keeps a step's tasks in
     user/task_N), leaving out a `slurm` folder's: slurmstepd's own, whose environment is not the job's."""
-    out: list[int] = []
-    for folder, dirs, _ in os.walk(path):
-        dirs[:] = [d for d in dirs if d != "slurm"]
-        try:
-            with open(os.path.join(folder, "cgroup.procs")) as f:
-                out += [int(line) for line in f.read().split()[:most - len(out)]]
-        except (OSError, ValueError):
-            continue
-        if len(out) >= most:
-            break
-    return out
+    return list(itertools.islice(_pids(path, ("slurm",)), most))
 
 
 def pids(path: str) -> list[int]:
     """Every process of the cgroup and of the ones below it."""
-    out: list[int] = []
-    for folder, _, _ in os.walk(path):
-        try:
-            with open(os.path.join(folder, "cgroup.procs")) as f:
-                out += [int(line) for line in f.read().split()]
-        except (OSError, ValueError):
-            continue
-    return out
+    return list(_pids(path))
 
 
 class CgroupCounter:

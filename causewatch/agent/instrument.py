@@ -164,8 +164,9 @@ class FrameSampler:
             samples = int((time.thread_time() - self._mark) / self.interval)
             if samples > 0:
                 self._mark += samples * self.interval
+                fallback = frame and self._key_of(frame)
                 for counts in self._main:
-                    _spread(counts, samples, frame and self._key_of(frame))
+                    _spread(counts, samples, fallback)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 

@@ -17,6 +17,7 @@ import time
 from typing import Callable
 
 from causewatch import wire
+from causewatch.agent.node import files
 
 TOP = 8                # groups reported per look, busiest first
 MIN_RATIO = 0.02       # CPU seconds per second a group needs to be reported: an idle daemon is no neighbour
@@ -61,16 +62,6 @@ def _stat(text: str) -> tuple[str, int, int, int]:
     return comm, int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[19])
 
 
-def _small_file(path: str) -> str:
-    """A /proc file of one short line in one read: a text-mode open() costs three objects and two more
-    system calls, and a look reads one a process."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return os.read(fd, 4096).decode(errors="replace")
-    finally:
-        os.close(fd)
-
-
 class TopProcesses:
     """The busiest `top` command groups of the node at each look, without `exclude`'s process tree."""
 
@@ -105,7 +96,7 @@ class TopProcesses:
         for name in os.listdir(self.proc):
             if name.isdigit():
                 try:
-                    procs[int(name)] = _stat(_small_file(f"{self.proc}/{name}/stat"))
+                    procs[int(name)] = _stat(files.read(f"{self.proc}/{name}/stat"))
                 except (OSError, ValueError, IndexError):   # gone since the listing, or unreadable
                     continue
         return procs
