@@ -113,14 +113,17 @@ class PCLearner:
         self._previous: dict = {}
         return self._run()
 
-    def partial_fit(self, new_rows: pd.DataFrame) -> PCLearner:
-        """Append rows and re-learn, re-testing only CI decisions that were close to their threshold."""
+    def partial_fit(self, new_rows: pd.DataFrame, keep: int | None = None) -> PCLearner:
+        """Append rows (then keep the newest `keep` of all: None, every one) and re-learn, re-testing only
+        CI decisions that were close to their threshold."""
         if not hasattr(self, "data_"):
             return self.fit(new_rows)
         missing = set(self.df_.columns) - set(new_rows.columns)
         if missing:
             raise PCError(f"new rows lack the columns {sorted(missing)}")
         self.df_ = pd.concat([self.df_, new_rows[self.df_.columns]], ignore_index=True)
+        if keep is not None and len(self.df_) > keep:
+            self.df_ = self.df_.tail(keep).reset_index(drop=True)
         self.data_ = Dataset(self.df_, [n for n, d in zip(self.data_.names, self.data_.discrete) if d])
         self._previous = self.decisions_
         return self._run()
@@ -198,12 +201,27 @@ class PCLearner:
             res = self._ci(x, y, s)
             if not res.independent:
                 continue
-            if self._excused.get(_pair(x, y), set()) & set(s) or self._determined_by(x, s) or self._determined_by(y, s):
+            if (self._excused.get(_pair(x, y), set()) & set(s) or self._determined_by(x, s) or self._determined_by(y, s)
+                    or self._sparse(x, y, s)):
                 continue
             kept = self._equivalence(adj, x, y, s) if self.equivalences and depth else None
             if kept is None and not (self.unmask and res.margin > -UNMASK_BAND and self._masked(frozen, x, y, s)):
                 self._remove(adj, x, y, s)
                 return
+
+    def _sparse(self, x: str, y: str, s: tuple) -> bool:
+        """Whether s has discrete columns that, with x's and y's where discrete, cut the tested rows into
+        cells of fewer than MIN_ROWS_PER_CELL rows on average: an independence given them is a test
+        without power, not a finding (Spirtes et al. 2000, §5.4.2: too few rows per degree of freedom)."""
+        data = self.tested_
+        if not any(data.discrete[data.index(c)] for c in s):
+            return False
+        cols = [data.index(c) for c in (x, y, *s) if data.discrete[data.index(c)]]
+        key = ("cells", frozenset(cols))
+        if key not in self._functions:
+            cells = int(combination_codes(data.values[:, cols]).max()) + 1
+            self._functions[key] = cells * MIN_ROWS_PER_CELL > data.n
+        return self._functions[key]
 
     def _determined_by(self, v: str, s: tuple) -> bool:
         """Whether v is a function of two or more columns s: discrete v of discrete s (one value per level
