@@ -17,12 +17,20 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from causewatch.analytics.causal.ci import AutoTest, CITest, Dataset, KDEMITest
+from causewatch.analytics.causal.ci import AutoTest, CIResult, CITest, Dataset, KDEMITest
 from causewatch.analytics.causal.model import CausalModel
 
 KINDS = ("markov_violation", "mechanism_changed", "edge_appeared", "edge_disappeared", "strength_changed")
 ROW_KINDS = ("markov_violation", "mechanism_changed")   # judged on a model update's newest rows
 MIN_BITS = 0.1   # an edge weaker than this appearing or disappearing is noise near the test's threshold
+# A Markov violation's bits must pass the null's threshold by this factor: a dependence barely past it
+# is one the baseline's rows held too weakly to be learnt (a latent cause, as the machine's speed
+# shared by two regions), seen in calm runs check after check at 1.01-1.08 times the threshold.
+MIN_RATIO = 1.25
+# A continuous variable's mechanism change must move its mean given its causes by this many standard
+# deviations of its baseline residuals (the typical task moved by more than its usual spread): a smaller
+# shift, however sure on a few hundred autocorrelated rows, was the machine's own wander in live runs.
+MIN_EFFECT = 1.0
 TIME = "(time)"  # a mechanism change's source: the window a row comes from (CD-NOD's surrogate variable)
 SUPPORT_MARGIN = 0.1   # a cause's baseline range widened by this share of it on each side: still its support
 MIN_WITHIN = 10   # fewer newest rows than this in the support, beside rows beyond it: the window test is skipped
@@ -45,17 +53,24 @@ class Finding:
 
 
 def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITest | None = None,
-                     variables: list[str] | None = None) -> list[Finding]:
+                     variables: list[str] | None = None, before: pd.DataFrame | None = None) -> list[Finding]:
     """Variables of `baseline` (or those of them in `variables`) whose Markov condition fails on
     `newest`, each with the non-descendant it now depends on surest (given its baseline parents) as `src`.
     One test per judged variable, Bonferroni over them (_per_test: at alpha per variable, a check
-    every few seconds would page someone every 100/(number of variables) checks)."""
+    every few seconds would page someone every 100/(number of variables) checks). With `before` (rows
+    of the baseline's window), a variable whose condition fails there too, at alpha itself, is left
+    out: the dependency is not new, the baseline's graph missed it (near-deterministic relations, as a
+    task's CPU time and its main region's time, hide an input's edges from PC)."""
     dag = baseline.dag_extension()
     sets = {v: _markov_sets(dag, v) for v in baseline.nodes if variables is None or v in variables}
     tested = [v for v, (_, others) in sets.items() if others]
     test = _per_test(ci_test, len(tested))
     violations = baseline.markov_violations(newest, ci_test=test)
-    violations = violations[violations.violated & violations.variable.isin(tested)]
+    violations = violations[violations.violated & (violations.bits >= MIN_RATIO * violations.threshold)
+                            & violations.variable.isin(tested)]
+    if not violations.empty and before is not None and len(before):
+        already = baseline.markov_violations(before, ci_test=_per_test(ci_test, 1))
+        violations = violations[~violations.variable.isin(already.variable[already.violated])]
     found = []
     if violations.empty:
         return found
@@ -76,7 +91,8 @@ def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITes
 
 
 def changed_mechanisms(baseline: CausalModel, before: pd.DataFrame, newest: pd.DataFrame,
-                       ci_test: CITest | None = None, given: list[str] = (), looks: int = 1) -> list[Finding]:
+                       ci_test: CITest | None = None, given: list[str] = (), looks: int = 1,
+                       min_effect: float = MIN_EFFECT) -> list[Finding]:
     """Variables of `baseline` (all but those in `given`) whose mechanism changed between
     `before` (rows of the baseline's window) and `newest`: each dependent on the window a row comes
     from (a binary surrogate, as CD-NOD tests a time index: Huang et al. 2020, JMLR 21) given its
@@ -90,7 +106,9 @@ def changed_mechanisms(baseline: CausalModel, before: pd.DataFrame, newest: pd.D
     variables tested, as new_dependencies, and over the two parts where a variable has both. With
     `looks` k > 1, each finding is tested again at alpha**k (per test): one such test is as rare on
     calm rows as k checks in a row at alpha, so a finding that passes it (`sure`) needs no further
-    look to be raised."""
+    look to be raised. A continuous variable's finding needs its mean given its causes moved by
+    `min_effect` baseline residual sds (_effect): a change of its noise alone, as a new cause
+    independent of the old ones adds, is left to the Markov and edge kinds."""
     judged = [v for v in baseline.nodes if v not in given]
     test = _per_test(ci_test, len(judged))
     cols = list(baseline.nodes)
@@ -100,18 +118,21 @@ def changed_mechanisms(baseline: CausalModel, before: pd.DataFrame, newest: pd.D
         causes = sorted({e.src for e in baseline.edges() if e.directed and e.dst == v} | set(given) & set(cols))
         out = _outside(before, newest, v, causes, discrete)
         inside = newest[~out]
-        parts = ([_within(before, inside, v, causes, discrete)] if len(inside) >= (MIN_WITHIN if out.any() else 1)
-                 else []) + ([_beyond(before, newest[out], v, causes, discrete)] if out.any() else [])
+        parts = ([(_within(before, inside, v, causes, discrete), inside)]
+                 if len(inside) >= (MIN_WITHIN if out.any() else 1) else []) \
+            + ([(_beyond(before, newest[out], v, causes, discrete), newest[out])] if out.any() else [])
         part_test = test if len(parts) < 2 else _with_alpha(test, getattr(test, "alpha", 0.01) / 2)
-        for judge in parts:
+        for judge, rows in parts:
             seen = judge(part_test, looks)
-            if seen is not None:
+            effect = None if seen is None or v in discrete else _effect(before, rows, v, causes, discrete)
+            if seen is not None and (effect is None or effect >= min_effect):
                 score, threshold, evidence = seen
                 found.append(Finding("mechanism_changed", TIME, v, score, threshold, {
                     "rows_before": len(before), "rows": len(newest), "given": causes, "tests": len(judged),
                     "alpha_per_test": getattr(test, "alpha", None),
                     "before": _typical(before[v], v in baseline.discrete),
-                    "newest": _typical(newest[v], v in baseline.discrete), **evidence}, evidence["sure"]))
+                    "newest": _typical(newest[v], v in baseline.discrete),
+                    **({} if effect is None else {"effect_sd": round(effect, 2)}), **evidence}, evidence["sure"]))
                 break
     return found
 
@@ -164,11 +185,10 @@ def _beyond(before, newest, v, causes, discrete):
     return judge
 
 
-def _shift(before, newest, v, causes, discrete) -> tuple[float, int]:
-    """The newest rows' mean residual over its standard error, and its degrees of freedom, from the fit
-    on `before` whose terms (_bases) have the least BIC (a fit with terms it does not need extrapolates
-    their noise). The error counts the fit's own, shared by every extrapolated row, and the newest
-    residuals' spread (their noise may grow with the causes)."""
+def _fit(before, newest, v, causes, discrete) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """v's least-squares fit on `before` whose terms (_bases) have the least BIC (a fit with terms it does
+    not need extrapolates their noise): its pseudo-inverse, its residuals, the newest rows' regressors
+    and their residuals from it."""
     y = before[v].to_numpy(float)
     fits = []
     for x_before, x_newest in _bases(before, newest, causes, discrete):
@@ -177,12 +197,33 @@ def _shift(before, newest, v, causes, discrete) -> tuple[float, int]:
         bic = len(y) * math.log(max(float(resid @ resid), 1e-300) / len(y)) + x_before.shape[1] * math.log(len(y))
         fits.append((bic, pinv, resid, x_newest))
     _, pinv, resid, x_newest = min(fits, key=lambda f: f[0])
-    new = newest[v].to_numpy(float) - x_newest @ (pinv @ y)
-    s2 = float(resid @ resid) / max(len(y) - x_newest.shape[1], 1)
+    return pinv, resid, x_newest, newest[v].to_numpy(float) - x_newest @ (pinv @ y)
+
+
+def _shift(before, newest, v, causes, discrete) -> tuple[float, int]:
+    """The newest rows' mean residual from v's fit on `before` (_fit) over its standard error, and its
+    degrees of freedom. The error counts the fit's own, shared by every extrapolated row, and the newest
+    residuals' spread (their noise may grow with the causes)."""
+    pinv, resid, x_newest, new = _fit(before, newest, v, causes, discrete)
+    s2 = float(resid @ resid) / max(len(resid) - x_newest.shape[1], 1)
     centre = x_newest.mean(axis=0)
     spread = float(np.var(new, ddof=1)) if len(new) > 1 else s2
     se = math.sqrt(spread / len(new) + s2 * float(centre @ pinv @ pinv.T @ centre))
     return float(new.mean()) / max(se, 1e-300), max(len(new) - 1, 1)
+
+
+def _effect(before, newest, v, causes, discrete) -> float:
+    """How far v's mean given its causes moved at the newest rows, in standard deviations of the baseline
+    fit's residuals (_fit): the root mean square of the newest residuals' own fit on the same terms,
+    f_newest - f_before where the newest rows are (a shift of the mean or of a slope; not of the noise),
+    less what that fit takes from noise alone (rank/n of the newest residuals' variance about it). inf
+    where the baseline's residuals are all 0 and the move is not."""
+    _, resid, x_newest, new = _fit(before, newest, v, causes, discrete)
+    coef, _, rank, _ = np.linalg.lstsq(x_newest, new, rcond=None)
+    moved = x_newest @ coef
+    noise = float(np.sum((new - moved) ** 2)) / max(len(new) - rank, 1)
+    square, sd = max(float(np.mean(moved ** 2)) - rank * noise / len(new), 0.0), float(resid.std())
+    return math.sqrt(square) / sd if sd > 0 else (math.inf if square > 0 else 0.0)
 
 
 def _bases(before, newest, causes, discrete) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -259,6 +300,48 @@ def edge_changes(baseline: CausalModel, newer: CausalModel, min_bits: float = MI
             found.append(Finding("strength_changed", *_ends(base[p]), abs(n - b), band_bits,
                                  {"baseline_strength_bits": b, "strength_bits": n, "log2_ratio": round(ratio, 3)}))
     return sorted(found, key=lambda f: f.key)
+
+
+def separated(model: CausalModel, rows: pd.DataFrame, a: str, b: str, ci_test: CITest) -> bool | None:
+    """Whether `model`'s separating set of `a` and `b` separates them on `rows`; None where it recorded
+    none (background knowledge, or the sparse-cell rule, decided the pair) or `rows` lack its variables."""
+    result = _separation(model, rows, a, b, ci_test)
+    return None if result is None else result.independent
+
+
+def _separation(model: CausalModel, rows: pd.DataFrame, a: str, b: str, ci_test: CITest) -> CIResult | None:
+    """The test of a ⊥ b given `model`'s separating set of them on `rows` (None: as `separated`)."""
+    given = model.sepsets.get(frozenset((a, b)))
+    names = [a, b, *sorted(given or ())]
+    if given is None or not set(names) <= set(rows.columns):
+        return None
+    ds = Dataset(rows[names].reset_index(drop=True), [v for v in names if v in model.discrete])
+    return ci_test.test(ds, a, b, tuple(sorted(given)))
+
+
+def shown_edges(found: list[Finding], baseline: CausalModel, newer: CausalModel, before: pd.DataFrame | None,
+                recent: pd.DataFrame, ci_test: CITest) -> list[Finding]:
+    """`found` less the appeared and disappeared edges the rows do not bear out: a new edge's ends must no
+    longer be separated by the baseline's set on the `recent` rows, and still be on the baseline's
+    (`before`); a lost edge's ends must be separated by the newer model's set on `recent`, and not on
+    `before`. Not separated means clearly so, by MIN_RATIO, as a Markov violation: a dependence barely
+    past the threshold came and went with the machine's speed, a latent cause of two task measures. A
+    pair a model holds no set for counts as shown on its side. Otherwise the edge is a learner's flicker
+    between two samples of the same tasks, not a change in them."""
+    def shown(f: Finding) -> bool:
+        model, apart_now = (baseline, False) if f.kind == "edge_appeared" else (newer, True)
+        now = _separation(model, recent, f.src, f.dst, ci_test)
+        then = None if before is None else _separation(model, before, f.src, f.dst, ci_test)
+        return _bears(now, apart_now) and _bears(then, not apart_now)
+    return [f for f in found if f.kind not in ("edge_appeared", "edge_disappeared") or shown(f)]
+
+
+def _bears(result: CIResult | None, apart: bool) -> bool:
+    """Whether a separation test bears out `apart` (independent) or its contrary (dependent by MIN_RATIO
+    times the threshold at least); no test (None) bears out either."""
+    if result is None:
+        return True
+    return result.independent if apart else not result.independent and result.stat >= MIN_RATIO * result.threshold
 
 
 def one_line(kind: str, src: str, dst: str, score: float, threshold: float, evidence: dict) -> str:

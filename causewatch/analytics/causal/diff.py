@@ -20,7 +20,7 @@ import pandas as pd
 
 from causewatch.analytics.causal import anomalies, mdl
 from causewatch.analytics.causal.background import Background
-from causewatch.analytics.causal.ci import CITest, Dataset, KDEMITest
+from causewatch.analytics.causal.ci import CITest, KDEMITest
 from causewatch.analytics.causal.model import CausalModel, Edge
 from causewatch.analytics.causal.pc import PCLearner
 
@@ -133,12 +133,7 @@ def _shows(change: EdgeChange, before: CausalModel, after: CausalModel, rows_bef
     if change.kind not in ("added", "removed"):
         return True
     model, rows = (before, rows_after) if change.kind == "added" else (after, rows_before)
-    given = model.sepsets.get(frozenset((change.src, change.dst)))
-    if given is None:
-        return True
-    nodes = model.nodes
-    ds = Dataset(rows[nodes].reset_index(drop=True), [v for v in nodes if v in model.discrete])
-    return not test.test(ds, change.src, change.dst, tuple(given)).independent
+    return anomalies.separated(model, rows, change.src, change.dst, test) is not True
 
 
 def edge_diff(before: CausalModel, after: CausalModel) -> list[EdgeChange]:
@@ -161,13 +156,14 @@ def edge_diff(before: CausalModel, after: CausalModel) -> list[EdgeChange]:
 def mechanism_diff(before: CausalModel, rows_before: pd.DataFrame, rows_after: pd.DataFrame,
                    given: list[str] = (), ci_test: CITest | None = None) -> list[MechanismChange]:
     """`before`'s variables whose mechanism changed from `rows_before` to `rows_after`
-    (anomalies.changed_mechanisms), each with its fit on its causes in either window (MDL)."""
+    (anomalies.changed_mechanisms, with no effect floor: a diff lists every change its tests find, a
+    page only one worth acting on), each with its fit on its causes in either window (MDL)."""
     for name, rows in (("before", rows_before), ("after", rows_after)):
         missing = [v for v in before.nodes if v not in rows.columns]
         if missing:
             raise DiffError(f"the {name} window lacks the baseline model's variables {missing}")
     out = []
-    for f in anomalies.changed_mechanisms(before, rows_before, rows_after, ci_test, list(given)):
+    for f in anomalies.changed_mechanisms(before, rows_before, rows_after, ci_test, list(given), min_effect=0.0):
         causes = tuple(f.evidence["given"])
         out.append(MechanismChange(f.dst, causes, f.score, f.threshold, f.evidence["before"], f.evidence["newest"],
                                    _formula(rows_before, f.dst, causes, before.discrete),

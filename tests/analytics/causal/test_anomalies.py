@@ -5,7 +5,18 @@ appear or disappear, strengths beyond their band."""
 import numpy as np
 import pandas as pd
 
-from causewatch.analytics.causal.anomalies import TIME, changed_mechanisms, edge_changes, new_dependencies
+from causewatch.analytics.causal import anomalies
+from causewatch.analytics.causal.anomalies import (
+    MIN_EFFECT,
+    MIN_RATIO,
+    TIME,
+    changed_mechanisms,
+    edge_changes,
+    new_dependencies,
+    separated,
+    shown_edges,
+)
+from causewatch.analytics.causal.ci import FisherZTest
 from causewatch.analytics.causal.model import CausalModel
 
 
@@ -33,6 +44,25 @@ def test_a_markov_violation_is_found_and_named_by_its_source():
     # one check, Bonferroni over its tests: b, c and d have non-descendants beyond their parents, a has d
     assert f.evidence["tests"] == 4 and f.evidence["alpha_per_test"] == 0.01 / 4
     assert new_dependencies(baseline, rows(1, 600, 1.5), variables=["a", "b", "d"]) == []   # c not judged
+
+
+def test_a_violation_barely_past_its_threshold_is_not_raised():
+    """c's dependence on a beyond b, weak (0.3 sin 2a): found at alpha at 1.07 times the threshold, under
+    MIN_RATIO, so no finding; at 1.5 (test above) it is."""
+    baseline = chain({("a", "b"): 1.0, ("b", "c"): 1.0})
+    violations = baseline.markov_violations(rows(1, 600, 0.3), ci_test=anomalies._per_test(None, 4))
+    (weak,) = violations[violations.violated].itertuples()
+    assert weak.variable == "c" and weak.threshold < weak.bits < MIN_RATIO * weak.threshold
+    assert new_dependencies(baseline, rows(1, 600, 0.3)) == []
+
+
+def test_a_dependency_the_baseline_s_own_rows_show_is_not_new():
+    """The baseline's graph missed c's dependence on a, and its rows had it too: no finding, as nothing
+    changed; baseline rows without it leave the newest rows' violation raised."""
+    baseline = chain({("a", "b"): 1.0, ("b", "c"): 1.0})
+    assert new_dependencies(baseline, rows(1, 600, 1.5), before=rows(2, 600, 1.5)) == []
+    found = new_dependencies(baseline, rows(1, 600, 1.5), before=rows(2, 600, 0.0))
+    assert [(f.kind, f.src, f.dst) for f in found] == [("markov_violation", "a", "c")]
 
 
 def test_edges_that_appear_disappear_or_move_beyond_the_band():
@@ -88,8 +118,8 @@ def test_a_changed_mechanism_is_found_on_the_variable_that_changed_and_calm_rows
 
 def test_a_change_clear_enough_for_one_look_is_sure_and_calm_rows_never_are():
     """looks=2: each finding tested again at (alpha/3)**2. Over 10 seeds the quadrupled wait passes it every
-    time; calm rows never do; a doubled wait is found at alpha but not always sure (it waits for its
-    second look); with one look nothing is sure."""
+    time; calm rows never do; a wait 2.5 times as long (1.1-2.2 sd of the baseline's, past MIN_EFFECT)
+    is found at alpha but not always sure (it waits for its second look); with one look nothing is sure."""
     sure = found_only = 0
     for seed in range(10):
         before = waiting(seed, 200)
@@ -98,9 +128,9 @@ def test_a_change_clear_enough_for_one_look_is_sure_and_calm_rows_never_are():
         strong = [f for f in changed_mechanisms(WAITING, before, waiting(300 + seed, 46, wait_per_cpu=1.6),
                                                 given=["type"], looks=2) if f.dst == "wait"]
         sure += bool(strong) and strong[0].sure
-        doubled = [f for f in changed_mechanisms(WAITING, before, waiting(300 + seed, 46, wait_per_cpu=0.8),
-                                                 given=["type"], looks=2) if f.dst == "wait"]
-        found_only += bool(doubled) and not doubled[0].sure
+        longer = [f for f in changed_mechanisms(WAITING, before, waiting(300 + seed, 46, wait_per_cpu=1.0),
+                                                given=["type"], looks=2) if f.dst == "wait"]
+        found_only += bool(longer) and not longer[0].sure
         assert not any(f.sure for f in changed_mechanisms(WAITING, before, waiting(300 + seed, 46, wait_per_cpu=1.6),
                                                           given=["type"]))
     assert sure == 10 and found_only >= 2, (sure, found_only)
@@ -132,6 +162,29 @@ def sized(seed: int, count: int, lo: float, hi: float, a: float = 2.0, relative:
     n = rng.uniform(lo, hi, count)
     noise = rng.normal(0, 0.1, count) * a * n if relative else rng.normal(0, 20.0, count)
     return pd.DataFrame({"n": n, "duration": a * n + noise})
+
+
+def test_a_shift_smaller_than_min_effect_is_not_raised_however_sure():
+    """The wait per CPU-second half again as long, on 2,000 rows each side: the window test finds it
+    (without the floor: 0.40 sd), but it moves the wait by less than MIN_EFFECT sd of the baseline's, so
+    neither the wait nor the task time is raised; three times as long is, with its effect."""
+    before = waiting(0, 2000)
+    assert changed_mechanisms(WAITING, before, waiting(1, 2000, wait_per_cpu=0.6), given=["type"]) == []
+    (f,) = [f for f in changed_mechanisms(WAITING, before, waiting(1, 2000, wait_per_cpu=1.2), given=["type"])
+            if f.dst == "wait"]
+    assert f.evidence["effect_sd"] >= MIN_EFFECT
+
+
+def test_a_slope_that_moved_without_moving_the_mean_is_raised():
+    """y = x + noise, then y = 0.4 x + noise with x centred: the mean of y is unchanged, its mean given x
+    moved by 0.6 sd(x) / 0.5 = 1.2 residual sds where the rows are."""
+    model = CausalModel.from_json({"nodes": ["x", "y"], "edges": [{"src": "x", "dst": "y", "directed": True}]})
+    rng = np.random.default_rng(4)
+    x0, x1 = rng.normal(size=300), rng.normal(size=100)
+    before = pd.DataFrame({"x": x0, "y": x0 + 0.5 * rng.normal(size=300)})
+    newest = pd.DataFrame({"x": x1, "y": 0.4 * x1 + 0.5 * rng.normal(size=100)})
+    (f,) = changed_mechanisms(model, before, newest)
+    assert f.dst == "y" and 0.9 < f.evidence["effect_sd"] < 1.5
 
 
 def test_a_parameter_beyond_the_baseline_s_range_is_no_mechanism_change_and_a_real_one_still_is():
@@ -180,3 +233,42 @@ def test_causes_beyond_the_baseline_s_support_change_no_mechanism_they_leave_unc
             found = changed_mechanisms(TIMED, before, timed(200 + seed, 46, f, hog=8.0, changed=True))
             missed[name] += ("mechanism_changed", TIME, "duration") not in {g.key for g in found}
     assert false == [] and missed["sum"] == missed["product"] == 0 and missed["smooth"] <= 2, (false, missed)
+
+
+def pairs(seed: int, n: int, d_on_a: float, c_on_b: float = 1.0) -> pd.DataFrame:
+    """a -> b -> c with d (d_on_a) times a plus noise: a and d are dependent only where d_on_a is not 0."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=n)
+    b = a + 0.5 * rng.normal(size=n)
+    return pd.DataFrame({"a": a, "b": b, "c": c_on_b * b + rng.normal(size=n), "d": d_on_a * a + rng.normal(size=n)})
+
+
+def test_an_edge_change_the_rows_do_not_bear_out_is_a_flicker_and_dropped():
+    """A learner's new a - d edge where d stays independent of a, or a lost b - c edge where c still
+    depends on b, is no change in the tasks; an a - d edge that came with d's dependence on a is."""
+    sep = [{"pair": ["a", "d"], "given": []}, {"pair": ["a", "c"], "given": ["b"]}]
+    base = CausalModel.from_json({"nodes": list("abcd"), "sepsets": sep, "edges": [
+        {"src": "a", "dst": "b", "directed": True, "strength": 1.0},
+        {"src": "b", "dst": "c", "directed": True, "strength": 0.5}]})
+    newer = CausalModel.from_json({"nodes": list("abcd"), "sepsets": [{"pair": ["b", "c"], "given": ["a"]}],
+                                   "edges": [{"src": "a", "dst": "b", "directed": True, "strength": 1.0},
+                                             {"src": "a", "dst": "d", "directed": False, "strength": 0.3}]})
+    found = edge_changes(base, newer)
+    assert {f.key for f in found} == {("edge_appeared", "a", "d"), ("edge_disappeared", "b", "c")}
+    test, before = FisherZTest(), pairs(0, 400, 0.0)
+    assert shown_edges(found, base, newer, before, pairs(1, 400, 0.0), test) == []
+    assert [f.key for f in shown_edges(found, base, newer, before, pairs(1, 400, 0.8), test)] == [
+        ("edge_appeared", "a", "d")]
+    # the rows before showed the dependence already: the edge is the baseline's miss, not a change
+    assert shown_edges(found, base, newer, pairs(2, 400, 0.8), pairs(1, 400, 0.8), test) == []
+    assert [f.key for f in shown_edges(found, base, newer, before, pairs(1, 400, 0.0, c_on_b=0.0), test)] == [
+        ("edge_disappeared", "b", "c")]
+
+
+def test_separated_says_none_where_a_model_holds_no_set_or_the_rows_lack_its_variables():
+    base = CausalModel.from_json({"nodes": list("abcd"), "sepsets": [{"pair": ["a", "c"], "given": ["b"]}],
+                                  "edges": [{"src": "a", "dst": "b", "directed": True, "strength": 1.0}]})
+    data, test = pairs(3, 400, 0.0), FisherZTest()
+    assert separated(base, data, "a", "c", test) is True
+    assert separated(base, data, "a", "b", test) is None
+    assert separated(base, data.drop(columns="b"), "a", "c", test) is None
