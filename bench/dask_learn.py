@@ -93,7 +93,7 @@ def warm() -> None:
     """One small learn in this process: numba's kernels loaded (from its cache) before anything is timed."""
     data = task_rows("warm", 0, 0, 300)
     counters = pd.DataFrame([json.loads(c) for c in data["counters"]])
-    learn(None, pd.concat([data[["duration"]], counters], axis=1), False, False, {}, 2, 300)
+    learn(None, pd.concat([data[["duration"]], counters], axis=1), False, {}, 2, 300, 400)
 
 
 def main() -> None:

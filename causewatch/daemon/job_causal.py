@@ -76,22 +76,23 @@ def submodels(model) -> dict:
             for v, sub in fitted.items() if sub.parents}
 
 
-def learn(learner: PCLearner | None, data: pd.DataFrame, check: bool, grow: bool, tiers: dict, max_depth: int,
-          max_rows: int) -> tuple[PCLearner, pd.DataFrame | None, dict]:
+def learn(learner: PCLearner | None, data: pd.DataFrame, check: bool, tiers: dict, max_depth: int,
+          max_rows: int, tested_rows: int) -> tuple[PCLearner, pd.DataFrame | None, dict]:
     """A model update's numeric work (the job's compute runs it: in the jobs worker, or as a task on a Dask
-    cluster, so it takes and returns only picklable values and touches no state): the Markov check
-    of the new rows against the model they extend (`check`), then partial_fit (`grow`) or a new fit of
-    the newest max_rows (of the model's window and the new rows when the window is full: `check`
-    without `grow`), then the MDL submodels. Returns the learner, the violations and the submodels."""
+    cluster, so it takes and returns only picklable values and touches no state): where the new rows
+    extend the model (`check`), their Markov check against it, then partial_fit on the window slid on to
+    its newest max_rows; otherwise a new fit of the newest max_rows; then the MDL submodels. The learner's
+    CI tests see tested_rows of the window at most. Returns the learner, the violations and the submodels."""
     violations = learner.model_.markov_violations(data, ci_test=learner.ci_test) if check else None
-    if grow:
-        learner.partial_fit(data)
+    if check:
+        # slid, not learnt anew: a new fit each check once the window is full cost a whole PC search
+        # every interval, and its edges flapped from version to version on unchanged tasks
+        learner.partial_fit(data, keep=max_rows)
     else:
-        rows = pd.concat([learner.model_.data, data], ignore_index=True) if check else data
         # The KDE test, not learn's AutoTest: its strengths are bits on every kind of data, and
         # they are exported and compared version to version (strength_changed).
-        learner = PCLearner(ci_test=KDEMITest(), max_depth=max_depth,
-                            background=Background(tiers=tiers)).fit(rows.tail(max_rows))
+        learner = PCLearner(ci_test=KDEMITest(), max_depth=max_depth, background=Background(tiers=tiers),
+                            max_rows=tested_rows).fit(data.tail(max_rows))
     return learner, violations, submodels(learner.model_)
 
 
@@ -157,8 +158,12 @@ class CausalJob(Job):
 
     def __init__(self, min_rows: int = 50, max_rows: int = 2000, min_new: int = 20, max_depth: int = 2,
                  confirm: int = 2, interval: float = 60.0, baseline_rows: int = 200, quiet_intervals: int = 3,
-                 clock=time.time, compute: LocalCompute | None = None, max_new: int = 500):
+                 clock=time.time, compute: LocalCompute | None = None, max_new: int = 500, tested_rows: int = 400):
         self.min_rows, self.max_rows, self.min_new, self.max_depth = min_rows, max_rows, min_new, max_depth
+        # the CI tests of a learn see a seeded sample of this many of the window's rows at most: the KDE
+        # test's cost grows with the square of its rows, and a check every few seconds must stay a small
+        # share of a core on a node whose tasks come by the thousand a minute
+        self.tested_rows = tested_rows
         # an update reads at most the newest max_new of the tasks since the last (a first fit max_rows): a
         # late check judges the newest tasks, and its cost stays that of a bounded batch
         self.max_new = max_new
@@ -302,27 +307,24 @@ class CausalJob(Job):
             columns = list(features.model_variables(df, drop=tuple(features.BOOKKEEPING)).data.columns)
         # the rows complete in them, as _apply finds them again for their start times
         data = df[columns].dropna().reset_index(drop=True)
-        grown = st.learner is not None and list(data.columns) == st.columns
-        if grown and len(data) < self.min_new:
+        check = st.learner is not None and list(data.columns) == st.columns   # the new rows extend the model
+        if check and len(data) < self.min_new:
             return None  # too few new rows to be worth a refit; they are read again next time
-        if not grown and st.learner is None and len(data) < self.min_rows:
+        if not check and st.learner is None and len(data) < self.min_rows:
             return None
-        check = grown   # the new rows against the model they extend, before it learns from them
-        if grown and st.n_rows + len(data) > self.max_rows:
-            grown = False  # the window is full: start a new one from the newest rows
-        if not grown and st.learner is not None and list(data.columns) != st.columns:
+        if not check and st.learner is not None:
             log.info("causal model %s: columns changed, learning a new model", scope)
         tiers = {"inputs": [c for c in inputs if c in data.columns]}
         st.inputs = tiers["inputs"]
-        return df, (st.learner, data, check, grown, tiers, self.max_depth, self.max_rows)
+        return df, (st.learner, data, check, tiers, self.max_depth, self.max_rows, self.tested_rows)
 
     def _apply(self, ctx, scope: str, df: pd.DataFrame, args: tuple, learnt: tuple) -> None:
         """A scope's `learn` result taken in: the state moved on, the model stored, its anomalies judged."""
-        st, (_, data, check, grown, *_) = self.scopes[scope], args
+        st, (_, data, check, *_) = self.scopes[scope], args
         learner, violations, fitted = learnt
         st.learner, st.columns, st.n_rows = learner, list(data.columns), len(learner.model_.data)
         starts = df.loc[df[st.columns].notna().all(axis=1), "t_start"].to_numpy()
-        # the window's rows went on (grown, or a full window's newest) or started again with the new ones
+        # the window's rows went on (slid past its oldest when full) or started again with the new ones
         st.starts = (np.concatenate([st.starts, starts]) if check else starts)[-st.n_rows:]
         st.window_start = float(st.starts.min())
         st.received = float(df["received"].max())
@@ -330,7 +332,7 @@ class CausalJob(Job):
             st.violations = violations
         st.decision = self._rule(ctx, scope, st) if st.baseline is None else None
         model_id = self._store(ctx, scope, st, float(df["t_start"].max()), fitted)
-        self._track(ctx, scope, st, model_id, data if grown or violations is not None else None, starts)
+        self._track(ctx, scope, st, model_id, data if check else None, starts)
 
     def _store(self, ctx: JobContext, scope: str, st: _Scope, window_end: float, fitted: dict) -> int:
         model = st.learner.model_
@@ -378,11 +380,14 @@ class CausalJob(Job):
             log.info("causal model %s: baseline model %d (%s)", scope, chosen_id, st.decision.how)
         if st.baseline is None:
             return
-        found = anomalies.edge_changes(st.baseline, model)
+        # the window's newest rows, as many as the baseline's rows at most: each side's test as strong
+        recent = model.data.tail(min(self.tested_rows, len(st.before) if st.before is not None else self.tested_rows))
+        found = anomalies.shown_edges(anomalies.edge_changes(st.baseline, model), st.baseline, model, st.before,
+                                      recent, st.learner.ci_test)
         judged = newest is not None and set(st.baseline.nodes) <= set(newest.columns)
         if judged:
             found += anomalies.new_dependencies(st.baseline, newest, st.learner.ci_test,
-                                                [v for v in st.baseline.nodes if v not in st.inputs])
+                                                [v for v in st.baseline.nodes if v not in st.inputs], st.before)
         if judged and st.before is not None and len(st.before):
             found += anomalies.changed_mechanisms(st.baseline, st.before, newest, st.learner.ci_test, st.inputs,
                                                   looks=self.confirm)

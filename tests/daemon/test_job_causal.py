@@ -374,9 +374,10 @@ def test_a_restarted_job_exports_the_stored_open_anomalies_at_its_first_run(stor
            in ctx.exporter.exposition()
 
 
-def test_a_full_window_refits_on_its_newest_rows_and_keeps_its_edges(store):
-    """Unchanged tasks until the window of 400 rows is full: the refit learns from the newest 400 rows of
-    the window and the new batch (not from the batch alone), keeps the edges, and raises nothing."""
+def test_a_full_window_slides_on_to_its_newest_rows_and_keeps_its_edges(store):
+    """Unchanged tasks until the window of 400 rows is full: the update learns from the newest 400 rows of
+    the window and the new batch (not from the batch alone), by partial_fit (reusing the decisions the
+    new rows leave standing, not a whole new search), keeps the edges, and raises nothing."""
     ctx = _ctx(store)
     job = CausalJob(min_rows=50, min_new=20, max_rows=400)
     cur = store.cursor()
@@ -393,6 +394,8 @@ def test_a_full_window_refits_on_its_newest_rows_and_keeps_its_edges(store):
                                                           [m]).fetchall()} for m, _, _ in versions}
     assert pairs[versions[3][0]] == pairs[versions[2][0]] == pairs[versions[4][0]]
     assert cur.execute("SELECT count(*) FROM anomalies").fetchone() == (0,)
+    learner = job.scopes["app:lu"].learner
+    assert learner.n_reused_ > 0 and learner.data_.n == 400
 
 
 def test_a_late_check_judges_the_newest_tasks_and_never_reads_the_older_ones_again(store, caplog):
