@@ -9,9 +9,11 @@ majority rule of analytics.causal.baseline among the versions learnt from baseli
 one. An anomaly (a new dependency on the newest tasks, a mechanism changed since the baseline's own
 tasks, at most BEFORE_ROWS of them; an edge that appeared or disappeared, a strength out of its band)
 is raised once, updated while it lasts and resolved when gone, or when its app has sent no task for
-quiet_intervals intervals (its program ended). Its evidence's `raised_on` names the task rows it was raised
-on (count, first and last start): the newest rows of the checks in a row that found it, or for an edge the
-raising version's window; kept while it stays open. Its evidence's `causes` are its candidate causes,
+quiet_intervals intervals (its program ended); one voice: a finding made while another anomaly of its
+scope is open, or with a clearer one (_lead), is listed in that one's evidence (`related`), not raised.
+Its evidence's `raised_on` names the task rows it was raised on (count, first and last start): the newest
+rows of the checks in a row that found it, or for an edge the raising version's window; kept while it
+stays open. Its evidence's `causes` are its candidate causes,
 ranked at the opening over the units the daemon knows then (daemon/culprits.py), again at each
 evaluation until FOLLOW_SECONDS after the opening, then every CAUSES_EVERY intervals while it stays open.
 Exports causewatch_edge_strength, causewatch_markov_violation and
@@ -28,6 +30,7 @@ import logging
 import math
 import time
 
+import networkx as nx
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -121,6 +124,27 @@ def _joined(before: dict | None, now: dict) -> dict:
             "last_start": max(before["last_start"], now["last_start"])}
 
 
+def _related(f: anomalies.Finding) -> dict:
+    """A related finding, as its anomaly's evidence lists it."""
+    return {"kind": f.kind, "src": f.src, "dst": f.dst, "score": f.score, "threshold": f.threshold}
+
+
+def _lead(baseline_model: CausalModel, found: list[anomalies.Finding]) -> anomalies.Finding:
+    """The finding to raise of those found together: a departure of the rows before an edge's; among
+    those, one whose variable is no descendant of another's by the baseline's directed edges (the change
+    upstream); then a new dependency (it names what the variable now depends on); then the largest effect
+    in sd (a slow call moved its own time by tens of its sds, the task time it lengthens by a few); then
+    the largest score over its threshold."""
+    dag = nx.DiGraph([(e.src, e.dst) for e in baseline_model.edges() if e.directed])   # known directions only
+    changed = {f.dst for f in found if f.kind in anomalies.ROW_KINDS}
+
+    def rank(f: anomalies.Finding) -> tuple:
+        below = f.dst in dag and any(f.dst in nx.descendants(dag, v) for v in changed - {f.dst} if v in dag)
+        return (f.kind in anomalies.ROW_KINDS, not below, f.kind == "markov_violation",
+                f.evidence.get("effect_sd", 0.0), f.score / max(f.threshold, 1e-12))
+    return max(found, key=rank)
+
+
 def _sample(rows: pd.DataFrame | None) -> pd.DataFrame | None:
     return rows if rows is None or len(rows) <= BEFORE_ROWS else rows.sample(BEFORE_ROWS, random_state=0)
 
@@ -150,7 +174,15 @@ class _Scope:
         self.judged: dict[tuple[str, str, str], dict] = {}
         self.causes: dict[tuple[str, str, str], dict] = {}   # -> {causes, causes_ranked}: the newest ranking
         self.cause: dict[tuple[str, str, str], str] = {}     # -> the best cause at the opening: its label
+        # a finding raised while another was open, or with a clearer one: -> the open anomaly it is related to
+        self.related: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+        self.missed: dict[tuple[str, str, str], int] = {}   # open, not found: evaluations in a row
         self.baseline_window: tuple[int, tuple[float, float]] | None = None   # (baseline_id, its window)
+
+    def clear_anomalies(self) -> None:
+        """Nothing open, nothing pending: all of the scope's anomalies resolved at once."""
+        self.open, self.evidence, self.seen, self.judged, self.causes, self.cause = {}, {}, {}, {}, {}, {}
+        self.related, self.missed = {}, {}
 
 
 class CausalJob(Job):
@@ -269,7 +301,7 @@ class CausalJob(Job):
             ctx.write(functools.partial(store.results.record_anomalies, raised=[], updated=[],
                                         resolved=list(st.open.values()), now=self.clock(), reason=reason))
             log.info("anomalies %s: %d resolved, %s", scope, len(st.open), reason)
-            st.open, st.evidence, st.seen, st.judged, st.causes, st.cause = {}, {}, {}, {}, {}, {}
+            st.clear_anomalies()
 
     def _families(self) -> list:
         """Every scope's gauges, so edges that disappeared stop being exported."""
@@ -391,8 +423,8 @@ class CausalJob(Job):
         if judged and st.before is not None and len(st.before):
             found += anomalies.changed_mechanisms(st.baseline, st.before, newest, st.learner.ci_test, st.inputs,
                                                   looks=self.confirm)
-        # without fresh rows to judge them, open findings on rows stay as they are
-        keep = set() if judged else {k for k in st.open if k[0] in anomalies.ROW_KINDS}
+        # without fresh rows to judge them, open (or related) findings on rows stay as they are
+        keep = set() if judged else {k for k in (*st.open, *st.related) if k[0] in anomalies.ROW_KINDS}
         found = {f.key: f for f in found}
         st.seen = {k: st.seen.get(k, 0) + 1 for k in found if k not in st.open}
         sighted = {k: _joined(st.judged.get(k), _rows(starts)) if f.kind in anomalies.ROW_KINDS else _rows(st.starts)
@@ -419,13 +451,19 @@ class CausalJob(Job):
     def _lifecycle(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, found: dict, keep: set,
                    now: float) -> None:
         window = [st.window_start, now]
-        new = [key for key in found if key not in st.open]
+        new = self._group(st, [key for key in found if key not in st.open and key not in st.related], found)
         self._rank(ctx, scope, st, [k for k in found if k in new or self._ranking_due(st, k, now)], now)
         evidence = {key: {**f.evidence, "window": window, "threshold": f.threshold, "score": f.score,
                           **({"raised_on": st.judged[key]} if key in st.judged else {}), **st.causes.get(key, {}),
-                          **({"cause": st.cause[key]} if key in st.cause else {})}
-                    for key, f in found.items()}
-        gone = set(st.open) - set(found) - keep
+                          **({"cause": st.cause[key]} if key in st.cause else {}),
+                          "related": [_related(found[k]) for k, to in st.related.items() if to == key and k in found]}
+                    for key, f in found.items() if key in st.open or key in new}
+        st.related = {k: lead for k, lead in st.related.items() if k in found or k in keep}
+        # resolved once not found in `confirm` evaluations in a row, as it was raised: one miss near a
+        # threshold would resolve it and the next look open it again
+        absent = set(st.open) - set(found) - keep - set(st.related.values())
+        st.missed = {k: st.missed.get(k, 0) + 1 for k in absent}
+        gone = {k for k in absent if st.missed[k] >= self.confirm}
         raised = [{"scope": scope, "kind": found[k].kind, "src": found[k].src, "dst": found[k].dst, "opened": now,
                    "baseline_id": st.baseline_id, "model_id": model_id, "score": found[k].score,
                    "threshold": found[k].threshold, "evidence": evidence[k]} for k in new]
@@ -440,9 +478,22 @@ class CausalJob(Job):
                         f.score, f.threshold)
         for key in gone:
             del st.open[key]
-            for kept in (st.evidence, st.judged, st.causes, st.cause):
+            for kept in (st.evidence, st.judged, st.causes, st.cause, st.missed):
                 kept.pop(key, None)
             log.info("anomaly %s %s: %s -> %s resolved", scope, *key)
+
+    @staticmethod
+    def _group(st: _Scope, new: list, found: dict) -> list:
+        """One voice: the new findings to raise, the others made related to an anomaly (`st.related`). While
+        the scope has one open, every new finding is related to the first opened; otherwise the findings of
+        one evaluation are raised as one, _lead's, the rest related to it. A fault moves several variables
+        at once (a CPU hog the wait, each region's time and the switches): one page, its evidence listing
+        what else moved."""
+        if not new:
+            return []
+        lead = next(iter(st.open), None) or _lead(st.baseline, [found[k] for k in new]).key
+        st.related.update({k: lead for k in new if k != lead})
+        return [] if lead in st.open else [lead]
 
     def _ranking_due(self, st: _Scope, key: tuple, now: float) -> bool:
         """Whether an open anomaly's causes are to be ranked again: never ranked, ranked last less than

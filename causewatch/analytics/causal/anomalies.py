@@ -132,7 +132,9 @@ def changed_mechanisms(baseline: CausalModel, before: pd.DataFrame, newest: pd.D
                     "alpha_per_test": getattr(test, "alpha", None),
                     "before": _typical(before[v], v in baseline.discrete),
                     "newest": _typical(newest[v], v in baseline.discrete),
-                    **({} if effect is None else {"effect_sd": round(effect, 2)}), **evidence}, evidence["sure"]))
+                    # (clamped: a baseline without residual spread makes any move infinitely many sds)
+                    **({} if effect is None else {"effect_sd": round(min(effect, 1e9), 2)}), **evidence},
+                    evidence["sure"]))
                 break
     return found
 
