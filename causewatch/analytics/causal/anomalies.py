@@ -66,7 +66,7 @@ def new_dependencies(baseline: CausalModel, newest: pd.DataFrame, ci_test: CITes
     tested = [v for v, (_, others) in sets.items() if others]
     test = _per_test(ci_test, len(tested))
     violations = baseline.markov_violations(newest, ci_test=test)
-    violations = violations[violations.violated & (violations.bits >= MIN_RATIO * violations.threshold)
+    violations = violations[violations.violated & (violations.stat >= MIN_RATIO * violations.threshold)
                             & violations.variable.isin(tested)]
     if not violations.empty and before is not None and len(before):
         already = baseline.markov_violations(before, ci_test=_per_test(ci_test, 1))

@@ -119,7 +119,7 @@ class CausalModel:
 
         A node violates the Markov condition when that information exceeds `threshold` (bits) or,
         without one, when the CI test's statistic exceeds its threshold (both in the test's own
-        units: bits for the KDE and counting tests). Columns: variable, bits, threshold, violated.
+        units: bits for the KDE and counting tests). Columns: variable, bits, stat, threshold, violated.
         """
         df = self._df(data)
         dag = self.dag_extension()
@@ -130,12 +130,13 @@ class CausalModel:
             parents = sorted(dag.predecessors(v))
             others = sorted(set(self.nodes) - nx.descendants(dag, v) - set(parents) - {v})
             if not others:
-                rows.append({"variable": v, "bits": 0.0, "threshold": float("nan"), "violated": False})
+                rows.append({"variable": v, "bits": 0.0, "stat": 0.0, "threshold": float("nan"), "violated": False})
                 continue
             res = _block_test(test, ds, v, others, parents)
             stat, limit = (res.stat, res.threshold) if threshold is None else (res.bits, threshold)
-            rows.append({"variable": v, "bits": res.bits, "threshold": limit, "violated": bool(stat > limit)})
-        return pd.DataFrame(rows, columns=["variable", "bits", "threshold", "violated"])
+            rows.append({"variable": v, "bits": res.bits, "stat": stat, "threshold": limit,
+                         "violated": bool(stat > limit)})
+        return pd.DataFrame(rows, columns=["variable", "bits", "stat", "threshold", "violated"])
 
     def diff(self, other: CausalModel) -> dict:
         """Edges added, removed and re-oriented going from self to other."""
