@@ -47,6 +47,9 @@ log = logging.getLogger("causewatch.daemon.job_causal")
 SUBMODEL_ROWS = 4096
 BEFORE_ROWS = 200   # of the baseline's window, against each check's newest tasks (a seeded sample)
 CAUSES_EVERY = 10   # intervals between two rankings of an open anomaly's causes
+# a finding joins an open anomaly opened at most this long ago (a fault's effects and its recovery come
+# within minutes); after it, a finding is a new incident, not the echo of one that stayed open
+RELATED_SECONDS = 300.0
 FOLLOW_SECONDS = 15.0   # after an opening, an open anomaly's causes are ranked at each evaluation this long:
                         # the nodes' samples of a fault's first seconds reach the daemon in the agents'
                         # frames (5 s apart), its busiest processes in looks averaged over 2-5 s
@@ -177,12 +180,13 @@ class _Scope:
         # a finding raised while another was open, or with a clearer one: -> the open anomaly it is related to
         self.related: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         self.missed: dict[tuple[str, str, str], int] = {}   # open, not found: evaluations in a row
+        self.opened: dict[tuple[str, str, str], float] = {}   # open: when
         self.baseline_window: tuple[int, tuple[float, float]] | None = None   # (baseline_id, its window)
 
     def clear_anomalies(self) -> None:
         """Nothing open, nothing pending: all of the scope's anomalies resolved at once."""
         self.open, self.evidence, self.seen, self.judged, self.causes, self.cause = {}, {}, {}, {}, {}, {}
-        self.related, self.missed = {}, {}
+        self.related, self.missed, self.opened = {}, {}, {}
 
 
 class CausalJob(Job):
@@ -278,6 +282,7 @@ class CausalJob(Job):
         for scope, found in by_scope.items():
             st = self.scopes.setdefault(scope, _Scope())
             st.open = {(a["kind"], a["src"], a["dst"]): a["anomaly_id"] for a in found}
+            st.opened = {(a["kind"], a["src"], a["dst"]): a["opened"] for a in found}
             st.evidence = {(a["kind"], a["src"], a["dst"]): anomalies.one_line(
                 a["kind"], a["src"], a["dst"], a["score"], a["threshold"], a["evidence"]) for a in found}
             st.judged = {(a["kind"], a["src"], a["dst"]): a["evidence"]["raised_on"] for a in found
@@ -451,7 +456,7 @@ class CausalJob(Job):
     def _lifecycle(self, ctx: JobContext, scope: str, st: _Scope, model_id: int, found: dict, keep: set,
                    now: float) -> None:
         window = [st.window_start, now]
-        new = self._group(st, [key for key in found if key not in st.open and key not in st.related], found)
+        new = self._group(st, [key for key in found if key not in st.open and key not in st.related], found, now)
         self._rank(ctx, scope, st, [k for k in found if k in new or self._ranking_due(st, k, now)], now)
         evidence = {key: {**f.evidence, "window": window, "threshold": f.threshold, "score": f.score,
                           **({"raised_on": st.judged[key]} if key in st.judged else {}), **st.causes.get(key, {}),
@@ -471,27 +476,28 @@ class CausalJob(Job):
         ids = ctx.write(functools.partial(store.results.record_anomalies, raised=raised, updated=updated,
                                           resolved=[st.open[k] for k in gone], now=now))
         for key, anomaly_id in zip(new, ids):
-            st.open[key] = anomaly_id
+            st.open[key], st.opened[key] = anomaly_id, now
             f = found[key]
             st.evidence[key] = anomalies.one_line(f.kind, f.src, f.dst, f.score, f.threshold, evidence[key])
             log.warning("anomaly %s %s: %s -> %s (%.3f bits, threshold %.3f)", scope, f.kind, f.src, f.dst,
                         f.score, f.threshold)
         for key in gone:
             del st.open[key]
-            for kept in (st.evidence, st.judged, st.causes, st.cause, st.missed):
+            for kept in (st.evidence, st.judged, st.causes, st.cause, st.missed, st.opened):
                 kept.pop(key, None)
             log.info("anomaly %s %s: %s -> %s resolved", scope, *key)
 
     @staticmethod
-    def _group(st: _Scope, new: list, found: dict) -> list:
+    def _group(st: _Scope, new: list, found: dict, now: float) -> list:
         """One voice: the new findings to raise, the others made related to an anomaly (`st.related`). While
-        the scope has one open, every new finding is related to the first opened; otherwise the findings of
-        one evaluation are raised as one, _lead's, the rest related to it. A fault moves several variables
-        at once (a CPU hog the wait, each region's time and the switches): one page, its evidence listing
-        what else moved."""
+        the scope has one open that opened within RELATED_SECONDS, every new finding is related to the first
+        such; otherwise the findings of one evaluation are raised as one, _lead's, the rest related to it. A
+        fault moves several variables at once (a CPU hog the wait, each region's time and the switches):
+        one page, its evidence listing what else moved."""
         if not new:
             return []
-        lead = next(iter(st.open), None) or _lead(st.baseline, [found[k] for k in new]).key
+        recent = (k for k in st.open if now - st.opened.get(k, now) <= RELATED_SECONDS)
+        lead = next(recent, None) or _lead(st.baseline, [found[k] for k in new]).key
         st.related.update({k: lead for k in new if k != lead})
         return [] if lead in st.open else [lead]
 

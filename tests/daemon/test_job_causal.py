@@ -14,13 +14,15 @@ from task_rows import ingest_tasks as _ingest
 from task_rows import lu_tasks as _tasks
 from task_rows import waiting_tasks
 
+from causewatch.analytics.causal import CausalModel
+from causewatch.analytics.causal.anomalies import Finding
 from causewatch.analytics.causal.features import name_task_columns
 from causewatch.cli import main
 from causewatch.commands.model import _show as show
 from causewatch.config import DaemonConfig
 from causewatch.daemon.calls import Entry
 from causewatch.daemon.exporter import Exporter
-from causewatch.daemon.job_causal import CausalJob
+from causewatch.daemon.job_causal import RELATED_SECONDS, CausalJob, _Scope
 from causewatch.daemon.jobs import JobContext
 from causewatch.daemon.readers.models import model_record
 from causewatch.daemon.readers.tasks import task_df
@@ -493,3 +495,16 @@ def test_each_slurm_job_of_an_app_is_a_scope_learnt_and_judged_on_its_own_tasks(
     job.run(ctx)
     assert "app:lu@job:8" not in job.scopes and "app:lu@job:8" in job.ended
     assert b'@job:8' not in ctx.exporter.exposition()
+
+
+def test_a_finding_joins_an_open_anomaly_only_while_it_is_recent():
+    """One voice within a fault's minutes: a new finding is related to an anomaly opened RELATED_SECONDS ago
+    or less; one that stayed open longer (a lost edge the model never learns back) swallows no new fault."""
+    old, new = ("edge_disappeared", "cpu_seconds", "duration"), ("mechanism_changed", "(time)", "cpu_wait_seconds")
+    found = {new: Finding(*new, 0.3, 0.1, {"effect_sd": 3.0})}
+    st = _Scope()
+    st.baseline = CausalModel.from_json({"nodes": ["cpu_seconds", "duration", "cpu_wait_seconds"], "edges": []})
+    st.open, st.opened = {old: 1}, {old: 1000.0}
+    assert CausalJob._group(st, [new], found, now=1000.0 + RELATED_SECONDS) == [] and st.related == {new: old}
+    st.related = {}
+    assert CausalJob._group(st, [new], found, now=1001.0 + RELATED_SECONDS) == [new] and st.related == {}
