@@ -44,9 +44,17 @@ def run(args) -> int:
     for a in found:
         state = f"open {now - a['opened']:.0f} s" if a["resolved"] is None else "resolved"
         dependency = f"{a['src']} -> {a['dst']}"
+        also = related(a["evidence"])
         print(f"{a['anomaly_id']:>4} {a['scope']:<20.20} {a['kind']:<17} {dependency:<30.30} {a['score']:>7.3f} "
-              f"{a['threshold']:>9.3f}  {state:<12} {first_cause(a['evidence'])}")
+              f"{a['threshold']:>9.3f}  {state:<12} {first_cause(a['evidence'])}"
+              + (f"; with {', '.join(also)}" if also else ""))
     return 0
+
+
+def related(evidence: dict) -> list[str]:
+    """The variables of the findings related to an anomaly (one voice: raised with it or while it was
+    open), in their order."""
+    return list(dict.fromkeys(r["dst"] for r in evidence.get("related", [])))
 
 
 def first_cause(evidence: dict) -> str:

@@ -330,6 +330,9 @@ def test_the_report_times_each_anomaly_against_the_hog(store, tmp_path):
         raised = results.raise_anomaly(con, dict(row, kind="markov_violation", src="cpu_seconds", dst=WAIT,
                                                opened=ORIGIN + 41.0,
                                                evidence={"rows": 44, "raised_on": _raised_on(0, 39),
+                                                         "related": [{"kind": "mechanism_changed", "src": "(time)",
+                                                                      "dst": "duration", "score": 0.3,
+                                                                      "threshold": 0.1}],
                                                          **_causes((HOG_UNIT, 2.0))}))
         results.resolve_anomaly(con, raised, ORIGIN + 82.5)
         results.raise_anomaly(con, dict(row, kind="edge_appeared", src="cpu_seconds", dst=WAIT,
@@ -347,9 +350,13 @@ def test_the_report_times_each_anomaly_against_the_hog(store, tmp_path):
     assert first == {"anomaly_id": 1, "scope": SCOPE, "kind": "markov_violation", "src": "cpu_seconds", "dst": WAIT,
                      "state": "resolved", "opened_s": 41.0, "resolved_s": 82.5, "score": 1.43, "threshold": 1.06,
                      "rows": 44, "when": "raised +6.0 s from the hog's start, resolved +10.5 s from its stop",
-                     "under_hog": True, "first_cause": HOG_UNIT,
+                     "under_hog": True, "first_cause": HOG_UNIT, "related": ["duration"],
                      "cause": f"the hog: {HOG_UNIT} (score 2.00): {HOG_UNIT}'s cpu_cores rose"}
     assert second["state"] == "open" and second["resolved_s"] is None and second["when"].endswith("still open")
+    # one voice: an anomaly of another variable with the wait among its related findings is the hog's too
+    story = _story(started=35.0, stopped=72.0)
+    led = {"src": "(time)", "dst": "region.compute", "opened_s": 41.0}
+    assert causes.opened_under_hog(dict(led, related=[WAIT]), story) and not causes.opened_under_hog(led, story)
     assert rep["causal_edges"] == [
         {"src": "b", "dst": "a", "strength_bits": 0.8, "directed": True, "held_by": 2, "versions": 2, "stable": True},
         {"src": "c", "dst": "d", "strength_bits": 0.05, "directed": True, "held_by": 1, "versions": 2, "stable": False}]

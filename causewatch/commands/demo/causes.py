@@ -78,10 +78,12 @@ def waits(tasks, hog) -> dict:
 
 
 def opened_under_hog(a: dict, story) -> bool:
-    """Whether anomaly `a` (`opened_s`: seconds after the origin) is on the contended resource's variable
-    and was opened while the hog ran (the story's own when the hog is its cause too)."""
+    """Whether anomaly `a` (`opened_s`: seconds after the origin) is on the contended resource's variable,
+    or has it among its related findings' (one voice), and was opened while the hog ran (the story's own
+    when the hog is its cause too)."""
     span = story.hog.span()
-    return story.contended in (a["src"], a["dst"]) and span is not None and span[0] <= a["opened_s"] <= span[1]
+    on = story.contended in (a["src"], a["dst"], *a.get("related", ()))
+    return on and span is not None and span[0] <= a["opened_s"] <= span[1]
 
 
 def by_hog(rows: tuple[float, float] | None, hog) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from causewatch.commands.anomalies import related
 from causewatch.commands.demo import causes, sections
 from causewatch.commands.demo.causes import rounded
 from causewatch.commands.demo.parts import APP, SCOPE
@@ -155,4 +156,5 @@ def _anomaly(a: dict, story) -> dict:
             "under_hog": causes.by_hog(causes.judged(a, story.origin), story.hog),
             "first_cause": first, "cause": causes.cause(a, story),
             "score": round(a["score"], 3), "threshold": round(a["threshold"], 3),
-            "rows": a["evidence"].get("rows")}
+            "rows": a["evidence"].get("rows"), "related": related(a["evidence"])}
+

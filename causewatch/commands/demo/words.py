@@ -39,7 +39,8 @@ MEANING = {
                  "they stay open until it moves); times are seconds from the hog's start and stop; under_hog: "
                  "whether the tasks it was raised on ran while the hog did; first_cause and cause: the first of its "
                  "candidate causes as the causal job ranked them (`causes` in its evidence; none beyond the cut: no "
-                 "unit changed enough to count), \"the hog\" when that is the hog's processes on demo-node-1",
+                 "unit changed enough to count), \"the hog\" when that is the hog's processes on demo-node-1; "
+                 "related: the variables of the findings raised with it or while it was open, one page for them all",
     "causes": "the story's anomaly's candidate causes, best first, as the causal job ranked them over the units "
               "the daemon knew (the app's task variables and regions, each node's CPU beside the app's, memory, "
               "disk and network, the watched command, the busiest other processes each agent reports): a score "
