@@ -9,8 +9,11 @@ were taken in it), the baseline window's rows numbered below 0 and the incident'
 - per node that ran the incident's tasks, and up to MAX_OTHER_NODES others: the CPU beside the app's
   (`node n1: other processes' CPU`: busy CPU seconds per second less the app's tasks' there, processes
   runnable, CPU pressure), its memory, disk and network;
-- on those nodes, each scope an agent watches (`cmd:python on n1`: its CPU, memory, I/O) and the busiest
-  other processes their agents report (`process python3 -c … on n1`: agent/neighbours.py).
+- on the nodes that ran the incident's tasks, each scope an agent watches (`cmd:python on n1`: its CPU,
+  memory, I/O) and the busiest other processes their agents report (`process python3 -c … on n1`:
+  agent/neighbours.py). Not on the others: contention is local, and a process elsewhere reaches the app
+  only through what that node's own units measure (two agents on one host both report its processes,
+  and the copy on the node without tasks had outranked the one beside the app).
 
 `edges` are what is known of how a fault travels between them, as analytics.rca.CallGraph takes it (a
 fault at the second shows at the first): the baseline model's directed edges, effect to cause; every task
@@ -154,10 +157,10 @@ def read(cur, scope: str, model, windows: Windows) -> Table:
         own = samples[samples["node"] == node]
         app_cpu = cpu[cpu["node"] == node].groupby("row")["cpu_seconds"].sum() / windows.width
         machine = _node_units(node, own[own["scope"] == "node"], app_cpu, got)
+        if node not in nodes:
+            continue
         beside = _process_units(node, own[own["scope"] == "node"], windows, got) + _watched_units(node, own, got)
-        edges += [(m, b) for m in machine for b in beside]
-        if node in nodes:
-            edges += [(a, u) for a in app_units for u in machine + beside]
+        edges += [(m, b) for m in machine for b in beside] + [(a, u) for a in app_units for u in machine + beside]
     known = set(got.units)
     return Table(pd.DataFrame(got.columns).sort_index(), got.units,
                  sorted({(a, b) for a, b in edges if a in known and b in known}), nodes, app_units)
