@@ -418,7 +418,8 @@ class CausalJob(Job):
         if st.baseline is None:
             return
         # the window's newest rows, as many as the baseline's rows at most: each side's test as strong
-        recent = model.data.tail(min(self.tested_rows, len(st.before) if st.before is not None else self.tested_rows))
+        tested = self.tested_rows if st.before is None else min(self.tested_rows, len(st.before))
+        recent = model.data.tail(tested)
         found = anomalies.shown_edges(anomalies.edge_changes(st.baseline, model, given=tuple(st.inputs)), st.baseline,
                                       model, st.before, recent, st.learner.ci_test)
         judged = newest is not None and set(st.baseline.nodes) <= set(newest.columns)
