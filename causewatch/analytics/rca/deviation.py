@@ -1,7 +1,9 @@
 """A column's robust change from the baseline window to the incident window.
 
 Each column is scaled by its baseline's spread (the IQR, or where half the rows or more share one value
-the mean absolute deviation, so a 100 % availability that never moves still has a scale), and the
+the mean absolute deviation, so a 100 % availability that never moves still has a scale; a baseline
+that never moved from 0, a process that was not there, takes the typical spread of its kind's other
+columns: `with_kind_scales`), and the
 incident's change is the k-th largest |z| of its rows (k a third of the window's rows): a fault
 lasting two rows of five counts, a single-row spike does not. Where the incident window starts before
 the fault (an onset row, read off the symptom), a row after it counts by the smaller of its change
@@ -13,7 +15,7 @@ the fault, and neither is one odd row before it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -23,6 +25,7 @@ IQR_TO_SIGMA = 1.349   # the IQR of a normal distribution in standard deviations
 MAD_TO_SIGMA = 1.2533   # the mean absolute deviation of a normal distribution, in standard deviations
 RELATIVE_FLOOR = 1e-3   # a scale never below this share of the median: a flat baseline's tiny wiggle is not news
 MIN_BASELINE = 3   # rows with a value the baseline needs before a column's change is judged
+MIN_PEERS = 2   # columns of a kind that moved before their spread stands in for a flat column's
 
 
 class RCAError(ValueError):
@@ -40,6 +43,7 @@ class Deviation:
     incident: float
     z: float
     delta: float = 0.0   # the change in the column's own units at the picked row (as z counts it)
+    flat: bool = False   # the baseline never moved from 0: its scale is a stand-in (`with_kind_scales`)
 
     @property
     def size(self) -> float:
@@ -55,6 +59,8 @@ def column_kind(column: str, unit: str) -> str:
 
 
 def _scale(base: np.ndarray, median: float) -> float:
+    """The baseline's spread as the module says; 1 / its rows where it never moved from 0 (a stand-in
+    that `with_kind_scales` replaces where the column's kind has other columns that moved)."""
     q1, q3 = np.percentile(base, [25, 75])
     scale = (q3 - q1) / IQR_TO_SIGMA
     if scale <= 0:
@@ -91,13 +97,35 @@ def deviation(column: str, base: np.ndarray, incident: np.ndarray, onset: int = 
     changes, values = changes[keep], post[keep]
     k = min(len(changes), max(1, math.ceil(len(incident) / 3)))
     pick = np.argsort(-np.abs(changes), kind="stable")[k - 1]
-    return Deviation(column, median, scale, float(values[pick]), float(changes[pick]), float(changes[pick] * scale))
+    return Deviation(column, median, scale, float(values[pick]), float(changes[pick]), float(changes[pick] * scale),
+                     flat=not np.any(base))
+
+
+def with_kind_scales(devs: dict[str, Deviation], kinds: dict[str, str]) -> dict[str, Deviation]:
+    """`devs` with each flat column (`kinds`: column -> its metric kind) scaled by the median spread of
+    its kind's columns that moved, where there are MIN_PEERS: how far a new process's CPU is from none
+    is measured against how much the node's other processes' CPU varies, not against how many rows the
+    baseline has (its stand-in's 1 / rows)."""
+    spreads: dict[str, list[float]] = {}
+    for column, dev in devs.items():
+        if not dev.flat and dev.scale == dev.scale and column in kinds:
+            spreads.setdefault(kinds[column], []).append(dev.scale)
+    out = dict(devs)
+    for column, dev in devs.items():
+        peers = spreads.get(kinds.get(column, ""), [])
+        if dev.flat and len(peers) >= MIN_PEERS:
+            scale = float(np.median(peers))
+            out[column] = replace(dev, scale=scale, z=dev.z * dev.scale / scale)
+    return out
 
 
 def numeric(df: pd.DataFrame, column: str) -> np.ndarray:
     return pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
 
 
-def deviations(baseline: pd.DataFrame, incident: pd.DataFrame, onset: int = 0) -> dict[str, Deviation]:
-    """Every column's robust change, the columns both windows share being numeric."""
-    return {c: deviation(c, numeric(baseline, c), numeric(incident, c), onset) for c in baseline.columns}
+def deviations(baseline: pd.DataFrame, incident: pd.DataFrame, onset: int = 0,
+               kinds: dict[str, str] | None = None) -> dict[str, Deviation]:
+    """Every column's robust change, the columns both windows share being numeric; with `kinds`
+    (column -> its metric kind), the flat ones scaled by their kind's (`with_kind_scales`)."""
+    devs = {c: deviation(c, numeric(baseline, c), numeric(incident, c), onset) for c in baseline.columns}
+    return devs if kinds is None else with_kind_scales(devs, kinds)

@@ -70,12 +70,14 @@ class Units:
         """The largest share of one of `effect`'s anomalous families that `cause`'s change accounts for:
         in a family both have, the largest of cause's change over effect's in a kind where effect's is
         beyond the cut (the same measure at two places; `strict`: only the family's most changed
-        kind); in another family, `cross`."""
+        kind); in another family, or one where cause measures none of effect's kinds (a process's CPU
+        cores, the tasks' CPU wait), `cross`."""
         best, mine = 0.0, self.strong.get(cause)
         for fam, change in self.changes.get(effect, {}).items():
             if change.size < CUT or mine is None:
                 continue
-            if family(mine.kind) != fam:
+            if family(mine.kind) != fam or not set(self.kinds[cause]) & {
+                    k for k in self.kinds[effect] if family(k) == fam}:
                 best = max(best, cross)
                 continue
             for kind, dev in self.kinds[effect].items():

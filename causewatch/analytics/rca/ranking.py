@@ -95,8 +95,10 @@ def compressed(size: float) -> float:
 def onset(base: np.ndarray, incident: np.ndarray) -> tuple[int, float]:
     """The incident row where the symptom's change starts and its direction: the first row that departs
     from the window's first by CUT and by ONSET of the largest such departure, away from the baseline,
-    the first row being calm beside it (the window starting before the fault); else row 0 and the
-    direction of the change from the baseline."""
+    the first row being calm beside it (the window starting before the fault) and the fault not yet
+    there before it (`_before_the_fault`: where the window's first row stood above its normal, a late
+    spike had put a fault's onset at row 16 of 20, long after its rise); else row 0 and the direction of
+    the change from the baseline."""
     dev = deviation("target", base, incident)
     if dev.scale != dev.scale:
         return 0, 0.0
@@ -109,9 +111,16 @@ def onset(base: np.ndarray, incident: np.ndarray) -> tuple[int, float]:
         sign = float(np.sign(step[np.argmax(np.abs(step))]))
         away = np.nan_to_num(sign * z) > np.maximum(0.0, sign * first / ONSET)
         crossing = np.nonzero((sign * step >= max(CUT, ONSET * np.abs(step).max())) & away)[0]
-        if len(crossing):
+        if len(crossing) and _before_the_fault(z, int(crossing[0]), sign):
             return int(crossing[0]), sign
     return 0, float(np.sign(dev.z)) if dev.size >= CUT else 0.0
+
+
+def _before_the_fault(z: np.ndarray, row: int, sign: float) -> bool:
+    """Whether the symptom's robust z by row `z` changes at `row` rather than before it: a third of the
+    window's rows at least from it on (those `deviation` judges a change on), and the rows before it not
+    beyond the cut on the whole."""
+    return len(z) - row >= math.ceil(len(z) / 3) and sign * float(np.nanmedian(z[:row])) < CUT
 
 
 def symptom(baseline, incident, target: str | None, units, graph: CallGraph | None) -> Symptom:
@@ -180,7 +189,8 @@ def rank_causes(baseline: pd.DataFrame, incident: pd.DataFrame, units: dict[str,
     units = units or {c: [c] for c in baseline.columns}
     sym = symptom(baseline, incident, target, units, graph)
     common = levels.common_levels(baseline, incident, units, sym.onset)
-    devs = deviations(baseline, levels.without_levels(incident, units, common), sym.onset)
+    devs = deviations(baseline, levels.without_levels(incident, units, common), sym.onset,
+                      {c: column_kind(c, u) for u, cols in units.items() for c in cols})
     found = _units(units, devs, sym)
     target_unit = _owner(target, units) if target else None
     hyps = hypotheses.on_graph(graph, found) if graph is not None else \

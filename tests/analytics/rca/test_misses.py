@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from causewatch.analytics.rca import CallGraph, rank_causes
+from causewatch.analytics.rca.ranking import onset
 
 # front calls mid, mid calls back, back calls db; front calls cache
 EDGES = [("front", "mid"), ("mid", "back"), ("back", "db"), ("front", "cache")]
@@ -137,3 +138,21 @@ def test_one_spike_in_a_mostly_empty_column_is_not_a_change():
     order, causes = _rank(baseline, incident)
     assert order[0] == "back", [(c.unit, round(c.score, 2), c.evidence) for c in causes[:3]]
     assert causes[order.index("cache")].score < 1
+
+
+def test_a_late_spike_is_no_onset_for_a_fault_that_rose_early():
+    """The tasks' CPU wait by row in two live runs (tests/integration/test_live_path.py): a hog from about
+    row 3, the window's first row above the baseline's median, and the first row to depart from it by the
+    cut the 17th of 20 (a late spike), or the 14th (the rows before it at the fault's level already).
+    From there the hog's processes, reported before it, had no rows left to show their change."""
+    runs = [([0.0045, 0.0125, 0.0325, 0.0067, 0.0032, 0.0324, 0.0354, 0.0023, 0.0029, 0.0448],
+             [0.0257, 0.0065, 0.0412, 0.0561, 0.1057, 0.054, 0.0983, 0.0979, 0.1047, 0.1001, 0.0576, 0.0698,
+              0.0929, 0.0513, 0.0879, 0.0804, 0.1178, 0.0734, 0.0957, 0.0249]),
+            ([0.0051, 0.0126, 0.0517, 0.0051, 0.018, 0.0295, 0.0229, 0.0205, 0.0022, 0.0119],
+             [0.0426, 0.0039, 0.0363, 0.0361, 0.1179, 0.0665, 0.0767, 0.0899, 0.0632, 0.0762, 0.0921, 0.0919,
+              0.0828, 0.1497, 0.0866, 0.0621, 0.0947, 0.057, 0.0664, 0.024])]
+    for base, incident in runs:
+        base, incident = np.array(base), np.array(incident)
+        assert onset(base, incident) == (0, 1.0)
+        calm_start = np.concatenate([np.full(6, np.median(base)), incident[4:]])
+        assert onset(base, calm_start) == (6, 1.0)   # a fault after calm rows still has its onset

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from causewatch.analytics.rca import CUT, CallGraph, RCAError, rank_causes
+from causewatch.analytics.rca.deviation import deviation, with_kind_scales
 
 UNITS = {u: [f"{u}_latency", f"{u}_requests"] for u in ("front", "mid", "back", "cache", "auth")}
 EDGES = [("front", "mid"), ("mid", "back"), ("front", "auth"), ("mid", "cache")]
@@ -81,3 +82,50 @@ def test_inputs_the_ranking_cannot_use_are_named():
     with pytest.raises(RCAError, match="'z' is in neither"):
         rank_causes(df, df, target="z")
     assert CUT > 0
+
+
+def _hogged_node(rng, rows, hog=False):
+    """The daemon's units on one node (daemon/culprit_units.py): the app's CPU wait, the node's other
+    processes' CPU and three busy processes, and a hog that is not there before the incident (0 in every
+    look) and takes 0.75 of a core in it; the wait grows with the CPU the app's neighbours take."""
+    procs = {p: np.clip(rng.normal(m, 0.04, rows), 0, None) for p, m in (("agent", 0.06), ("jobs", 0.17),
+                                                                         ("pytest", 0.28))}
+    procs["hog"] = 0.75 + rng.normal(0, 0.03, rows) if hog else np.zeros(rows)
+    other = sum(procs.values()) + rng.normal(0, 0.05, rows)
+    cols = {"cpu_wait_seconds": 0.02 + 0.09 * procs["hog"] + rng.gamma(4, 0.001, rows),
+            "node n1: other processes' CPU/cpu_other_cores": other}
+    cols.update({f"process {p} on n1/cpu_cores": v for p, v in procs.items()})
+    return pd.DataFrame(cols)
+
+
+@pytest.mark.parametrize("base_rows", [5, 12, 120])
+def test_a_process_new_in_the_incident_ranks_first_however_long_the_baseline(base_rows):
+    """A process absent from the baseline (its column all 0) is judged against its kind's other columns'
+    spread, not 1 / the baseline's rows: on 5 rows its stand-in scale of 0.2 cores had its 0.75 cores a
+    robust z under 4, and the wait it caused ranked above it. Its share of the wait, a CPU it took (another
+    kind of the same family), is a cross share: the wait is its echo."""
+    rng = np.random.default_rng(base_rows)
+    baseline, incident = _hogged_node(rng, base_rows), _hogged_node(rng, 12, hog=True)
+    units = {c.split("/")[0]: [c] for c in baseline.columns}
+    node = "node n1: other processes' CPU"
+    procs = [u for u in units if u.startswith("process ")]
+    edges = [("cpu_wait_seconds", node)] + [(a, p) for a in ("cpu_wait_seconds", node) for p in procs]
+    causes = rank_causes(baseline, incident, units, "cpu_wait_seconds", CallGraph(edges))
+    ranked = [(c.unit, round(c.score, 2)) for c in causes]
+    assert causes[0].unit == "process hog on n1" and causes[0].score >= 1, ranked
+    assert causes[0].deviation.z > 10, (causes[0].deviation, ranked)
+    assert "cpu_wait_seconds" in causes[0].evidence, causes[0].evidence   # explained, as its echo
+
+
+def test_a_flat_column_keeps_its_stand_in_scale_without_two_peers_that_moved():
+    rng = np.random.default_rng(2)
+    devs = {"new": deviation("new", np.zeros(8), np.full(4, 0.5)),
+            "busy": deviation("busy", rng.normal(1, 0.1, 8), rng.normal(1, 0.1, 4)),
+            "idle": deviation("idle", np.zeros(8), np.zeros(4))}
+    alone = with_kind_scales(devs, {c: "cpu_cores" for c in devs})
+    assert alone["new"].scale == devs["new"].scale == 1 / 8 and alone["new"].flat
+    devs["busier"] = deviation("busier", rng.normal(2, 0.3, 8), rng.normal(2, 0.3, 4))
+    pooled = with_kind_scales(devs, {c: "cpu_cores" for c in devs})
+    spread = float(np.median([devs["busy"].scale, devs["busier"].scale]))
+    assert pooled["new"].scale == pytest.approx(spread) and pooled["new"].z == pytest.approx(0.5 / spread)
+    assert pooled["busy"] == devs["busy"] and pooled["idle"].z == 0
