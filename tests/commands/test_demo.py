@@ -22,7 +22,7 @@ from causewatch.commands.demo import causes, report
 from causewatch.commands.demo.causes import WAIT
 from causewatch.commands.demo.hog import HOG_JUDGE, Hog
 from causewatch.commands.demo.parts import SCOPE
-from causewatch.commands.demo.story import Story
+from causewatch.commands.demo.story import HOG_SECONDS, Story
 from causewatch.daemon import verbs
 from causewatch.daemon.store import Store, results
 
@@ -278,8 +278,8 @@ def test_a_model_that_orients_duration_to_the_wait_shows_the_hog_in_duration(sto
 def test_the_stretches_follow_the_store(store):
     """Calm until the scope has its baseline, then real hog processes, sized on the calm tasks' wait
     and grown when the first tasks under them wait too little more, until an anomaly on the wait is
-    raised, then calm until it resolves; the workload may stop once its tasks are in. Bounds of
-    nothing would end each stretch at once: these have none."""
+    raised and they ran HOG_SECONDS, then calm until it resolves; the workload may stop once its tasks
+    are in. Bounds of nothing would end each stretch at once: these have none."""
     origin = time.time() - 100   # the workload started 100 s ago
     story = Story(origin, "http://127.0.0.1:9", seconds=30, wait=float("inf"))
     con = StoreVerbs(store)
@@ -308,6 +308,8 @@ def test_the_stretches_follow_the_store(store):
         edge = store.run(lambda con: results.raise_anomaly(con, {
             "scope": SCOPE, "kind": "edge_appeared", "src": "cpu_seconds", "dst": WAIT,
             "opened": time.time(), "baseline_id": 1, "model_id": 1, "score": 1.0, "threshold": 0.5, "evidence": under}))
+        assert story.step(con, stored=story.calm_tasks + 45) and story.stretch == "hog"   # raised, but too soon
+        story.hog.started -= HOG_SECONDS   # as if it had run that long
         assert story.step(con, stored=story.calm_tasks + 50) and story.stretch == "end" and not story.hog.running
         assert story.step(con, stored=story.calm_tasks + 60) and story.stretch == "end"   # still open
         # an edge on the wait that resolves first does not end it: the change on the rows is the subject

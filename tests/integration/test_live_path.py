@@ -64,10 +64,9 @@ def test_a_baseline_forms_alone_then_a_hog_opens_an_anomaly_that_resolves_after(
           + f" (at the opening: {first['evidence'].get('cause')})")
     assert hog.started <= opened <= hog.stopped                      # opened while the hog ran
     assert resolved is not None and resolved - story.origin >= hog.stopped, story.short   # resolved after
-    # the culprit named: the hog's processes, as the agent watching the workload reports its busiest
-    # neighbours, first of the units beside the app (on a clean clone's run the app's own cpu_wait_seconds,
-    # 1.77, once came before it, 1.67: docs/perf-log.md, "Anomaly causes ranked live")
-    beside = [c for c in ranked if c["unit"].startswith(("process ", "node "))]
+    # the culprit named first: the hog's processes, as the agent watching the workload reports its busiest
+    # neighbours, above the wait they caused (docs/perf-log.md, "The culprit above its symptom")
     # or, where the agent's look at its neighbours missed the hog, that node's other processes' CPU
     culprits = (hog.unit(causes.WATCHED), f"node {causes.WATCHED}: other processes' CPU")
-    assert beside and beside[0]["unit"] in culprits and beside[0]["score"] >= 1, (culprits, ranked)
+    assert ranked and ranked[0]["unit"] in culprits and ranked[0]["score"] >= 1, (
+        culprits, ranked, first["evidence"].get("causes_ranked"), story.origin, hog.started, hog.stopped)

@@ -25,6 +25,10 @@ WAIT_MORE = 180.0           # --wait's default: what a stretch may take beyond i
 FINISH = 120.0              # the workload's own tasks may take this much longer than --seconds under load
 HOG_CYCLES = 6              # model versions learnt under the hog at most: its first batch is part calm, and a
                             # finding is raised on the 2nd check in a row that sees it, or the 1st when sure
+HOG_SECONDS = 20.0          # the hog runs this long at least: the agents send their node samples in frames 5 s
+                            # apart and look at their busiest processes every 2-5 s, so a fault stopped on its
+                            # first anomaly (3-7 s in) left its culprit in a row or two, and a ranking that
+                            # named it once named the wait itself on the next rows
 END_CYCLES = 2              # model versions of the calm end when no anomaly on the wait is left to resolve
 
 
@@ -35,8 +39,8 @@ class Story:
        job's, by analytics.causal.baseline's rule, or, only once the stretch's bound ran out without
        one, the newest learnt from BASELINE_ROWS tasks at least, pinned through the API as an operator
        would (the report says which);
-    2. `hog`: until an anomaly on the CPU wait is raised, or HOG_CYCLES model versions were learnt
-       under it;
+    2. `hog`: until an anomaly on the CPU wait is raised and the hog ran HOG_SECONDS, or HOG_CYCLES
+       model versions were learnt under it;
     3. `end`: until the first change on the wait judged on rows raised under the hog (else any
        anomaly on the wait raised then) is resolved (none was raised: END_CYCLES more versions).
 
@@ -69,9 +73,10 @@ class Story:
         """The story and its bounds in words, said before the workload starts."""
         b = self.bounds
         return (f"the story: a calm start until {SCOPE} has a baseline model (at most {b['calm']:.0f} s), a CPU "
-                f"hog until an anomaly on the tasks' CPU wait is raised (at most {b['hog']:.0f} s), a calm end until "
-                f"it resolves (at most {b['end']:.0f} s): at least {self.tasks} tasks, about "
-                f"{self.tasks / RATE:.0f} s on an idle machine, at most {self.bound:.0f} s under load")
+                f"hog until an anomaly on the tasks' CPU wait is raised ({HOG_SECONDS:.0f} s at least, "
+                f"{b['hog']:.0f} s at most), a calm end until it resolves (at most {b['end']:.0f} s): at least "
+                f"{self.tasks} tasks, about {self.tasks / RATE:.0f} s on an idle machine, at most "
+                f"{self.bound:.0f} s under load")
 
     def now(self) -> float:
         return time.time() - self.origin
@@ -131,7 +136,8 @@ class Story:
                               f"versions under it")
         # a change judged on the newest tasks (it resolves once calm tasks come), not an edge: the model's
         # window keeps the hog's tasks, and an edge waited 100 s for it to move past them
-        if self.hog_anomalies(api, rows_only=True) or self.hog_versions >= HOG_CYCLES or over:
+        raised = self.hog_anomalies(api, rows_only=True) and now - self.hog.started >= HOG_SECONDS
+        if raised or self.hog_versions >= HOG_CYCLES or over:
             self.hog.stop(now)
             self._next("end", now, models)
 
