@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -153,6 +154,9 @@ def _build(args) -> int:
         sys.path.append(os.getcwd())
     if args.register:    # a store or daemon that cannot take it is refused now, not after minutes of building
         _registry(args.register).close()
+    # SIGINT stops a build even where it was started with it ignored (a script's background job, the demo's
+    # build under one): the build then stops its pool's workers, where a kill leaves them to broken pipes
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     manifest = build_kit(args.app, _worker(args), _tasks(args), args.out, kit=args.kit, workers=args.workers,
                          bbv=args.bbv, max_k=args.max_k, seed=args.seed, reference_runs=args.reference_runs,
                          windows=args.windows, min_spread=args.min_spread,

@@ -11,6 +11,7 @@ import json
 import multiprocessing
 import os
 import platform
+import signal
 import socket
 import time
 from pathlib import Path
@@ -181,7 +182,7 @@ def _reference_rounds(worker: Worker, tasks: list, reps: list[int], workers: int
     for _ in range(rounds):
         run = []
         # workers settle before their first task, as the bundled workload's own do
-        with ctx.Pool(workers, initializer=Worker.settle, initargs=(worker,)) as pool:
+        with _started_pool(ctx, workers, worker) as pool:
             for part in np.array_split(np.arange(len(tasks)), windows):
                 for timing in pool.imap(_timed_in_worker, [(worker_json, tasks[i]) for i in part]):
                     run.append(timing)
@@ -189,6 +190,22 @@ def _reference_rounds(worker: Worker, tasks: list, reps: list[int], workers: int
                 timings.append(measure_all(worker, [tasks[r] for r in reps], warmup, repeats, progress))
         runs.append(np.array(run))
     return runs, timings
+
+
+def _started_pool(ctx, workers: int, worker: Worker):
+    """A pool of `workers` processes, SIGINT held while they start: one that lands between a worker's
+    spawn and the write of its start-up data leaves the worker reading an empty pipe (an EOFError
+    traceback on the terminal). Held, it stops the pool once all started."""
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda *_: held.append(True))
+    try:
+        pool = ctx.Pool(workers, initializer=Worker.settle, initargs=(worker,))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held and callable(previous):
+        pool.terminate()
+        previous(signal.SIGINT, None)
+    return pool
 
 
 def _stretch(key: str, timings: list[dict]) -> dict:
