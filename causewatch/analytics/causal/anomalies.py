@@ -117,14 +117,16 @@ def changed_mechanisms(baseline: CausalModel, before: pd.DataFrame, newest: pd.D
     for v in judged:
         causes = sorted({e.src for e in baseline.edges() if e.directed and e.dst == v} | set(given) & set(cols))
         out = _outside(before, newest, v, causes, discrete)
-        inside = newest[~out]
-        parts = ([(_within(before, inside, v, causes, discrete), inside)]
+        inside, beyond = newest[~out], newest[out]
+        fit = _fit(before, beyond, v, causes, discrete) if out.any() else None   # v is continuous there
+        parts = ([(_within(before, inside, v, causes, discrete), inside, None)]
                  if len(inside) >= (MIN_WITHIN if out.any() else 1) else []) \
-            + ([(_beyond(before, newest[out], v, causes, discrete), newest[out])] if out.any() else [])
+            + ([(_beyond(fit), beyond, fit)] if out.any() else [])
         part_test = test if len(parts) < 2 else _with_alpha(test, getattr(test, "alpha", 0.01) / 2)
-        for judge, rows in parts:
+        for judge, rows, fitted in parts:
             seen = judge(part_test, looks)
-            effect = None if seen is None or v in discrete else _effect(before, rows, v, causes, discrete)
+            effect = None if seen is None or v in discrete else \
+                _effect(fitted or _fit(before, rows, v, causes, discrete))
             if seen is not None and (effect is None or effect >= min_effect):
                 score, threshold, evidence = seen
                 found.append(Finding("mechanism_changed", TIME, v, score, threshold, {
@@ -171,14 +173,14 @@ def _outside(before: pd.DataFrame, newest: pd.DataFrame, v: str, causes: list[st
     return out
 
 
-def _beyond(before, newest, v, causes, discrete):
-    """Rows beyond the baseline's support: the mean of their residuals from v's least-squares fit on the
-    baseline's rows (_shift), a t-test against no shift: a change of f moves it, noise that grows
-    with the causes only widens it. Score and threshold in bits of surprise, -log2 p against -log2 alpha,
+def _beyond(fit):
+    """Rows beyond the baseline's support, by v's least-squares fit on the baseline's rows (`_fit`'s): the
+    mean of their residuals from it (_shift), a t-test against no shift: a change of f moves it, noise
+    that grows with the causes only widens it. Score and threshold in bits of surprise, -log2 p against -log2 alpha,
     the score clear of it by MIN_RATIO (an extrapolation is surer of its own form than the rows are: a
     count that steps up the first time an input passes its largest yet, page faults on new memory, came
     at 1.05 times)."""
-    t, df = _shift(before, newest, v, causes, discrete)
+    t, df = _shift(*fit)
     p = float(2 * stats.t.sf(abs(t), df))
 
     def judge(test, looks):
@@ -186,7 +188,7 @@ def _beyond(before, newest, v, causes, discrete):
         if p >= alpha ** MIN_RATIO:
             return None
         return -math.log2(max(p, 1e-300)), -math.log2(alpha), {
-            "beyond_support": len(newest), "sure": looks > 1 and p < alpha ** looks}
+            "beyond_support": len(fit[3]), "sure": looks > 1 and p < alpha ** looks}
     return judge
 
 
@@ -205,11 +207,10 @@ def _fit(before, newest, v, causes, discrete) -> tuple[np.ndarray, np.ndarray, n
     return pinv, resid, x_newest, newest[v].to_numpy(float) - x_newest @ (pinv @ y)
 
 
-def _shift(before, newest, v, causes, discrete) -> tuple[float, int]:
-    """The newest rows' mean residual from v's fit on `before` (_fit) over its standard error, and its
-    degrees of freedom. The error counts the fit's own, shared by every extrapolated row, and the newest
-    residuals' spread (their noise may grow with the causes)."""
-    pinv, resid, x_newest, new = _fit(before, newest, v, causes, discrete)
+def _shift(pinv, resid, x_newest, new) -> tuple[float, int]:
+    """The newest rows' mean residual from v's fit on the baseline (`_fit`'s four parts) over its standard
+    error, and its degrees of freedom. The error counts the fit's own, shared by every extrapolated row,
+    and the newest residuals' spread (their noise may grow with the causes)."""
     s2 = float(resid @ resid) / max(len(resid) - x_newest.shape[1], 1)
     centre = x_newest.mean(axis=0)
     spread = float(np.var(new, ddof=1)) if len(new) > 1 else s2
@@ -217,13 +218,13 @@ def _shift(before, newest, v, causes, discrete) -> tuple[float, int]:
     return float(new.mean()) / max(se, 1e-300), max(len(new) - 1, 1)
 
 
-def _effect(before, newest, v, causes, discrete) -> float:
+def _effect(fit) -> float:
     """How far v's mean given its causes moved at the newest rows, in standard deviations of the baseline
-    fit's residuals (_fit): the root mean square of the newest residuals' own fit on the same terms,
+    fit's residuals (`fit`, _fit's): the root mean square of the newest residuals' own fit on the same terms,
     f_newest - f_before where the newest rows are (a shift of the mean or of a slope; not of the noise),
     less what that fit takes from noise alone (rank/n of the newest residuals' variance about it). inf
     where the baseline's residuals are all 0 and the move is not."""
-    _, resid, x_newest, new = _fit(before, newest, v, causes, discrete)
+    _, resid, x_newest, new = fit
     coef, _, rank, _ = np.linalg.lstsq(x_newest, new, rcond=None)
     moved = x_newest @ coef
     noise = float(np.sum((new - moved) ** 2)) / max(len(new) - rank, 1)
