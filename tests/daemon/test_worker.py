@@ -9,17 +9,16 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import psutil
 import pytest
+from priority_work import Overrunning, Spinning, policy_after, spin
 from support import agent_config, free_port, samples, wait_for
 
 from causewatch.agent.sender import Sender
 from causewatch.config import DaemonConfig
 from causewatch.daemon import worker as worker_module
 from causewatch.daemon.calls import Entry
-from causewatch.daemon.jobs import Job
 from causewatch.daemon.scheduler import WorkerJobs
 from causewatch.daemon.server import Daemon
 from causewatch.daemon.worker import LOWEST_PRIORITY, Worker, WorkerError, ask
@@ -50,20 +49,6 @@ def test_a_chosen_niceness_keeps_the_normal_scheduler():
         w.stop()
 
 
-def _policy_after(seconds: float) -> tuple[int, int]:
-    """In the child: its scheduling policy and niceness after `seconds` asleep."""
-    time.sleep(seconds)
-    return os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)
-
-
-def _spin(cpu_seconds: float) -> tuple[int, int]:
-    """In the child: busy until it has used `cpu_seconds` of CPU; then its policy and niceness."""
-    start = time.process_time()
-    while time.process_time() - start < cpu_seconds:
-        pass
-    return os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)
-
-
 def _refused(*args, **kwargs):
     raise PermissionError(1, "Operation not permitted")
 
@@ -81,7 +66,7 @@ def test_a_starved_request_is_raised_to_a_fair_share_until_it_ends_under_a_hog_o
     w.starved_after = 0.3
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
     try:
-        assert w(_spin, 0.3) == (os.SCHED_OTHER, 10)
+        assert w(spin, 0.3) == (os.SCHED_OTHER, 10)
         assert w.raised_seconds > 0
         # read from here: a request would itself starve behind the hogs, and be raised
         assert os.sched_getscheduler(w.pid) == os.SCHED_IDLE
@@ -91,17 +76,6 @@ def test_a_starved_request_is_raised_to_a_fair_share_until_it_ends_under_a_hog_o
             h.kill()
             h.wait()
         w.stop()
-
-
-class Spinning(Job):
-    """A job due every 0.3 s whose run needs 0.3 CPU-s; it reports its policy and niceness at the end."""
-    name, interval = "spinning", 0.3
-
-    def run(self, ctx):
-        Path(self.report).write_text("%d %d" % _spin(0.3))
-
-    def __init__(self, report: str):
-        self.report = report
 
 
 @pytest.mark.slow
@@ -122,19 +96,6 @@ def test_a_job_run_is_starved_once_it_has_taken_its_own_interval(tmp_path):
             h.wait()
         w.stop()
     assert report.read_text() == f"{os.SCHED_OTHER} 10" and w.raised_seconds > 0
-
-
-class Overrunning(Job):
-    """A job due every 3 s whose first run sleeps 3.5 s; each run reports its policy and niceness at its end."""
-    name, interval = "overrunning", 3.0
-
-    def __init__(self, report: str):
-        self.report, self.runs = report, 0
-
-    def run(self, ctx):
-        self.runs += 1
-        time.sleep(3.5 if self.runs == 1 else 0.2)
-        Path(self.report).write_text("%d %d" % (os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)))
 
 
 @pytest.mark.slow
@@ -165,8 +126,8 @@ def test_a_worker_that_may_not_raise_says_so_once_and_goes_on(caplog, monkeypatc
         if os.geteuid() == 0:   # root may raise whatever the limit: the kernel's refusal, as a user gets it
             monkeypatch.setattr(worker_module, "_set_priority", _refused)
         w.starved_after = 0.1
-        assert w(_policy_after, 0.5) == (os.SCHED_IDLE, LOWEST_PRIORITY)
-        assert w(_policy_after, 0.3) == (os.SCHED_IDLE, LOWEST_PRIORITY)
+        assert w(policy_after, 0.5) == (os.SCHED_IDLE, LOWEST_PRIORITY)
+        assert w(policy_after, 0.3) == (os.SCHED_IDLE, LOWEST_PRIORITY)
         assert caplog.text.count("LimitNICE=+10") == 1 and w.raised_seconds == 0.0
     finally:
         w.stop()
