@@ -96,9 +96,8 @@ def onset(base: np.ndarray, incident: np.ndarray) -> tuple[int, float]:
     """The incident row where the symptom's change starts and its direction: the first row that departs
     from the window's first by CUT and by ONSET of the largest such departure, away from the baseline,
     the first row being calm beside it (the window starting before the fault) and the fault not yet
-    there before it (`_before_the_fault`: where the window's first row stood above its normal, a late
-    spike had put a fault's onset at row 16 of 20, long after its rise); else row 0 and the direction of
-    the change from the baseline."""
+    there before it (`_before_the_fault`: a late spike is no onset of a fault that rose early); else row
+    0 and the direction of the change from the baseline."""
     dev = deviation("target", base, incident)
     if dev.scale != dev.scale:
         return 0, 0.0

@@ -25,10 +25,9 @@ WAIT_MORE = 180.0           # --wait's default: what a stretch may take beyond i
 FINISH = 120.0              # the workload's own tasks may take this much longer than --seconds under load
 HOG_CYCLES = 6              # model versions learnt under the hog at most: its first batch is part calm, and a
                             # finding is raised on the 2nd check in a row that sees it, or the 1st when sure
-HOG_SECONDS = 20.0          # the hog runs this long at least: the agents send their node samples in frames 5 s
-                            # apart and look at their busiest processes every 2-5 s, so a fault stopped on its
-                            # first anomaly (3-7 s in) left its culprit in a row or two, and a ranking that
-                            # named it once named the wait itself on the next rows
+HOG_SECONDS = 20.0          # the hog runs this long at least: the agents send node samples every 5 s and look
+                            # at their busiest processes every 2-5 s, and its culprit needs more than a row or
+                            # two of the incident to be ranked (docs/perf-log.md, "The culprit above its symptom")
 END_CYCLES = 2              # model versions of the calm end when no anomaly on the wait is left to resolve
 
 
